@@ -1,0 +1,131 @@
+/**
+ * The error vocabulary shared by every lock family.
+ *
+ * Every error locksmith throws is a {@link LocksmithError} with a stable `code`. The class
+ * tree mirrors Lucene's where the distinction matters to callers: {@link LockObtainFailedError}
+ * and {@link LockReleaseFailedError} are {@link LockIOError}s (Java `IOException`s), while
+ * {@link AlreadyClosedError} is not (Java's `AlreadyClosedException` is an
+ * `IllegalStateException`). Catch by class or switch on `code`; messages name the resource.
+ */
+
+export type LocksmithErrorCode =
+  | 'INVALID_ARGUMENT'
+  | 'IO_ERROR'
+  | 'LOCK_OBTAIN_FAILED'
+  | 'LOCK_TIMEOUT'
+  | 'LOCK_RELEASE_FAILED'
+  | 'ALREADY_CLOSED'
+  | 'LOCK_LOST'
+  | 'ABORTED'
+  | 'UNSUPPORTED_OPERATION'
+  | 'PROTOCOL_ERROR'
+  | 'LOCK_VIOLATION'
+  | 'UNKNOWN_ROW_LOCK'
+  | 'DEADLOCK'
+  | 'STALE_TOKEN';
+
+export interface LocksmithErrorOptions {
+  cause?: unknown;
+}
+
+export class LocksmithError extends Error {
+  readonly code: LocksmithErrorCode;
+
+  constructor(code: LocksmithErrorCode, message: string, options?: LocksmithErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** A caller passed a value that can never be valid (bad name, negative duration, …). */
+export class InvalidArgumentError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('INVALID_ARGUMENT', message, options);
+  }
+}
+
+/** An I/O failure; the Java `IOException` of the originals. `cause` holds the OS error. */
+export class LockIOError extends LocksmithError {
+  constructor(
+    message: string,
+    options?: LocksmithErrorOptions & { code?: 'IO_ERROR' | 'LOCK_OBTAIN_FAILED' | 'LOCK_TIMEOUT' | 'LOCK_RELEASE_FAILED' | 'PROTOCOL_ERROR' },
+  ) {
+    super(options?.code ?? 'IO_ERROR', message, options);
+  }
+}
+
+/** The lock is held by someone else (Lucene's `LockObtainFailedException`). */
+export class LockObtainFailedError extends LockIOError {
+  constructor(message: string, options?: LocksmithErrorOptions & { code?: 'LOCK_OBTAIN_FAILED' | 'LOCK_TIMEOUT' }) {
+    super(message, { ...options, code: options?.code ?? 'LOCK_OBTAIN_FAILED' });
+  }
+}
+
+/** A wait for a lock ran out of time. Still a {@link LockObtainFailedError}, as in Lucene. */
+export class LockTimeoutError extends LockObtainFailedError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super(message, { ...options, code: 'LOCK_TIMEOUT' });
+  }
+}
+
+/** Releasing failed in a way a human should look at (Lucene's `LockReleaseFailedException`). */
+export class LockReleaseFailedError extends LockIOError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super(message, { ...options, code: 'LOCK_RELEASE_FAILED' });
+  }
+}
+
+/** The lock (or other object) was already closed or invalidated: not an I/O error. */
+export class AlreadyClosedError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('ALREADY_CLOSED', message, options);
+  }
+}
+
+/** A held lock was lost; delivered as the reason of the handle's `signal`. */
+export class LockLostError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('LOCK_LOST', message, options);
+  }
+}
+
+/**
+ * A wait was cancelled through its `AbortSignal`. `name` is `AbortError` so that code checking
+ * `err.name === 'AbortError'` keeps working; `cause` is the signal's reason.
+ */
+export class AbortedError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('ABORTED', message, options);
+    this.name = 'AbortError';
+  }
+}
+
+/** The operation is not supported by this implementation (Java's `UnsupportedOperationException`). */
+export class UnsupportedOperationError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('UNSUPPORTED_OPERATION', message, options);
+  }
+}
+
+/** A peer broke a wire protocol (bad byte, early EOF). An I/O error, as in Lucene. */
+export class ProtocolError extends LockIOError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super(message, { ...options, code: 'PROTOCOL_ERROR' });
+  }
+}
+
+/** An independent witness saw mutual exclusion broken (two holders, release by a non-holder). */
+export class LockViolationError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('LOCK_VIOLATION', message, options);
+  }
+}
+
+/** True for Node system errors (`ENOENT`, `EACCES`, …), optionally of one of the given codes. */
+export function isErrno(err: unknown, ...codes: string[]): err is NodeJS.ErrnoException {
+  if (!(err instanceof Error) || typeof (err as NodeJS.ErrnoException).code !== 'string') {
+    return false;
+  }
+  return codes.length === 0 || codes.includes((err as NodeJS.ErrnoException).code as string);
+}

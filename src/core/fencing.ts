@@ -1,0 +1,43 @@
+import { LocksmithError } from './errors.js';
+
+/**
+ * Fencing tokens are integers that strictly increase with every grant of a resource.
+ *
+ * Where a token is persisted, the next one is `max(previous + 1, floor)` with `floor` the wall
+ * clock in microseconds: the stored value guarantees strict increase while it survives, and
+ * the clock floor keeps tokens increasing even if the stored value is lost (a deleted or
+ * recreated lock file), as long as the wall clock has not gone back by more than the time
+ * since the last grant. Microseconds since 1970 stay below 2^53 until the year 2255.
+ */
+export function nextFencingToken(previous: number | undefined, wallMs: number): number {
+  const floor = Math.floor(wallMs * 1000);
+  const next = previous === undefined || !Number.isSafeInteger(previous) ? floor : previous + 1;
+  return Math.max(next, floor);
+}
+
+export class StaleTokenError extends LocksmithError {
+  constructor(message: string) {
+    super('STALE_TOKEN', message);
+  }
+}
+
+/**
+ * The protected side of fencing: admits a write only if its token is not older than the newest
+ * token seen so far (equal tokens are the same holder, still admitted).
+ */
+export class FencingGate {
+  #highest = Number.NEGATIVE_INFINITY;
+
+  get highest(): number {
+    return this.#highest;
+  }
+
+  admit(token: number, resource = 'resource'): void {
+    if (token < this.#highest) {
+      throw new StaleTokenError(
+        `Fencing token ${token} for ${resource} is older than ${this.#highest}: the lock was granted to someone else since`,
+      );
+    }
+    this.#highest = token;
+  }
+}

@@ -1,0 +1,22 @@
+export { type Clock, FakeClock, systemClock } from './clock.js';
+export { checkDuration, parseDuration } from './duration.js';
+export {
+  AbortedError,
+  AlreadyClosedError,
+  InvalidArgumentError,
+  isErrno,
+  LockIOError,
+  LockLostError,
+  LockObtainFailedError,
+  LockReleaseFailedError,
+  LocksmithError,
+  type LocksmithErrorCode,
+  LockTimeoutError,
+  LockViolationError,
+  ProtocolError,
+  UnsupportedOperationError,
+} from './errors.js';
+export { FencingGate, nextFencingToken, StaleTokenError } from './fencing.js';
+export { type LockHandle, LockHandleBase } from './lock-handle.js';
+export { validateLockName } from './lock-name.js';
+export { abortableSleep, type WaitForOptions, type WaitOptions, type WakeSource, waitFor } from './wait.js';

@@ -1,0 +1,105 @@
+import { EventEmitter } from 'node:events';
+import { AlreadyClosedError, type LockLostError } from './errors.js';
+
+/**
+ * What every acquisition in locksmith returns.
+ *
+ * - `token` is the fencing token: it strictly increases with every grant of `resource`, so
+ *   whatever the lock protects can refuse a write carrying an older one.
+ * - `signal` aborts when the handle stops protecting anything: with a {@link LockLostError}
+ *   when the lock was lost, with an {@link AlreadyClosedError} after `close()`. Pass it to the
+ *   work done under the lock.
+ * - `ensureValid()` throws when the lock is no longer ours; `close()` is idempotent.
+ */
+export interface LockHandle extends AsyncDisposable {
+  readonly resource: string;
+  readonly token: number;
+  readonly signal: AbortSignal;
+  readonly closed: boolean;
+  ensureValid(): void;
+  close(): Promise<void>;
+  release(): Promise<void>;
+  on(event: 'lost', listener: (reason: LockLostError) => void): this;
+  once(event: 'lost', listener: (reason: LockLostError) => void): this;
+  off(event: 'lost', listener: (reason: LockLostError) => void): this;
+}
+
+interface HandleEvents {
+  lost: [LockLostError];
+}
+
+/**
+ * Shared mechanics of a handle: one close no matter how often or how concurrently it is
+ * called, the abort signal, and the `lost` event. Subclasses implement `closeOnce()` and
+ * `checkValid()`; they report loss with `markLost()`.
+ */
+export abstract class LockHandleBase extends EventEmitter<HandleEvents> implements LockHandle {
+  readonly resource: string;
+  readonly token: number;
+  readonly #controller = new AbortController();
+  #closing: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(resource: string, token: number) {
+    super();
+    this.resource = resource;
+    this.token = token;
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Throws when the lock is no longer held; a detected loss also fires `lost`. */
+  ensureValid(): void {
+    if (this.#closed) {
+      throw new AlreadyClosedError(`Lock instance already released: ${this.resource}`);
+    }
+    this.checkValid();
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#doClose();
+    return this.#closing;
+  }
+
+  release(): Promise<void> {
+    return this.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** Reports a loss once: aborts `signal` with the reason and emits `lost`. */
+  protected markLost(reason: LockLostError): void {
+    if (this.#controller.signal.aborted) return;
+    this.#controller.abort(reason);
+    this.emit('lost', reason);
+  }
+
+  /** Marks the handle closed without running `closeOnce` (for handles closed by a wrapper). */
+  protected markClosed(): void {
+    this.#closed = true;
+    if (!this.#controller.signal.aborted) {
+      this.#controller.abort(new AlreadyClosedError(`Lock released: ${this.resource}`));
+    }
+  }
+
+  async #doClose(): Promise<void> {
+    try {
+      await this.closeOnce();
+    } finally {
+      this.markClosed();
+    }
+  }
+
+  /** Validity checks beyond "not closed"; throw to report the lock is no longer ours. */
+  protected abstract checkValid(): void;
+  /** Releases the underlying lock; runs at most once. */
+  protected abstract closeOnce(): Promise<void>;
+}
