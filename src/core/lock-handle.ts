@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { AlreadyClosedError, type LockLostError } from './errors.js';
+import { AlreadyClosedError, LockLostError } from './errors.js';
 
 /**
  * What every acquisition in locksmith returns.
@@ -36,7 +36,10 @@ interface HandleEvents {
 export abstract class LockHandleBase extends EventEmitter<HandleEvents> implements LockHandle {
   readonly resource: string;
   readonly token: number;
-  readonly #controller = new AbortController();
+  // Created on first use of `signal`: most handles are never asked for it, and building the
+  // abort reason (an Error with a stack) on every release would dominate a fast lock's cost.
+  #controller: AbortController | undefined;
+  #lostReason: LockLostError | undefined;
   #closing: Promise<void> | undefined;
   #closed = false;
 
@@ -47,6 +50,11 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
   }
 
   get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#lostReason !== undefined) this.#controller.abort(this.#lostReason);
+      else if (this.#closed) this.#controller.abort(this.#releasedReason());
+    }
     return this.#controller.signal;
   }
 
@@ -77,17 +85,28 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
 
   /** Reports a loss once: aborts `signal` with the reason and emits `lost`. */
   protected markLost(reason: LockLostError): void {
-    if (this.#controller.signal.aborted) return;
-    this.#controller.abort(reason);
+    if (this.#lostReason !== undefined || this.#closed) return;
+    this.#lostReason = reason;
+    this.#controller?.abort(reason);
     this.emit('lost', reason);
+  }
+
+  /** Reports the loss that `err` describes (see {@link markLost}), then throws `err`. */
+  protected fail(err: Error): never {
+    this.markLost(new LockLostError(`Lock lost: ${this.resource}: ${err.message}`, { cause: err }));
+    throw err;
   }
 
   /** Marks the handle closed without running `closeOnce` (for handles closed by a wrapper). */
   protected markClosed(): void {
     this.#closed = true;
-    if (!this.#controller.signal.aborted) {
-      this.#controller.abort(new AlreadyClosedError(`Lock released: ${this.resource}`));
+    if (this.#controller !== undefined && !this.#controller.signal.aborted) {
+      this.#controller.abort(this.#releasedReason());
     }
+  }
+
+  #releasedReason(): AlreadyClosedError {
+    return new AlreadyClosedError(`Lock released: ${this.resource}`);
   }
 
   async #doClose(): Promise<void> {

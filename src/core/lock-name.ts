@@ -6,21 +6,21 @@ const MAX_NAME_BYTES = 255;
  * A lock name is one path component: not empty, not `.` or `..`, no `/`, `\` or NUL, at most
  * 255 bytes of UTF-8. Anything else could escape the lock directory or fail obscurely later.
  */
-export function validateLockName(name: unknown): string {
+export function validateLockName(name: unknown, what = 'lock name'): string {
   if (typeof name !== 'string') {
-    throw new InvalidArgumentError(`Invalid lock name: expected a string, got ${typeof name}`);
+    throw new InvalidArgumentError(`Invalid ${what}: expected a string, got ${typeof name}`);
   }
   const shown = JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
-  if (name.length === 0) throw new InvalidArgumentError('Invalid lock name: it is empty');
+  if (name.length === 0) throw new InvalidArgumentError(`Invalid ${what}: it is empty`);
   if (name === '.' || name === '..') {
-    throw new InvalidArgumentError(`Invalid lock name ${shown}: "." and ".." are not file names`);
+    throw new InvalidArgumentError(`Invalid ${what} ${shown}: "." and ".." are not file names`);
   }
   if (/[/\\\0]/.test(name)) {
-    throw new InvalidArgumentError(`Invalid lock name ${shown}: it contains a path separator or NUL`);
+    throw new InvalidArgumentError(`Invalid ${what} ${shown}: it contains a path separator or NUL`);
   }
   const bytes = Buffer.byteLength(name, 'utf8');
   if (bytes > MAX_NAME_BYTES) {
-    throw new InvalidArgumentError(`Invalid lock name ${shown}: ${bytes} bytes, the limit is ${MAX_NAME_BYTES}`);
+    throw new InvalidArgumentError(`Invalid ${what} ${shown}: ${bytes} bytes, the limit is ${MAX_NAME_BYTES}`);
   }
   return name;
 }

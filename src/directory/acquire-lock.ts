@@ -1,0 +1,50 @@
+import { LockObtainFailedError } from '../core/errors.js';
+import { validateLockName } from '../core/lock-name.js';
+import { type WaitOptions, waitFor } from '../core/wait.js';
+import type { Directory } from './directory.js';
+import type { Lock } from './lock.js';
+
+/** The lock name Lucene's IndexWriter uses; the default here too. */
+export const WRITE_LOCK_NAME = 'write.lock';
+
+export interface AcquireLockOptions extends WaitOptions {
+  /** Lock name within the directory (default `write.lock`). */
+  name?: string;
+}
+
+/**
+ * Obtains a lock in `directory`, waiting while it is held elsewhere, and wakes the moment it is
+ * released or its holder dies: the factory's kernel hints (inotify on Linux) and in-process
+ * release events trigger an immediate retry, and a slow jittered poll covers what hints miss
+ * (network file systems, other platforms). A waiter costs no CPU between hints and never
+ * occupies libuv's thread pool. Rejects with {@link LockTimeoutError} after `timeoutMs`
+ * (cause: the last failure) or {@link AbortedError} when `signal` aborts.
+ */
+export async function acquireLock(directory: Directory, options: AcquireLockOptions = {}): Promise<Lock> {
+  const name = validateLockName(options.name ?? WRITE_LOCK_NAME);
+  const factory = directory.lockFactory;
+  return waitFor(
+    async (last) => {
+      if (factory.isHeldElsewhere(directory, name)) {
+        last.error ??= new LockObtainFailedError(`Lock held elsewhere: ${directory}/${name}`);
+        return undefined;
+      }
+      try {
+        return await directory.obtainLock(name, { signal: options.signal });
+      } catch (err) {
+        if (!(err instanceof LockObtainFailedError)) throw err;
+        last.error = err;
+        return undefined;
+      }
+    },
+    {
+      resource: `${directory}/${name}`,
+      wake: factory.wakeSource(directory, name),
+      signal: options.signal,
+      timeoutMs: options.timeoutMs,
+      clock: options.clock,
+      minPollMs: 2,
+      maxPollMs: 250,
+    },
+  );
+}

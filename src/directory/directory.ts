@@ -1,0 +1,45 @@
+import { validateLockName } from '../core/lock-name.js';
+import type { Lock } from './lock.js';
+import type { LockFactory } from './lock-factory.js';
+
+export interface ObtainOptions {
+  /** Cancels a waiting obtain (only wrappers that wait look at it). */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * The small slice of Lucene's `Directory` that locking needs: a flat set of named files plus
+ * `obtainLock`. File names are single path components (validated), so no operation can reach
+ * outside the directory. `createOutput` writes a whole file and fails if it exists.
+ */
+export abstract class Directory {
+  abstract get lockFactory(): LockFactory;
+
+  /** Lucene's final `BaseDirectory.obtainLock`: delegates to the factory. */
+  obtainLock(name: string, _options?: ObtainOptions): Promise<Lock> {
+    return this.lockFactory.obtainLock(this, validateLockName(name));
+  }
+
+  abstract listAll(): Promise<string[]>;
+  abstract fileLength(name: string): Promise<number>;
+  abstract readFile(name: string): Promise<Buffer>;
+  abstract createOutput(name: string, data: Uint8Array): Promise<void>;
+  /** Creates a new file named `<prefix>_<random><suffix>` and returns its name. */
+  abstract createTempOutput(prefix: string, suffix: string, data: Uint8Array): Promise<string>;
+  abstract deleteFile(name: string): Promise<void>;
+  abstract rename(source: string, dest: string): Promise<void>;
+  abstract sync(names: readonly string[]): Promise<void>;
+  abstract syncMetaData(): Promise<void>;
+
+  async copyFrom(from: Directory, source: string, dest: string): Promise<void> {
+    await this.createOutput(validateLockName(dest, 'file name'), await from.readFile(source));
+  }
+
+  async close(): Promise<void> {}
+
+  abstract toString(): string;
+}
+
+export function checkFileName(name: string): string {
+  return validateLockName(name, 'file name');
+}

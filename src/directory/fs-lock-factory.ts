@@ -1,0 +1,29 @@
+import { UnsupportedOperationError } from '../core/errors.js';
+import { validateLockName } from '../core/lock-name.js';
+import type { Directory } from './directory.js';
+import { FSDirectory } from './fs-directory.js';
+import type { Lock } from './lock.js';
+import { LockFactory } from './lock-factory.js';
+
+/** Lucene's `FSLockFactory`: lock files live in an {@link FSDirectory}'s real path. */
+export abstract class FSLockFactory extends LockFactory {
+  /** The default for file-system directories: {@link NativeFSLockFactory}. */
+  static async getDefault(): Promise<FSLockFactory> {
+    return (await import('./native-fs-lock-factory.js')).NativeFSLockFactory.INSTANCE;
+  }
+
+  obtainLock(directory: Directory, lockName: string): Promise<Lock> {
+    return this.obtainFSLock(this.fsDirectory(directory), validateLockName(lockName));
+  }
+
+  protected fsDirectory(directory: Directory): FSDirectory {
+    if (!(directory instanceof FSDirectory)) {
+      throw new UnsupportedOperationError(
+        `${this} can only be used with FSDirectory subclasses, got: ${directory}`,
+      );
+    }
+    return directory;
+  }
+
+  protected abstract obtainFSLock(directory: FSDirectory, lockName: string): Promise<Lock>;
+}

@@ -1,0 +1,15 @@
+export { type AcquireLockOptions, acquireLock, WRITE_LOCK_NAME } from './acquire-lock.js';
+export { ByteBuffersDirectory } from './byte-buffers-directory.js';
+export { Directory, type ObtainOptions } from './directory.js';
+export { FENCE_SUFFIX } from './fence-token-file.js';
+export { FilterDirectory } from './filter-directory.js';
+export { FSDirectory } from './fs-directory.js';
+export { FSLockFactory } from './fs-lock-factory.js';
+export type { Lock } from './lock.js';
+export { LockFactory } from './lock-factory.js';
+export { LockValidatingDirectoryWrapper } from './lock-validating-directory-wrapper.js';
+export { NativeFSLockFactory } from './native-fs-lock-factory.js';
+export { NoLockFactory } from './no-lock-factory.js';
+export { SimpleFSLockFactory } from './simple-fs-lock-factory.js';
+export { SingleInstanceLockFactory } from './single-instance-lock-factory.js';
+export { SleepingLockWrapper } from './sleeping-lock-wrapper.js';

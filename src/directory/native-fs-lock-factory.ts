@@ -1,0 +1,199 @@
+import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { systemClock } from '../core/clock.js';
+import { AlreadyClosedError, LockIOError, LockObtainFailedError } from '../core/errors.js';
+import { LockHandleBase } from '../core/lock-handle.js';
+import type { WakeSource } from '../core/wait.js';
+import { fileLocks } from '../os/file-lock.js';
+import { fileWakeSource } from '../os/file-watcher.js';
+import type { Directory } from './directory.js';
+import { advanceFenceToken } from './fence-token-file.js';
+import type { FSDirectory } from './fs-directory.js';
+import { FSLockFactory } from './fs-lock-factory.js';
+import { anyWake, InProcessReleases } from './in-process-releases.js';
+import { internals } from './internals.js';
+import type { Lock } from './lock.js';
+import { type FileIdentity, formatBirthtime, identityOf, openInLockDir, sameIdentity } from './lock-file.js';
+
+const OPEN_FLAGS = constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW;
+const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
+
+/**
+ * Process-wide registry of held lock paths (Lucene's static `LOCK_HELD`), consulted before any
+ * descriptor is opened. Keys are real paths: the directory's stored real path plus the name,
+ * which cannot contain a separator and is never followed if it is a symlink.
+ */
+const LOCK_HELD = new Map<string, NativeFSLock>();
+const releases = new InProcessReleases();
+
+/**
+ * Lucene's `NativeFSLockFactory`, the default for file-system directories: a real kernel lock
+ * (see `src/os/file-lock.ts`), freed by the OS when the process dies, so a leftover
+ * `write.lock` is harmless. The lock file is created if missing, never written and never
+ * deleted. A second obtain in this process fails from the registry without touching the file.
+ *
+ * Not for NFS: kernel locks there depend on the NFS lock manager and can be double-granted.
+ */
+export class NativeFSLockFactory extends FSLockFactory {
+  static readonly INSTANCE: NativeFSLockFactory = new NativeFSLockFactory();
+
+  private constructor() {
+    super();
+  }
+
+  protected async obtainFSLock(directory: FSDirectory, lockName: string): Promise<Lock> {
+    return obtainNative(directory.path, lockName);
+  }
+
+  override wakeSource(directory: Directory, lockName: string): WakeSource {
+    const path = join(this.fsDirectory(directory).path, lockName);
+    return anyWake(releases.source(path), fileWakeSource(path));
+  }
+
+  /** Held in this process, or (by a read-only probe) by another open file description. */
+  override isHeldElsewhere(directory: Directory, lockName: string): boolean {
+    const path = join(this.fsDirectory(directory).path, lockName);
+    if (LOCK_HELD.has(path)) return true;
+    let fd: number;
+    try {
+      fd = openSync(path, PROBE_FLAGS);
+    } catch {
+      return false;
+    }
+    try {
+      return fileLocks().isLockedElsewhere(fd, path);
+    } catch {
+      return false;
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+function obtainNative(dir: string, name: string): NativeFSLock {
+  const path = join(dir, name);
+  if (LOCK_HELD.has(path)) {
+    throw new LockObtainFailedError(`Lock held by this virtual machine: ${path}`);
+  }
+  const locks = fileLocks();
+  let fd: number | undefined;
+  // Reserve the path first so no other obtain in this process opens a descriptor meanwhile.
+  const reservation = { pending: true } as unknown as NativeFSLock;
+  LOCK_HELD.set(path, reservation);
+  try {
+    fd = openInLockDir(dir, path, () => openSync(path, OPEN_FLAGS, 0o644));
+    if (!locks.tryLock(fd, path)) {
+      throw new LockObtainFailedError(`Lock held by another program: ${path}`);
+    }
+    const st = fstatSync(fd, { bigint: true });
+    if (!st.isFile()) throw new LockIOError(`Lock file ${path} is not a regular file`);
+    if (st.nlink === 0n) {
+      // Deleted between our open and our lock: the lock is on an orphan inode.
+      throw new LockObtainFailedError(`Lock file was deleted while being obtained: ${path}`);
+    }
+    const token = advanceFenceToken(dir, name, systemClock.wall());
+    const lock = new NativeFSLock(path, fd, identityOf(st), token);
+    LOCK_HELD.set(path, lock);
+    return lock;
+  } catch (err) {
+    if (fd !== undefined) closeSync(fd);
+    if (LOCK_HELD.get(path) === reservation) LOCK_HELD.delete(path);
+    throw err;
+  }
+}
+
+class NativeFSLock extends LockHandleBase {
+  readonly #path: string;
+  readonly #fd: number;
+  readonly #identity: FileIdentity;
+  /** Java's `FileLock.isValid()`: false once the kernel lock was released or the fd closed. */
+  #osLockValid = true;
+
+  constructor(path: string, fd: number, identity: FileIdentity, token: number) {
+    super(path, token);
+    this.#path = path;
+    this.#fd = fd;
+    this.#identity = identity;
+  }
+
+  /** For tests that play "an external force". */
+  get [internals]() {
+    return { fd: this.#fd, path: this.#path, registry: LOCK_HELD };
+  }
+
+  protected checkValid(): void {
+    if (LOCK_HELD.get(this.#path) !== this) {
+      this.fail(new AlreadyClosedError(`Lock path unexpectedly cleared from map: ${this}`));
+    }
+    if (!this.#osLockValid || !this.#ownsKernelLock()) {
+      this.#osLockValid = false;
+      this.fail(new AlreadyClosedError(`FileLock invalidated by an external force: ${this}`));
+    }
+    const size = fstatSync(this.#fd, { bigint: true }).size;
+    if (size !== 0n) {
+      this.fail(new AlreadyClosedError(`Unexpected lock file size: ${size}, (lock=${this})`));
+    }
+    let current: FileIdentity;
+    try {
+      current = identityOf(statSync(this.#path, { bigint: true }));
+    } catch (err) {
+      this.fail(new LockIOError(`Lock file is gone: ${this.#path}`, { cause: err }));
+    }
+    if (!sameIdentity(current, this.#identity)) {
+      this.fail(
+        new AlreadyClosedError(`Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`),
+      );
+    }
+  }
+
+  /**
+   * The descriptor must still be ours (not closed, not reused for another file) and the
+   * kernel must still see a lock on the file from some other description than a fresh probe:
+   * since nobody else can hold it while we do, that lock is ours.
+   */
+  #ownsKernelLock(): boolean {
+    let mine: FileIdentity;
+    try {
+      mine = identityOf(fstatSync(this.#fd, { bigint: true }));
+    } catch {
+      return false;
+    }
+    if (!sameIdentity(mine, this.#identity)) return false;
+    let probe: number;
+    try {
+      probe = openSync(this.#path, PROBE_FLAGS);
+    } catch {
+      return true; // the path check below reports a missing file
+    }
+    try {
+      return fileLocks().isLockedElsewhere(probe, this.#path);
+    } finally {
+      closeSync(probe);
+    }
+  }
+
+  protected async closeOnce(): Promise<void> {
+    // No validation: closing can't break anyone else's lock (Lucene). Closing the descriptor
+    // releases the kernel lock (its open file description has no other descriptor), so no
+    // separate unlock call is made. The file stays: deleting it is unsafe and a leftover is
+    // harmless.
+    try {
+      closeSync(this.#fd);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EBADF') throw new LockIOError(`Cannot close lock file ${this.#path}`, { cause: err });
+    } finally {
+      this.#osLockValid = false;
+      const registered = LOCK_HELD.get(this.#path) === this;
+      if (registered) LOCK_HELD.delete(this.#path);
+      releases.notify(this.#path);
+      if (!registered) {
+        // biome-ignore lint/correctness/noUnsafeFinally: Lucene reports this from its finally block too.
+        throw new AlreadyClosedError(`Lock path was cleared but never marked as held: ${this.#path}`);
+      }
+    }
+  }
+
+  override toString(): string {
+    return `NativeFSLock(path=${this.#path},impl=${fileLocks().mechanism},creationTime=${formatBirthtime(this.#identity)})`;
+  }
+}

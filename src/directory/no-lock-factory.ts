@@ -1,0 +1,45 @@
+import { EventEmitter } from 'node:events';
+import type { LockLostError } from '../core/errors.js';
+import type { Directory } from './directory.js';
+import type { Lock } from './lock.js';
+import { LockFactory } from './lock-factory.js';
+
+/**
+ * The lock that locks nothing: `close()` and `ensureValid()` do nothing, even after close. Its
+ * token is always 0 and its signal never aborts: it protects nothing, so it can lose nothing.
+ */
+class NoLock extends EventEmitter<{ lost: [LockLostError] }> implements Lock {
+  readonly resource = 'NoLock';
+  readonly token = 0;
+  readonly signal = new AbortController().signal;
+  readonly closed = false;
+  ensureValid(): void {}
+  async close(): Promise<void> {}
+  release(): Promise<void> {
+    return this.close();
+  }
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+  override toString(): string {
+    return 'NoLock';
+  }
+}
+
+/**
+ * Lucene's `NoLockFactory`: every obtain succeeds and returns one shared {@link NoLock}. Only
+ * for a directory that is guaranteed to have a single writer by other means; two writers can
+ * coexist and corrupt it.
+ */
+export class NoLockFactory extends LockFactory {
+  static readonly INSTANCE: NoLockFactory = new NoLockFactory();
+  static readonly SINGLETON_LOCK: Lock = new NoLock();
+
+  private constructor() {
+    super();
+  }
+
+  async obtainLock(_directory: Directory, _lockName: string): Promise<Lock> {
+    return NoLockFactory.SINGLETON_LOCK;
+  }
+}

@@ -1,0 +1,111 @@
+import { closeSync, constants, fstatSync, openSync, statSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { systemClock } from '../core/clock.js';
+import { AlreadyClosedError, LockIOError, LockObtainFailedError, LockReleaseFailedError } from '../core/errors.js';
+import { LockHandleBase } from '../core/lock-handle.js';
+import type { WakeSource } from '../core/wait.js';
+import { fileWakeSource } from '../os/file-watcher.js';
+import type { Directory } from './directory.js';
+import { advanceFenceToken } from './fence-token-file.js';
+import type { FSDirectory } from './fs-directory.js';
+import { FSLockFactory } from './fs-lock-factory.js';
+import { anyWake, InProcessReleases } from './in-process-releases.js';
+import type { Lock } from './lock.js';
+import { type FileIdentity, formatBirthtime, identityOf, openInLockDir, sameIdentity } from './lock-file.js';
+
+const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+const releases = new InProcessReleases();
+
+/**
+ * Lucene's `SimpleFSLockFactory`: the lock is the existence of the file, created exclusively
+ * and deleted on close. Works wherever exclusive create works (including NFS), but a process
+ * that dies holding it leaves the file behind, and that stale file blocks every obtain until
+ * someone removes it by hand (`locksmith status` shows it).
+ */
+export class SimpleFSLockFactory extends FSLockFactory {
+  static readonly INSTANCE: SimpleFSLockFactory = new SimpleFSLockFactory();
+
+  private constructor() {
+    super();
+  }
+
+  protected async obtainFSLock(directory: FSDirectory, lockName: string): Promise<Lock> {
+    const dir = directory.path;
+    const path = join(dir, lockName);
+    let fd: number;
+    try {
+      fd = openInLockDir(dir, path, () => openSync(path, CREATE_FLAGS, 0o644));
+    } catch (err) {
+      const code = (err as { cause?: NodeJS.ErrnoException }).cause?.code ?? (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST' || code === 'EACCES') {
+        throw new LockObtainFailedError(`Lock held elsewhere: ${path}`, { cause: (err as { cause?: unknown }).cause ?? err });
+      }
+      throw err;
+    }
+    let identity: FileIdentity;
+    try {
+      identity = identityOf(fstatSync(fd, { bigint: true }));
+    } finally {
+      closeSync(fd);
+    }
+    try {
+      return new SimpleFSLock(path, identity, advanceFenceToken(dir, lockName, systemClock.wall()));
+    } catch (err) {
+      unlinkSync(path);
+      throw err;
+    }
+  }
+
+  override wakeSource(directory: Directory, lockName: string): WakeSource {
+    const path = join(this.fsDirectory(directory).path, lockName);
+    return anyWake(releases.source(path), fileWakeSource(path));
+  }
+}
+
+class SimpleFSLock extends LockHandleBase {
+  readonly #path: string;
+  readonly #identity: FileIdentity;
+
+  constructor(path: string, identity: FileIdentity, token: number) {
+    super(path, token);
+    this.#path = path;
+    this.#identity = identity;
+  }
+
+  protected checkValid(): void {
+    let current: FileIdentity;
+    try {
+      current = identityOf(statSync(this.#path, { bigint: true }));
+    } catch (err) {
+      this.fail(new LockIOError(`Lock file is gone: ${this.#path}`, { cause: err }));
+    }
+    if (!sameIdentity(current, this.#identity)) {
+      this.fail(
+        new AlreadyClosedError(`Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`),
+      );
+    }
+  }
+
+  protected async closeOnce(): Promise<void> {
+    try {
+      this.ensureValid();
+    } catch (err) {
+      throw new LockReleaseFailedError(
+        `Lock file cannot be safely removed. Manual intervention is recommended: ${this.#path}`,
+        { cause: err },
+      );
+    }
+    try {
+      unlinkSync(this.#path);
+    } catch (err) {
+      throw new LockReleaseFailedError(`Unable to remove lock file. Manual intervention is recommended: ${this.#path}`, {
+        cause: err,
+      });
+    }
+    releases.notify(this.#path);
+  }
+
+  override toString(): string {
+    return `SimpleFSLock(path=${this.#path},creationTime=${formatBirthtime(this.#identity)})`;
+  }
+}

@@ -1,0 +1,82 @@
+import { systemClock } from '../core/clock.js';
+import { nextFencingToken } from '../core/fencing.js';
+import { AlreadyClosedError, LockObtainFailedError } from '../core/errors.js';
+import { LockHandleBase } from '../core/lock-handle.js';
+import type { WakeSource } from '../core/wait.js';
+import type { Directory } from './directory.js';
+import { InProcessReleases } from './in-process-releases.js';
+import { internals } from './internals.js';
+import type { Lock } from './lock.js';
+import { LockFactory } from './lock-factory.js';
+
+/**
+ * Lucene's `SingleInstanceLockFactory`: locks live in this factory instance only, keyed by name
+ * (the directory only appears in messages). The default for {@link ByteBuffersDirectory}, with
+ * a new factory per directory. Use only when all writers share this factory object.
+ */
+export class SingleInstanceLockFactory extends LockFactory {
+  readonly #held = new Set<string>();
+  readonly #lastToken = new Map<string, number>();
+  readonly #releases = new InProcessReleases();
+
+  async obtainLock(directory: Directory, lockName: string): Promise<Lock> {
+    if (this.#held.has(lockName)) {
+      throw new LockObtainFailedError(`lock instance already obtained: (dir=${directory}, lockName=${lockName})`);
+    }
+    this.#held.add(lockName);
+    const token = nextFencingToken(this.#lastToken.get(lockName), systemClock.wall());
+    this.#lastToken.set(lockName, token);
+    return new SingleInstanceLock(this, lockName, `${directory}/${lockName}`, token);
+  }
+
+  override wakeSource(_directory: Directory, lockName: string): WakeSource {
+    return this.#releases.source(lockName);
+  }
+
+  override isHeldElsewhere(_directory: Directory, lockName: string): boolean {
+    return this.#held.has(lockName);
+  }
+
+  /** @internal */
+  isHeld(name: string): boolean {
+    return this.#held.has(name);
+  }
+
+  /** @internal Removes `name`; true when it was there. */
+  clear(name: string): boolean {
+    const removed = this.#held.delete(name);
+    if (removed) this.#releases.notify(name);
+    return removed;
+  }
+}
+
+class SingleInstanceLock extends LockHandleBase {
+  readonly #factory: SingleInstanceLockFactory;
+  readonly #name: string;
+
+  constructor(factory: SingleInstanceLockFactory, name: string, resource: string, token: number) {
+    super(resource, token);
+    this.#factory = factory;
+    this.#name = name;
+  }
+
+  get [internals]() {
+    return { factory: this.#factory, name: this.#name };
+  }
+
+  protected checkValid(): void {
+    if (!this.#factory.isHeld(this.#name)) {
+      this.fail(new AlreadyClosedError(`Lock instance was invalidated from map: ${this.resource}`));
+    }
+  }
+
+  protected async closeOnce(): Promise<void> {
+    if (!this.#factory.clear(this.#name)) {
+      throw new AlreadyClosedError(`Lock was already released: ${this.resource}`);
+    }
+  }
+
+  override toString(): string {
+    return `SingleInstanceLock: ${this.#name}`;
+  }
+}
