@@ -13,3 +13,4 @@ export { NoLockFactory } from './no-lock-factory.js';
 export { SimpleFSLockFactory } from './simple-fs-lock-factory.js';
 export { SingleInstanceLockFactory } from './single-instance-lock-factory.js';
 export { SleepingLockWrapper } from './sleeping-lock-wrapper.js';
+export { FACTORY_NAMES, lockFactoryByName } from './factory-by-name.js';

@@ -1,0 +1,35 @@
+import { InvalidArgumentError } from '../core/errors.js';
+import type { LockFactory } from './lock-factory.js';
+import { NativeFSLockFactory } from './native-fs-lock-factory.js';
+import { NoLockFactory } from './no-lock-factory.js';
+import { SimpleFSLockFactory } from './simple-fs-lock-factory.js';
+import { SingleInstanceLockFactory } from './single-instance-lock-factory.js';
+
+const FACTORIES: Record<string, () => LockFactory> = {
+  native: () => NativeFSLockFactory.INSTANCE,
+  simple: () => SimpleFSLockFactory.INSTANCE,
+  single: () => new SingleInstanceLockFactory(),
+  none: () => NoLockFactory.INSTANCE,
+};
+
+const LUCENE_CLASS_NAMES: Record<string, string> = {
+  'org.apache.lucene.store.NativeFSLockFactory': 'native',
+  'org.apache.lucene.store.SimpleFSLockFactory': 'simple',
+  'org.apache.lucene.store.SingleInstanceLockFactory': 'single',
+  'org.apache.lucene.store.NoLockFactory': 'none',
+};
+
+/** The factory names accepted on command lines. */
+export const FACTORY_NAMES: readonly string[] = [...Object.keys(FACTORIES), ...Object.keys(LUCENE_CLASS_NAMES)];
+
+/**
+ * A lock factory from its short name (`native`, `simple`, `single`, `none`) or its Lucene class
+ * name (`org.apache.lucene.store.NativeFSLockFactory`, …). `single` is a new instance each time.
+ */
+export function lockFactoryByName(name: string): LockFactory {
+  const make = FACTORIES[LUCENE_CLASS_NAMES[name] ?? name];
+  if (make === undefined) {
+    throw new InvalidArgumentError(`Unknown lock factory ${JSON.stringify(name)}: expected one of ${FACTORY_NAMES.join(', ')}`);
+  }
+  return make();
+}
