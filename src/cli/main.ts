@@ -6,18 +6,32 @@ import { LocksmithError } from '../core/errors.js';
  * `run(args): Promise<number>` (the exit code); usage errors exit 2 unless the subcommand's
  * original (Lucene's stress test) says otherwise.
  */
-const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(args: string[]): Promise<number> }> }> = {
-  lock: { summary: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]', load: () => import('./lock.js') },
+const COMMANDS: Record<
+  string,
+  { summary: string; load: () => Promise<{ run(args: string[]): Promise<number> }> }
+> = {
+  lock: {
+    summary: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]',
+    load: () => import('./lock.js'),
+  },
   status: { summary: 'status <dir> [--name <lock>]', load: () => import('./status.js') },
-  'verify-server': { summary: 'verify-server <bindHost> <clients>', load: () => import('./verify-server.js') },
+  'verify-server': {
+    summary: 'verify-server <bindHost> <clients>',
+    load: () => import('./verify-server.js'),
+  },
   stress: {
-    summary: 'stress <myID> <verifierHost> <verifierPort> <factory> <lockDir> <sleepTimeMS> <count>',
+    summary:
+      'stress <myID> <verifierHost> <verifierPort> <factory> <lockDir> <sleepTimeMS> <count>',
     load: () => import('./stress.js'),
   },
 };
 
 export function usage(): string {
-  return ['Usage: locksmith <command> [args]', '', ...Object.values(COMMANDS).map((c) => `  locksmith ${c.summary}`)].join('\n');
+  return [
+    'Usage: locksmith <command> [args]',
+    '',
+    ...Object.values(COMMANDS).map((c) => `  locksmith ${c.summary}`),
+  ].join('\n');
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -39,7 +53,10 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    const detail = err instanceof LocksmithError ? `${err.message} [${err.code}]` : String((err as Error)?.stack ?? err);
+    const detail =
+      err instanceof LocksmithError
+        ? `${err.message} [${err.code}]`
+        : String((err as Error)?.stack ?? err);
     process.stderr.write(`locksmith: ${detail}\n`);
     process.exitCode = 1;
   },

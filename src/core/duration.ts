@@ -20,7 +20,9 @@ export function parseDuration(value: string | number, what = 'duration'): number
 /** A non-negative finite number of milliseconds, or an {@link InvalidArgumentError}. */
 export function checkDuration(ms: number, what = 'duration'): number {
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
-    throw new InvalidArgumentError(`Invalid ${what} ${String(ms)}: must be a finite number of milliseconds >= 0`);
+    throw new InvalidArgumentError(
+      `Invalid ${what} ${String(ms)}: must be a finite number of milliseconds >= 0`,
+    );
   }
   return ms;
 }

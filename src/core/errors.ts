@@ -49,7 +49,14 @@ export class InvalidArgumentError extends LocksmithError {
 export class LockIOError extends LocksmithError {
   constructor(
     message: string,
-    options?: LocksmithErrorOptions & { code?: 'IO_ERROR' | 'LOCK_OBTAIN_FAILED' | 'LOCK_TIMEOUT' | 'LOCK_RELEASE_FAILED' | 'PROTOCOL_ERROR' },
+    options?: LocksmithErrorOptions & {
+      code?:
+        | 'IO_ERROR'
+        | 'LOCK_OBTAIN_FAILED'
+        | 'LOCK_TIMEOUT'
+        | 'LOCK_RELEASE_FAILED'
+        | 'PROTOCOL_ERROR';
+    },
   ) {
     super(options?.code ?? 'IO_ERROR', message, options);
   }
@@ -57,7 +64,10 @@ export class LockIOError extends LocksmithError {
 
 /** The lock is held by someone else (Lucene's `LockObtainFailedException`). */
 export class LockObtainFailedError extends LockIOError {
-  constructor(message: string, options?: LocksmithErrorOptions & { code?: 'LOCK_OBTAIN_FAILED' | 'LOCK_TIMEOUT' }) {
+  constructor(
+    message: string,
+    options?: LocksmithErrorOptions & { code?: 'LOCK_OBTAIN_FAILED' | 'LOCK_TIMEOUT' },
+  ) {
     super(message, { ...options, code: options?.code ?? 'LOCK_OBTAIN_FAILED' });
   }
 }

@@ -19,4 +19,10 @@ export {
 export { FencingGate, nextFencingToken, StaleTokenError } from './fencing.js';
 export { type LockHandle, LockHandleBase } from './lock-handle.js';
 export { validateLockName } from './lock-name.js';
-export { abortableSleep, type WaitForOptions, type WaitOptions, type WakeSource, waitFor } from './wait.js';
+export {
+  abortableSleep,
+  type WaitForOptions,
+  type WaitOptions,
+  type WakeSource,
+  waitFor,
+} from './wait.js';

@@ -20,7 +20,9 @@ export function validateLockName(name: unknown, what = 'lock name'): string {
   }
   const bytes = Buffer.byteLength(name, 'utf8');
   if (bytes > MAX_NAME_BYTES) {
-    throw new InvalidArgumentError(`Invalid ${what} ${shown}: ${bytes} bytes, the limit is ${MAX_NAME_BYTES}`);
+    throw new InvalidArgumentError(
+      `Invalid ${what} ${shown}: ${bytes} bytes, the limit is ${MAX_NAME_BYTES}`,
+    );
   }
   return name;
 }

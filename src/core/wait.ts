@@ -41,7 +41,9 @@ export async function waitFor<T>(
   const { signal, resource } = options;
   const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
   if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs < 0) {
-    throw new InvalidArgumentError(`Invalid wait timeout ${String(timeoutMs)} for ${resource}: must be >= 0`);
+    throw new InvalidArgumentError(
+      `Invalid wait timeout ${String(timeoutMs)} for ${resource}: must be >= 0`,
+    );
   }
   const minPoll = options.minPollMs ?? 1;
   const maxPoll = Math.max(minPoll, options.maxPollMs ?? 100);
@@ -91,7 +93,12 @@ export async function waitFor<T>(
 }
 
 /** Sleeps `ms`, rejecting with an {@link AbortedError} if `signal` aborts first. */
-export async function abortableSleep(ms: number, signal?: AbortSignal, clock: Clock = systemClock, what = 'sleep'): Promise<void> {
+export async function abortableSleep(
+  ms: number,
+  signal?: AbortSignal,
+  clock: Clock = systemClock,
+  what = 'sleep',
+): Promise<void> {
   if (signal?.aborted) throw new AbortedError(`${what} aborted`, { cause: signal.reason });
   try {
     await clock.sleep(ms, signal);

@@ -20,7 +20,10 @@ export interface AcquireLockOptions extends WaitOptions {
  * occupies libuv's thread pool. Rejects with {@link LockTimeoutError} after `timeoutMs`
  * (cause: the last failure) or {@link AbortedError} when `signal` aborts.
  */
-export async function acquireLock(directory: Directory, options: AcquireLockOptions = {}): Promise<Lock> {
+export async function acquireLock(
+  directory: Directory,
+  options: AcquireLockOptions = {},
+): Promise<Lock> {
   const name = validateLockName(options.name ?? WRITE_LOCK_NAME);
   const factory = directory.lockFactory;
   return waitFor(

@@ -37,7 +37,8 @@ export class ByteBuffersDirectory extends Directory {
   }
 
   async createOutput(name: string, data: Uint8Array): Promise<void> {
-    if (this.#files.has(checkFileName(name))) throw noSuchFile('EEXIST', name, 'File already exists');
+    if (this.#files.has(checkFileName(name)))
+      throw noSuchFile('EEXIST', name, 'File already exists');
     this.#files.set(name, Buffer.from(data));
   }
 

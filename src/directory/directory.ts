@@ -16,7 +16,7 @@ export abstract class Directory {
   abstract get lockFactory(): LockFactory;
 
   /** Lucene's final `BaseDirectory.obtainLock`: delegates to the factory. */
-  obtainLock(name: string, _options?: ObtainOptions): Promise<Lock> {
+  async obtainLock(name: string, _options?: ObtainOptions): Promise<Lock> {
     return this.lockFactory.obtainLock(this, validateLockName(name));
   }
 

@@ -20,7 +20,10 @@ const LUCENE_CLASS_NAMES: Record<string, string> = {
 };
 
 /** The factory names accepted on command lines. */
-export const FACTORY_NAMES: readonly string[] = [...Object.keys(FACTORIES), ...Object.keys(LUCENE_CLASS_NAMES)];
+export const FACTORY_NAMES: readonly string[] = [
+  ...Object.keys(FACTORIES),
+  ...Object.keys(LUCENE_CLASS_NAMES),
+];
 
 /**
  * A lock factory from its short name (`native`, `simple`, `single`, `none`) or its Lucene class
@@ -29,7 +32,9 @@ export const FACTORY_NAMES: readonly string[] = [...Object.keys(FACTORIES), ...O
 export function lockFactoryByName(name: string): LockFactory {
   const make = FACTORIES[LUCENE_CLASS_NAMES[name] ?? name];
   if (make === undefined) {
-    throw new InvalidArgumentError(`Unknown lock factory ${JSON.stringify(name)}: expected one of ${FACTORY_NAMES.join(', ')}`);
+    throw new InvalidArgumentError(
+      `Unknown lock factory ${JSON.stringify(name)}: expected one of ${FACTORY_NAMES.join(', ')}`,
+    );
   }
   return make();
 }

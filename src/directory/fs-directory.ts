@@ -23,7 +23,10 @@ export class FSDirectory extends Directory {
     this.#lockFactory = lockFactory;
   }
 
-  static async open(path: string, lockFactory: LockFactory = NativeFSLockFactory.INSTANCE): Promise<FSDirectory> {
+  static async open(
+    path: string,
+    lockFactory: LockFactory = NativeFSLockFactory.INSTANCE,
+  ): Promise<FSDirectory> {
     if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
       throw new LockIOError(`Invalid directory path ${JSON.stringify(path)}`);
     }
@@ -41,7 +44,10 @@ export class FSDirectory extends Directory {
         await fsp.mkdir(absolute, { recursive: true });
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        const why = code === 'EEXIST' || code === 'ENOTDIR' ? 'it is a file, not a directory' : 'it cannot be created';
+        const why =
+          code === 'EEXIST' || code === 'ENOTDIR'
+            ? 'it is a file, not a directory'
+            : 'it cannot be created';
         throw new LockIOError(`Cannot use ${absolute} as a directory: ${why}`, { cause: err });
       }
     }

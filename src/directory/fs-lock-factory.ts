@@ -12,7 +12,7 @@ export abstract class FSLockFactory extends LockFactory {
     return (await import('./native-fs-lock-factory.js')).NativeFSLockFactory.INSTANCE;
   }
 
-  obtainLock(directory: Directory, lockName: string): Promise<Lock> {
+  async obtainLock(directory: Directory, lockName: string): Promise<Lock> {
     return this.obtainFSLock(this.fsDirectory(directory), validateLockName(lockName));
   }
 

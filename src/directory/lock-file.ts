@@ -48,14 +48,18 @@ export function explainOpenError(err: unknown, dir: string, path: string): unkno
   const code = (err as NodeJS.ErrnoException).code;
   switch (code) {
     case 'ELOOP':
-      return new LockIOError(`Refusing to follow a symbolic link at lock file ${path}`, { cause: err });
+      return new LockIOError(`Refusing to follow a symbolic link at lock file ${path}`, {
+        cause: err,
+      });
     case 'ENOTDIR':
       return new LockIOError(`Lock directory ${dir} is not a directory`, { cause: err });
     case 'EISDIR':
       return new LockIOError(`Lock file ${path} is a directory`, { cause: err });
     case 'EACCES':
     case 'EPERM':
-      return new LockIOError(`Permission denied creating or opening lock file ${path}`, { cause: err });
+      return new LockIOError(`Permission denied creating or opening lock file ${path}`, {
+        cause: err,
+      });
     case 'EROFS':
       return new LockIOError(`Lock directory ${dir} is on a read-only file system`, { cause: err });
     case undefined:

@@ -13,7 +13,13 @@ import { FSLockFactory } from './fs-lock-factory.js';
 import { anyWake, InProcessReleases } from './in-process-releases.js';
 import { internals } from './internals.js';
 import type { Lock } from './lock.js';
-import { type FileIdentity, formatBirthtime, identityOf, openInLockDir, sameIdentity } from './lock-file.js';
+import {
+  type FileIdentity,
+  formatBirthtime,
+  identityOf,
+  openInLockDir,
+  sameIdentity,
+} from './lock-file.js';
 
 const OPEN_FLAGS = constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW;
 const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
@@ -108,6 +114,8 @@ class NativeFSLock extends LockHandleBase {
   readonly #identity: FileIdentity;
   /** Java's `FileLock.isValid()`: false once the kernel lock was released or the fd closed. */
   #osLockValid = true;
+  /** False once the descriptor was seen closed or reused by someone else: never close it then. */
+  #fdOurs = true;
 
   constructor(path: string, fd: number, identity: FileIdentity, token: number) {
     super(path, token);
@@ -141,34 +149,35 @@ class NativeFSLock extends LockHandleBase {
     }
     if (!sameIdentity(current, this.#identity)) {
       this.fail(
-        new AlreadyClosedError(`Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`),
+        new AlreadyClosedError(
+          `Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`,
+        ),
       );
     }
   }
 
   /**
    * The descriptor must still be ours (not closed, not reused for another file) and the
-   * kernel must still see a lock on the file from some other description than a fresh probe:
-   * since nobody else can hold it while we do, that lock is ours.
+   * kernel must still see a lock on its inode: since nobody else can hold it while we do,
+   * that lock is ours.
    */
   #ownsKernelLock(): boolean {
     let mine: FileIdentity;
     try {
       mine = identityOf(fstatSync(this.#fd, { bigint: true }));
     } catch {
+      this.#fdOurs = false;
       return false;
     }
-    if (!sameIdentity(mine, this.#identity)) return false;
-    let probe: number;
-    try {
-      probe = openSync(this.#path, PROBE_FLAGS);
-    } catch {
-      return true; // the path check below reports a missing file
+    if (!sameIdentity(mine, this.#identity)) {
+      this.#fdOurs = false;
+      return false;
     }
     try {
-      return fileLocks().isLockedElsewhere(probe, this.#path);
-    } finally {
-      closeSync(probe);
+      return fileLocks().isLocked(this.#fd) !== false;
+    } catch {
+      this.#fdOurs = false;
+      return false;
     }
   }
 
@@ -178,9 +187,10 @@ class NativeFSLock extends LockHandleBase {
     // separate unlock call is made. The file stays: deleting it is unsafe and a leftover is
     // harmless.
     try {
-      closeSync(this.#fd);
+      if (this.#fdOurs) closeSync(this.#fd);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EBADF') throw new LockIOError(`Cannot close lock file ${this.#path}`, { cause: err });
+      if ((err as NodeJS.ErrnoException).code !== 'EBADF')
+        throw new LockIOError(`Cannot close lock file ${this.#path}`, { cause: err });
     } finally {
       this.#osLockValid = false;
       const registered = LOCK_HELD.get(this.#path) === this;
@@ -188,7 +198,9 @@ class NativeFSLock extends LockHandleBase {
       releases.notify(this.#path);
       if (!registered) {
         // biome-ignore lint/correctness/noUnsafeFinally: Lucene reports this from its finally block too.
-        throw new AlreadyClosedError(`Lock path was cleared but never marked as held: ${this.#path}`);
+        throw new AlreadyClosedError(
+          `Lock path was cleared but never marked as held: ${this.#path}`,
+        );
       }
     }
   }

@@ -1,7 +1,12 @@
 import { closeSync, constants, fstatSync, openSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
-import { AlreadyClosedError, LockIOError, LockObtainFailedError, LockReleaseFailedError } from '../core/errors.js';
+import {
+  AlreadyClosedError,
+  LockIOError,
+  LockObtainFailedError,
+  LockReleaseFailedError,
+} from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
 import type { WakeSource } from '../core/wait.js';
 import { fileWakeSource } from '../os/file-watcher.js';
@@ -11,9 +16,16 @@ import type { FSDirectory } from './fs-directory.js';
 import { FSLockFactory } from './fs-lock-factory.js';
 import { anyWake, InProcessReleases } from './in-process-releases.js';
 import type { Lock } from './lock.js';
-import { type FileIdentity, formatBirthtime, identityOf, openInLockDir, sameIdentity } from './lock-file.js';
+import {
+  type FileIdentity,
+  formatBirthtime,
+  identityOf,
+  openInLockDir,
+  sameIdentity,
+} from './lock-file.js';
 
-const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+const CREATE_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 const releases = new InProcessReleases();
 
 /**
@@ -36,9 +48,13 @@ export class SimpleFSLockFactory extends FSLockFactory {
     try {
       fd = openInLockDir(dir, path, () => openSync(path, CREATE_FLAGS, 0o644));
     } catch (err) {
-      const code = (err as { cause?: NodeJS.ErrnoException }).cause?.code ?? (err as NodeJS.ErrnoException).code;
+      const code =
+        (err as { cause?: NodeJS.ErrnoException }).cause?.code ??
+        (err as NodeJS.ErrnoException).code;
       if (code === 'EEXIST' || code === 'EACCES') {
-        throw new LockObtainFailedError(`Lock held elsewhere: ${path}`, { cause: (err as { cause?: unknown }).cause ?? err });
+        throw new LockObtainFailedError(`Lock held elsewhere: ${path}`, {
+          cause: (err as { cause?: unknown }).cause ?? err,
+        });
       }
       throw err;
     }
@@ -81,7 +97,9 @@ class SimpleFSLock extends LockHandleBase {
     }
     if (!sameIdentity(current, this.#identity)) {
       this.fail(
-        new AlreadyClosedError(`Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`),
+        new AlreadyClosedError(
+          `Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`,
+        ),
       );
     }
   }
@@ -98,9 +116,12 @@ class SimpleFSLock extends LockHandleBase {
     try {
       unlinkSync(this.#path);
     } catch (err) {
-      throw new LockReleaseFailedError(`Unable to remove lock file. Manual intervention is recommended: ${this.#path}`, {
-        cause: err,
-      });
+      throw new LockReleaseFailedError(
+        `Unable to remove lock file. Manual intervention is recommended: ${this.#path}`,
+        {
+          cause: err,
+        },
+      );
     }
     releases.notify(this.#path);
   }

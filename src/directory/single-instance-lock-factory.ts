@@ -1,6 +1,6 @@
 import { systemClock } from '../core/clock.js';
-import { nextFencingToken } from '../core/fencing.js';
 import { AlreadyClosedError, LockObtainFailedError } from '../core/errors.js';
+import { nextFencingToken } from '../core/fencing.js';
 import { LockHandleBase } from '../core/lock-handle.js';
 import type { WakeSource } from '../core/wait.js';
 import type { Directory } from './directory.js';
@@ -21,7 +21,9 @@ export class SingleInstanceLockFactory extends LockFactory {
 
   async obtainLock(directory: Directory, lockName: string): Promise<Lock> {
     if (this.#held.has(lockName)) {
-      throw new LockObtainFailedError(`lock instance already obtained: (dir=${directory}, lockName=${lockName})`);
+      throw new LockObtainFailedError(
+        `lock instance already obtained: (dir=${directory}, lockName=${lockName})`,
+      );
     }
     this.#held.add(lockName);
     const token = nextFencingToken(this.#lastToken.get(lockName), systemClock.wall());

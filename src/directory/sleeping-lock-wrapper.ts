@@ -23,15 +23,25 @@ export class SleepingLockWrapper extends FilterDirectory {
   readonly pollInterval: number;
   readonly #clock: Clock;
 
-  constructor(delegate: Directory, lockWaitTimeout: number, pollInterval = SleepingLockWrapper.DEFAULT_POLL_INTERVAL, clock: Clock = systemClock) {
+  constructor(
+    delegate: Directory,
+    lockWaitTimeout: number,
+    pollInterval = SleepingLockWrapper.DEFAULT_POLL_INTERVAL,
+    clock: Clock = systemClock,
+  ) {
     super(delegate);
-    if (!Number.isFinite(lockWaitTimeout) || (lockWaitTimeout < 0 && lockWaitTimeout !== SleepingLockWrapper.LOCK_OBTAIN_WAIT_FOREVER)) {
+    if (
+      !Number.isFinite(lockWaitTimeout) ||
+      (lockWaitTimeout < 0 && lockWaitTimeout !== SleepingLockWrapper.LOCK_OBTAIN_WAIT_FOREVER)
+    ) {
       throw new InvalidArgumentError(
         `lockWaitTimeout should be LOCK_OBTAIN_WAIT_FOREVER or a non-negative number (got ${lockWaitTimeout})`,
       );
     }
     if (!Number.isFinite(pollInterval) || pollInterval < 0) {
-      throw new InvalidArgumentError(`pollInterval must be a non-negative number (got ${pollInterval})`);
+      throw new InvalidArgumentError(
+        `pollInterval must be a non-negative number (got ${pollInterval})`,
+      );
     }
     if (pollInterval === 0 && lockWaitTimeout !== 0) {
       // Lucene divides by zero here; a zero poll would also spin.
@@ -44,7 +54,8 @@ export class SleepingLockWrapper extends FilterDirectory {
 
   override async obtainLock(name: string, options?: ObtainOptions): Promise<Lock> {
     let failure: LockObtainFailedError | undefined;
-    const maxSleepCount = this.pollInterval === 0 ? 0 : Math.floor(this.lockWaitTimeout / this.pollInterval);
+    const maxSleepCount =
+      this.pollInterval === 0 ? 0 : Math.floor(this.lockWaitTimeout / this.pollInterval);
     let sleepCount = 0;
     do {
       try {
@@ -53,9 +64,19 @@ export class SleepingLockWrapper extends FilterDirectory {
         if (!(err instanceof LockObtainFailedError)) throw err;
         failure ??= err;
       }
-      await abortableSleep(this.pollInterval, options?.signal, this.#clock, `Waiting for lock ${name}`);
-    } while (this.lockWaitTimeout === SleepingLockWrapper.LOCK_OBTAIN_WAIT_FOREVER || sleepCount++ < maxSleepCount);
-    throw new LockTimeoutError(`Lock obtain timed out: ${this}: ${failure?.message}`, { cause: failure });
+      await abortableSleep(
+        this.pollInterval,
+        options?.signal,
+        this.#clock,
+        `Waiting for lock ${name}`,
+      );
+    } while (
+      this.lockWaitTimeout === SleepingLockWrapper.LOCK_OBTAIN_WAIT_FOREVER ||
+      sleepCount++ < maxSleepCount
+    );
+    throw new LockTimeoutError(`Lock obtain timed out: ${this}: ${failure?.message}`, {
+      cause: failure,
+    });
   }
 
   override toString(): string {

@@ -37,5 +37,7 @@ export function bsdFlock(): FileLockApi {
       call(fd, LOCK_UN, path);
       return false;
     },
+    // flock cannot ask about a descriptor's own lock without changing it.
+    isLocked: () => undefined,
   };
 }

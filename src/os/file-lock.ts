@@ -27,6 +27,12 @@ export interface FileLockApi {
    * a probe that opens read-only and closes again does not look like a release to watchers.
    */
   isLockedElsewhere(fd: number, path: string): boolean;
+  /**
+   * Whether the kernel still sees a lock on the file behind `fd` (ours, since nobody else can
+   * hold it while we do), checked through a new read-only description of the same inode, even
+   * if the path was deleted or replaced. `undefined` where the platform cannot tell.
+   */
+  isLocked(fd: number): boolean | undefined;
 }
 
 let selected: FileLockApi | undefined;
@@ -43,7 +49,9 @@ export function fileLocks(): FileLockApi {
       selected = bsdFlock();
       break;
     default:
-      throw new UnsupportedOperationError(`Kernel file locks are not implemented on ${process.platform}`);
+      throw new UnsupportedOperationError(
+        `Kernel file locks are not implemented on ${process.platform}`,
+      );
   }
   return selected;
 }

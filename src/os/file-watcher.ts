@@ -68,9 +68,14 @@ class InotifyHub {
   constructor() {
     const c = libc();
     const init = c.lib.func('int inotify_init1(int flags)') as (flags: number) => number;
-    this.#addWatch = c.lib.func('int inotify_add_watch(int fd, const char *path, uint32_t mask)') as AddWatch;
+    this.#addWatch = c.lib.func(
+      'int inotify_add_watch(int fd, const char *path, uint32_t mask)',
+    ) as AddWatch;
     this.#rmWatch = c.lib.func('int inotify_rm_watch(int fd, int wd)') as RmWatch;
-    const pipe2 = c.lib.func('int pipe2(void *fds, int flags)') as (fds: Buffer, flags: number) => number;
+    const pipe2 = c.lib.func('int pipe2(void *fds, int flags)') as (
+      fds: Buffer,
+      flags: number,
+    ) => number;
     this.#fd = init(IN_NONBLOCK | IN_CLOEXEC);
     if (this.#fd < 0) throw new Error(`inotify_init1 failed: errno ${c.errno()}`);
     const pair = Buffer.alloc(8);

@@ -24,8 +24,16 @@ const { inotifyFd, controlFd, control } = workerData as InotifyWorkerData;
 const stop = new Int32Array(control);
 const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
 const lib = koffi.load(process.platform === 'linux' ? 'libc.so.6' : null);
-const poll = lib.func('int poll(void *fds, unsigned long nfds, int timeout)') as (fds: Buffer, n: number, t: number) => number;
-const read = lib.func('long read(int fd, void *buf, unsigned long count)') as (fd: number, buf: Buffer, n: number) => number;
+const poll = lib.func('int poll(void *fds, unsigned long nfds, int timeout)') as (
+  fds: Buffer,
+  n: number,
+  t: number,
+) => number;
+const read = lib.func('long read(int fd, void *buf, unsigned long count)') as (
+  fd: number,
+  buf: Buffer,
+  n: number,
+) => number;
 
 const fds = Buffer.alloc(16);
 const events = Buffer.alloc(64 * 1024);

@@ -24,7 +24,9 @@ export function libc(): Libc {
   if (cached !== undefined) return cached;
   const names = CANDIDATES[process.platform];
   if (names === undefined) {
-    throw new UnsupportedOperationError(`Kernel file locks are not implemented on ${process.platform}`);
+    throw new UnsupportedOperationError(
+      `Kernel file locks are not implemented on ${process.platform}`,
+    );
   }
   // koffi is CommonJS; loading it lazily keeps `import 'locksmith'` free of native code.
   const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
@@ -38,7 +40,9 @@ export function libc(): Libc {
       lastError = err;
     }
   }
-  throw new UnsupportedOperationError(`Cannot load the C library (${names.join(', ')})`, { cause: lastError });
+  throw new UnsupportedOperationError(`Cannot load the C library (${names.join(', ')})`, {
+    cause: lastError,
+  });
 }
 
 /** errno name for a number, as Node spells it (`EAGAIN`, …), for messages and `code`s. */

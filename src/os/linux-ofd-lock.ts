@@ -1,3 +1,4 @@
+import { closeSync, constants, openSync } from 'node:fs';
 import { UnsupportedOperationError } from '../core/errors.js';
 import type { FileLockApi } from './file-lock.js';
 import { libc, systemError } from './libc.js';
@@ -19,14 +20,27 @@ const EINTR = 4;
 const FLOCK_SIZE = 32;
 
 export function linuxOfdLock(): FileLockApi {
-  if (process.arch !== 'x64' && process.arch !== 'arm64' && process.arch !== 'riscv64' && process.arch !== 'loong64' && process.arch !== 'ppc64' && process.arch !== 's390x') {
-    throw new UnsupportedOperationError(`OFD locks are only wired for 64-bit Linux, not ${process.arch}`);
+  if (
+    process.arch !== 'x64' &&
+    process.arch !== 'arm64' &&
+    process.arch !== 'riscv64' &&
+    process.arch !== 'loong64' &&
+    process.arch !== 'ppc64' &&
+    process.arch !== 's390x'
+  ) {
+    throw new UnsupportedOperationError(
+      `OFD locks are only wired for 64-bit Linux, not ${process.arch}`,
+    );
   }
   const c = libc();
   // fcntl is variadic; declaring the pointer argument directly is ABI-compatible on the 64-bit
   // Linux targets above (the variadic argument travels in the same register) and much faster
   // than koffi's variadic call path. The struct is a reused Buffer, not a marshalled object.
-  const fcntl = c.lib.func('int fcntl(int fd, int cmd, void *arg)') as (fd: number, cmd: number, arg: Buffer) => number;
+  const fcntl = c.lib.func('int fcntl(int fd, int cmd, void *arg)') as (
+    fd: number,
+    cmd: number,
+    arg: Buffer,
+  ) => number;
   const buf = Buffer.alloc(FLOCK_SIZE);
 
   const setlk = (fd: number, type: number, path: string, syscall: string): boolean => {
@@ -41,18 +55,30 @@ export function linuxOfdLock(): FileLockApi {
     }
   };
 
+  const probe = (fd: number, path: string): boolean => {
+    buf.fill(0);
+    // F_RDLCK probes for any write lock and works on a read-only descriptor.
+    buf.writeInt16LE(F_RDLCK, 0);
+    if (fcntl(fd, F_OFD_GETLK, buf) !== 0) throw systemError('fcntl(F_OFD_GETLK)', c.errno(), path);
+    return buf.readInt16LE(0) !== F_UNLCK;
+  };
+
   return {
     mechanism: 'ofd',
     tryLock: (fd, path) => setlk(fd, F_WRLCK, path, 'fcntl(F_OFD_SETLK)'),
     unlock: (fd, path) => {
       setlk(fd, F_UNLCK, path, 'fcntl(F_OFD_SETLK, F_UNLCK)');
     },
-    isLockedElsewhere: (fd, path) => {
-      buf.fill(0);
-      // F_RDLCK probes for any write lock and works on a read-only descriptor.
-      buf.writeInt16LE(F_RDLCK, 0);
-      if (fcntl(fd, F_OFD_GETLK, buf) !== 0) throw systemError('fcntl(F_OFD_GETLK)', c.errno(), path);
-      return buf.readInt16LE(0) !== F_UNLCK;
+    isLockedElsewhere: probe,
+    isLocked: (fd) => {
+      // /proc/self/fd/N reopens the very inode behind fd, deleted or not, as a new description.
+      const path = `/proc/self/fd/${fd}`;
+      const other = openSync(path, constants.O_RDONLY);
+      try {
+        return probe(other, path);
+      } finally {
+        closeSync(other);
+      }
     },
   };
 }

@@ -36,7 +36,9 @@ export function lockHolders(path: string): LockHolder[] | undefined {
     const kind = fields[1] ?? '?';
     const pid = Number(fields[4]);
     if (pid > 0) holders.push(withCommand({ kind, pid }));
-    else for (const found of processesWithOpen(path, st.ino)) holders.push(withCommand({ kind, pid: found }));
+    else
+      for (const found of processesWithOpen(path, st.ino))
+        holders.push(withCommand({ kind, pid: found }));
     if (pid <= 0 && holders.length === 0) holders.push({ kind, pid: undefined });
   }
   return holders;
@@ -68,7 +70,10 @@ function processesWithOpen(path: string, ino: number): number[] {
 
 function withCommand(holder: LockHolder): LockHolder {
   try {
-    const cmd = readFileSync(`/proc/${holder.pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');
+    const cmd = readFileSync(`/proc/${holder.pid}/cmdline`, 'utf8')
+      .split('\0')
+      .filter(Boolean)
+      .join(' ');
     if (cmd !== '') holder.command = cmd;
   } catch {}
   return holder;

@@ -1,0 +1,97 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root (compiled tests live in dist-test/test/...). */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const cliPath = join(repoRoot, 'dist/cli/main.js');
+export const fixture = (name: string) => join(repoRoot, 'dist-test/test/fixtures', `${name}.js`);
+
+/** A fresh temporary directory, removed by the returned cleanup. */
+export function tempDir(prefix = 'locksmith-test-'): { path: string; [Symbol.dispose](): void } {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** Resolves with the first stdout line matching `pattern`, rejecting if the child exits first. */
+export function waitForLine(
+  child: ChildProcess,
+  pattern: RegExp,
+  timeoutMs = 10_000,
+): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    let buffer = '';
+    const timer = setTimeout(
+      () => finish(new Error(`timed out waiting for ${pattern} (got ${JSON.stringify(buffer)})`)),
+      timeoutMs,
+    );
+    const onData = (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const line = buffer.split('\n').find((l) => pattern.test(l));
+      if (line !== undefined) finish(undefined, line);
+    };
+    const onExit = (code: number | null) =>
+      finish(
+        new Error(`child exited (${code}) before ${pattern}; output ${JSON.stringify(buffer)}`),
+      );
+    const finish = (err?: Error, line?: string) => {
+      clearTimeout(timer);
+      child.stdout?.off('data', onData);
+      child.off('exit', onExit);
+      if (err) reject(err);
+      else resolvePromise(line as string);
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', onExit);
+  });
+}
+
+export function exitOf(
+  child: ChildProcess,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  }
+  return new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));
+}
+
+/**
+ * A child process holding a lock through `fixtures/hold-lock.js`. It prints `held <token>`
+ * once it holds; writing `release\n` to its stdin makes it close the lock and exit 0.
+ */
+export async function holdLockInChild(
+  dir: string,
+  factory = 'native',
+  name = 'write.lock',
+): Promise<{ child: ChildProcess; token: number }> {
+  const child = spawn(process.execPath, [fixture('hold-lock'), dir, factory, name], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const line = await waitForLine(child, /^held \d+/);
+  return { child, token: Number(line.split(' ')[1]) };
+}
+
+export async function run(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+) {
+  const child = spawn(process.execPath, args, {
+    cwd: options.cwd,
+    env: options.env ?? process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
+  const { code, signal } = await exitOf(child);
+  clearTimeout(timer);
+  return { code, signal, stdout, stderr };
+}
