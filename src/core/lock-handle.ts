@@ -70,7 +70,12 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     this.checkValid();
   }
 
+  /**
+   * Releases the lock. Concurrent calls share one release; once it has finished (even with an
+   * error, after which the handle is closed anyway) further calls resolve at once.
+   */
   close(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
     this.#closing ??= this.#doClose();
     return this.#closing;
   }
