@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { LocksmithError } from '../core/errors.js';
+import { UsageError } from './args.js';
 
 /**
  * The `locksmith` command. Each subcommand lives in its own file and exports
@@ -53,6 +54,14 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
+    if (
+      err instanceof UsageError ||
+      (err instanceof LocksmithError && err.code === 'INVALID_ARGUMENT')
+    ) {
+      process.stderr.write(`locksmith: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
     const detail =
       err instanceof LocksmithError
         ? `${err.message} [${err.code}]`

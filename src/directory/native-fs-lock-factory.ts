@@ -209,3 +209,12 @@ class NativeFSLock extends LockHandleBase {
     return `NativeFSLock(path=${this.#path},impl=${fileLocks().mechanism},creationTime=${formatBirthtime(this.#identity)})`;
   }
 }
+
+/**
+ * The descriptor that holds a NativeFS lock's kernel lock, or `undefined` for any other lock.
+ * Handing it to a child process (as `flock(1)` does) keeps the lock held for as long as the
+ * child runs, even if this process dies first. Never close it yourself.
+ */
+export function nativeLockDescriptor(lock: Lock): number | undefined {
+  return lock instanceof NativeFSLock && !lock.closed ? lock[internals].fd : undefined;
+}

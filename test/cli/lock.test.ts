@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { cliPath, exitOf, holdLockInChild, run, tempDir, waitForLine } from '../helpers.js';
+
+test('lock runs the command under the lock and passes its exit code and the fencing token', async () => {
+  using tmp = tempDir();
+  const result = await run([
+    cliPath,
+    'lock',
+    tmp.path,
+    '--',
+    'sh',
+    '-c',
+    'echo "token=$LOCKSMITH_FENCING_TOKEN"; exit 7',
+  ]);
+  assert.equal(result.code, 7);
+  const token = Number(/token=(\d+)/.exec(result.stdout)?.[1]);
+  assert.ok(token > 0);
+  assert.equal(Number(readFileSync(join(tmp.path, 'write.lock.fence'), 'utf8')), token);
+  const killed = await run([cliPath, 'lock', tmp.path, '--', 'sh', '-c', 'kill -TERM $$']);
+  assert.equal(killed.code, 128 + 15);
+});
+
+test('lock fails with one line naming the directory when held elsewhere, or waits with --wait', async () => {
+  using tmp = tempDir();
+  const holder = await holdLockInChild(tmp.path);
+  const busy = await run([cliPath, 'lock', tmp.path, '--', 'true']);
+  assert.equal(busy.code, 1);
+  assert.equal(busy.stderr.trim().split('\n').length, 1);
+  assert.match(busy.stderr, new RegExp(`${tmp.path}.* is locked`));
+
+  const timedOut = await run([cliPath, 'lock', tmp.path, '--wait', '200ms', '--', 'true']);
+  assert.equal(timedOut.code, 1);
+  assert.match(timedOut.stderr, /is locked after waiting 200ms/);
+
+  const waiting = run([cliPath, 'lock', tmp.path, '--wait', '30s', '--', 'sh', '-c', 'echo ran']);
+  await new Promise((r) => setTimeout(r, 300));
+  holder.child.stdin?.write('release\n');
+  const waited = await waiting;
+  assert.equal(waited.code, 0);
+  assert.equal(waited.stdout.trim(), 'ran');
+});
+
+test('lock: the command keeps the lock even if locksmith is killed with SIGKILL', async () => {
+  using tmp = tempDir();
+  const child = spawn(
+    process.execPath,
+    [cliPath, 'lock', tmp.path, '--', 'sh', '-c', 'echo started; exec sleep 2'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  await waitForLine(child, /^started/);
+  child.kill('SIGKILL');
+  await exitOf(child);
+  const busy = await run([cliPath, 'lock', tmp.path, '--', 'true']);
+  assert.equal(busy.code, 1, 'the orphaned command still holds the lock');
+  // When the orphaned command ends, the kernel frees the lock.
+  const deadline = Date.now() + 10_000;
+  let free = await run([cliPath, 'lock', tmp.path, '--', 'true']);
+  while (free.code !== 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    free = await run([cliPath, 'lock', tmp.path, '--', 'true']);
+  }
+  assert.equal(free.code, 0);
+});
+
+test('lock usage errors exit 2 with a clear message', async () => {
+  using tmp = tempDir();
+  for (const args of [
+    ['lock'],
+    ['lock', tmp.path],
+    ['lock', tmp.path, '--'],
+    ['lock', tmp.path, '--factory', 'bogus', '--', 'true'],
+    ['lock', tmp.path, '--wait', 'soon', '--', 'true'],
+    ['lock', tmp.path, '--wait', '-1s', '--', 'true'],
+    ['lock', tmp.path, '--nope', '--', 'true'],
+  ]) {
+    const result = await run([cliPath, ...args]);
+    assert.equal(result.code, 2, args.join(' '));
+    assert.match(result.stderr, /^locksmith: /);
+  }
+  const missing = await run([cliPath, 'lock', tmp.path, '--', '/no/such/program']);
+  assert.equal(missing.code, 127);
+});
+
+test('lock --factory simple removes its lock file afterwards', async () => {
+  using tmp = tempDir();
+  const result = await run([cliPath, 'lock', tmp.path, '--factory', 'simple', '--', 'true']);
+  assert.equal(result.code, 0);
+  const again = await run([cliPath, 'lock', tmp.path, '--factory', 'simple', '--', 'true']);
+  assert.equal(again.code, 0);
+});
