@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { LockLostError } from '../core/errors.js';
+import { validateLockName } from '../core/lock-name.js';
 import type { Directory } from './directory.js';
 import type { Lock } from './lock.js';
 import { LockFactory } from './lock-factory.js';
@@ -39,7 +40,8 @@ export class NoLockFactory extends LockFactory {
     super();
   }
 
-  async obtainLock(_directory: Directory, _lockName: string): Promise<Lock> {
+  async obtainLock(_directory: Directory, lockName: string): Promise<Lock> {
+    validateLockName(lockName);
     return NoLockFactory.SINGLETON_LOCK;
   }
 }

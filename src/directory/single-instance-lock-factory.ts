@@ -2,6 +2,7 @@ import { systemClock } from '../core/clock.js';
 import { AlreadyClosedError, LockObtainFailedError } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
 import { LockHandleBase } from '../core/lock-handle.js';
+import { validateLockName } from '../core/lock-name.js';
 import type { WakeSource } from '../core/wait.js';
 import type { Directory } from './directory.js';
 import { InProcessReleases } from './in-process-releases.js';
@@ -20,6 +21,7 @@ export class SingleInstanceLockFactory extends LockFactory {
   readonly #releases = new InProcessReleases();
 
   async obtainLock(directory: Directory, lockName: string): Promise<Lock> {
+    validateLockName(lockName);
     if (this.#held.has(lockName)) {
       throw new LockObtainFailedError(
         `lock instance already obtained: (dir=${directory}, lockName=${lockName})`,

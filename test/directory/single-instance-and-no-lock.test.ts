@@ -68,3 +68,11 @@ test('checklist 26: NoLock always succeeds, two writers coexist, close and ensur
   await a.close();
   assert.equal(a.signal.aborted, false);
 });
+
+test('factories called directly validate lock names too', async () => {
+  const dir = new ByteBuffersDirectory();
+  for (const factory of [new SingleInstanceLockFactory(), NoLockFactory.INSTANCE]) {
+    await assert.rejects(factory.obtainLock(dir, '../x'), { code: 'INVALID_ARGUMENT' });
+    await assert.rejects(factory.obtainLock(dir, ''), { code: 'INVALID_ARGUMENT' });
+  }
+});
