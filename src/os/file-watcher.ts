@@ -62,11 +62,15 @@ class InotifyHub {
   readonly #controlRead: number;
   readonly #controlWrite: number;
   readonly #listeners = new Map<number, Set<() => void>>();
+  readonly #libcName: string;
+  /** Set when the watcher thread failed: hints stay off and waiters rely on polling. */
+  #broken = false;
   #worker: { thread: Worker; stop: Int32Array } | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
 
   constructor() {
     const c = libc();
+    this.#libcName = c.name;
     const init = c.lib.func('int inotify_init1(int flags)') as (flags: number) => number;
     this.#addWatch = c.lib.func(
       'int inotify_add_watch(int fd, const char *path, uint32_t mask)',
@@ -90,6 +94,7 @@ class InotifyHub {
   }
 
   watch(path: string, listener: () => void): () => void {
+    if (this.#broken) return noop;
     const wd = this.#addWatch(this.#fd, path, MASK);
     if (wd < 0) return noop;
     let set = this.#listeners.get(wd);
@@ -127,12 +132,18 @@ class InotifyHub {
     if (this.#worker !== undefined) return;
     const control = new SharedArrayBuffer(4);
     const thread = new Worker(new URL('./inotify-worker.js', import.meta.url), {
-      workerData: { inotifyFd: this.#fd, controlFd: this.#controlRead, control },
+      workerData: {
+        libcName: this.#libcName,
+        inotifyFd: this.#fd,
+        controlFd: this.#controlRead,
+        control,
+      },
       stdout: false,
       stderr: false,
     });
     thread.on('message', (m: { wds: number[]; gone: number[] }) => this.#dispatch(m));
     thread.on('error', () => {
+      this.#broken = true;
       if (this.#worker?.thread === thread) this.#worker = undefined;
     });
     thread.on('exit', () => {

@@ -10,6 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type * as Koffi from 'koffi';
 
 interface InotifyWorkerData {
+  libcName: string;
   inotifyFd: number;
   controlFd: number;
   control: SharedArrayBuffer;
@@ -20,10 +21,10 @@ const EAGAIN = 11;
 const EINTR = 4;
 const IN_IGNORED = 0x8000;
 
-const { inotifyFd, controlFd, control } = workerData as InotifyWorkerData;
+const { libcName, inotifyFd, controlFd, control } = workerData as InotifyWorkerData;
 const stop = new Int32Array(control);
 const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
-const lib = koffi.load(process.platform === 'linux' ? 'libc.so.6' : null);
+const lib = koffi.load(libcName);
 const poll = lib.func('int poll(void *fds, unsigned long nfds, int timeout)') as (
   fds: Buffer,
   n: number,
