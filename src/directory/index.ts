@@ -2,6 +2,7 @@ export { type AcquireLockOptions, acquireLock, WRITE_LOCK_NAME } from './acquire
 export { ByteBuffersDirectory } from './byte-buffers-directory.js';
 export { ByteChannel, EndOfStreamError } from './byte-channel.js';
 export { Directory, type ObtainOptions } from './directory.js';
+export { FACTORY_NAMES, lockFactoryByName } from './factory-by-name.js';
 export { FENCE_SUFFIX } from './fence-token-file.js';
 export { FilterDirectory } from './filter-directory.js';
 export { FSDirectory } from './fs-directory.js';
@@ -27,4 +28,3 @@ export { SimpleFSLockFactory } from './simple-fs-lock-factory.js';
 export { SingleInstanceLockFactory } from './single-instance-lock-factory.js';
 export { SleepingLockWrapper } from './sleeping-lock-wrapper.js';
 export { VerifyingLockFactory } from './verifying-lock-factory.js';
-export { FACTORY_NAMES, lockFactoryByName } from './factory-by-name.js';
