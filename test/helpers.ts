@@ -48,13 +48,39 @@ export function waitForLine(
   });
 }
 
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+/**
+ * A test that fails before it stops its children must not hang the run: the child no longer
+ * keeps this process alive, and is killed when this process exits.
+ */
+export function orphanProof(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  child.unref();
+  for (const stream of [child.stdin, child.stdout, child.stderr]) {
+    (stream as unknown as { unref?: () => void } | null)?.unref?.();
+  }
+  return child;
+}
+
 export function exitOf(
   child: ChildProcess,
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   if (child.exitCode !== null || child.signalCode !== null) {
     return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
   }
-  return new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  // The child may be unref'd (orphanProof): keep this process alive while we wait for it.
+  const keepAlive = setInterval(() => {}, 1000);
+  return new Promise((r) =>
+    child.once('exit', (code, signal) => {
+      clearInterval(keepAlive);
+      r({ code, signal });
+    }),
+  );
 }
 
 /**

@@ -51,7 +51,7 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   }
   const token = lastToken(path);
-  if (token !== undefined) out(`last fencing token: ${token}`);
+  if (token !== undefined) out(`fencing counter: ${token} (every token issued so far is below it)`);
   if (factory === 'simple') {
     out(
       `${path}: held or stale (SimpleFS lock file created ${st.birthtime.toISOString()}); remove it only if its holder is gone`,

@@ -24,6 +24,8 @@ export interface LockHandle extends AsyncDisposable {
   off(event: 'lost', listener: (reason: LockLostError) => void): this;
 }
 
+const RESOLVED: Promise<void> = Promise.resolve();
+
 interface HandleEvents {
   lost: [LockLostError];
 }
@@ -75,7 +77,7 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
    * error, after which the handle is closed anyway) further calls resolve at once.
    */
   close(): Promise<void> {
-    if (this.#closed) return Promise.resolve();
+    if (this.#closed) return RESOLVED;
     this.#closing ??= this.#doClose();
     return this.#closing;
   }
@@ -114,16 +116,24 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     return new AlreadyClosedError(`Lock released: ${this.resource}`);
   }
 
-  async #doClose(): Promise<void> {
+  /** Runs `closeOnce`; a synchronous one costs no extra promise (it matters for fast locks). */
+  #doClose(): Promise<void> {
+    let pending: Promise<void> | void;
     try {
-      await this.closeOnce();
-    } finally {
+      pending = this.closeOnce();
+    } catch (err) {
       this.markClosed();
+      return Promise.reject(err);
     }
+    if (pending === undefined) {
+      this.markClosed();
+      return RESOLVED;
+    }
+    return pending.finally(() => this.markClosed());
   }
 
   /** Validity checks beyond "not closed"; throw to report the lock is no longer ours. */
   protected abstract checkValid(): void;
-  /** Releases the underlying lock; runs at most once. */
-  protected abstract closeOnce(): Promise<void>;
+  /** Releases the underlying lock; runs at most once. May complete synchronously. */
+  protected abstract closeOnce(): Promise<void> | void;
 }

@@ -17,7 +17,10 @@ export interface WaitForOptions extends WaitOptions {
   resource: string;
   /** Hints that the resource may be free; each one triggers an immediate retry. */
   wake?: WakeSource | undefined;
-  /** Fallback polling: first delay, doubling with jitter up to `maxPollMs`. */
+  /**
+   * Fallback polling: first delay, doubling (with jitter) up to `maxPollMs`. Every wake-up costs
+   * CPU, so with a good `wake` source the cap should be high.
+   */
   minPollMs?: number;
   maxPollMs?: number;
 }
@@ -71,7 +74,12 @@ export async function waitFor<T>(
         });
       }
       if (hinted) continue;
-      const sleepMs = Math.min(remaining, minPoll + Math.random() * (delay - minPoll + 1));
+      // "Equal jitter": half the delay fixed, half random, so waiters spread out without
+      // polling twice as often as the delay says.
+      const sleepMs = Math.min(
+        remaining,
+        Math.max(minPoll, delay / 2 + (Math.random() * delay) / 2),
+      );
       delay = Math.min(maxPoll, delay * 2);
       const pause = new AbortController();
       const onAbort = () => pause.abort();

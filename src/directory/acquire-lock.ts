@@ -26,6 +26,7 @@ export async function acquireLock(
 ): Promise<Lock> {
   const name = validateLockName(options.name ?? WRITE_LOCK_NAME);
   const factory = directory.lockFactory;
+  const wake = factory.wakeSource(directory, name);
   return waitFor(
     async (last) => {
       if (factory.isHeldElsewhere(directory, name)) {
@@ -42,12 +43,14 @@ export async function acquireLock(
     },
     {
       resource: `${directory}/${name}`,
-      wake: factory.wakeSource(directory, name),
+      wake,
       signal: options.signal,
       timeoutMs: options.timeoutMs,
       clock: options.clock,
+      // With release hints the poll is only a safety net (hints can be missed on network file
+      // systems), so it backs off to 1 s; without hints it stays at most 250 ms apart.
       minPollMs: 2,
-      maxPollMs: 250,
+      maxPollMs: wake === undefined ? 250 : 1000,
     },
   );
 }

@@ -16,8 +16,12 @@ export abstract class Directory {
   abstract get lockFactory(): LockFactory;
 
   /** Lucene's final `BaseDirectory.obtainLock`: delegates to the factory. */
-  async obtainLock(name: string, _options?: ObtainOptions): Promise<Lock> {
-    return this.lockFactory.obtainLock(this, validateLockName(name));
+  obtainLock(name: string, _options?: ObtainOptions): Promise<Lock> {
+    try {
+      return this.lockFactory.obtainLock(this, validateLockName(name));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   abstract listAll(): Promise<string[]>;

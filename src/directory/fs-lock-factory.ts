@@ -12,8 +12,12 @@ export abstract class FSLockFactory extends LockFactory {
     return (await import('./native-fs-lock-factory.js')).NativeFSLockFactory.INSTANCE;
   }
 
-  async obtainLock(directory: Directory, lockName: string): Promise<Lock> {
-    return this.obtainFSLock(this.fsDirectory(directory), validateLockName(lockName));
+  obtainLock(directory: Directory, lockName: string): Promise<Lock> {
+    try {
+      return this.obtainFSLock(this.fsDirectory(directory), validateLockName(lockName));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   protected fsDirectory(directory: Directory): FSDirectory {

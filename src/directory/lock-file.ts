@@ -1,34 +1,36 @@
-import { type BigIntStats, mkdirSync } from 'node:fs';
+import { mkdirSync, openSync, type Stats } from 'node:fs';
 import { LockIOError } from '../core/errors.js';
 
 /** What identifies one incarnation of a lock file: a deleted and recreated file differs. */
 export interface FileIdentity {
-  dev: bigint;
-  ino: bigint;
-  birthtimeNs: bigint;
+  dev: number;
+  ino: number;
+  /** Birth time in ms with sub-µs precision (ctime or 0 where the file system has none). */
+  birthtimeMs: number;
 }
 
-export function identityOf(st: BigIntStats): FileIdentity {
-  return { dev: st.dev, ino: st.ino, birthtimeNs: st.birthtimeNs };
+export function identityOf(st: Stats): FileIdentity {
+  return { dev: st.dev, ino: st.ino, birthtimeMs: st.birthtimeMs };
 }
 
 export function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
-  return a.dev === b.dev && a.ino === b.ino && a.birthtimeNs === b.birthtimeNs;
+  return a.dev === b.dev && a.ino === b.ino && a.birthtimeMs === b.birthtimeMs;
 }
 
 export function formatBirthtime(id: FileIdentity): string {
-  return new Date(Number(id.birthtimeNs / 1_000_000n)).toISOString();
+  return new Date(id.birthtimeMs).toISOString();
 }
 
 /**
- * Runs `open` (a synchronous open of a file in `dir`), creating `dir` and its parents first if
- * it is missing (Lucene recreates a lock directory deleted after the Directory was opened).
+ * Opens `path` (a file in `dir`) with `flags` (mode 0644 if created), creating `dir` and its
+ * parents first if it is missing (Lucene recreates a lock directory deleted after the
+ * Directory was opened).
  * OS errors other than "held" become a {@link LockIOError} naming the path, with the OS error
  * as its cause; a symlink planted at the lock's name (ELOOP with O_NOFOLLOW) is refused.
  */
-export function openInLockDir<T>(dir: string, path: string, open: () => T): T {
+export function openInLockDir(dir: string, path: string, flags: number): number {
   try {
-    return open();
+    return openSync(path, flags, 0o644);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw explainOpenError(err, dir, path);
   }
@@ -38,7 +40,7 @@ export function openInLockDir<T>(dir: string, path: string, open: () => T): T {
     throw new LockIOError(`Cannot create lock directory ${dir}`, { cause: err });
   }
   try {
-    return open();
+    return openSync(path, flags, 0o644);
   } catch (err) {
     throw explainOpenError(err, dir, path);
   }

@@ -47,8 +47,8 @@ export class NativeFSLockFactory extends FSLockFactory {
     super();
   }
 
-  protected async obtainFSLock(directory: FSDirectory, lockName: string): Promise<Lock> {
-    return obtainNative(directory.path, lockName);
+  protected obtainFSLock(directory: FSDirectory, lockName: string): Promise<Lock> {
+    return Promise.resolve(obtainNative(directory.path, lockName));
   }
 
   override wakeSource(directory: Directory, lockName: string): WakeSource {
@@ -78,32 +78,32 @@ export class NativeFSLockFactory extends FSLockFactory {
 
 function obtainNative(dir: string, name: string): NativeFSLock {
   const path = join(dir, name);
+  // This runs synchronously to the end, so no other obtain in this thread can interleave
+  // between the registry check and the registration.
   if (LOCK_HELD.has(path)) {
     throw new LockObtainFailedError(`Lock held by this virtual machine: ${path}`);
   }
-  const locks = fileLocks();
-  let fd: number | undefined;
-  // Reserve the path first so no other obtain in this process opens a descriptor meanwhile.
-  const reservation = { pending: true } as unknown as NativeFSLock;
-  LOCK_HELD.set(path, reservation);
+  const fd = openInLockDir(dir, path, OPEN_FLAGS);
   try {
-    fd = openInLockDir(dir, path, () => openSync(path, OPEN_FLAGS, 0o644));
-    if (!locks.tryLock(fd, path)) {
+    if (!fileLocks().tryLock(fd, path)) {
       throw new LockObtainFailedError(`Lock held by another program: ${path}`);
     }
-    const st = fstatSync(fd, { bigint: true });
+    const st = fstatSync(fd);
     if (!st.isFile()) throw new LockIOError(`Lock file ${path} is not a regular file`);
-    if (st.nlink === 0n) {
+    if (st.nlink === 0) {
       // Deleted between our open and our lock: the lock is on an orphan inode.
       throw new LockObtainFailedError(`Lock file was deleted while being obtained: ${path}`);
     }
-    const token = advanceFenceToken(dir, name, systemClock.wall());
-    const lock = new NativeFSLock(path, fd, identityOf(st), token);
+    const lock = new NativeFSLock(
+      path,
+      fd,
+      identityOf(st),
+      advanceFenceToken(dir, name, systemClock.wall()),
+    );
     LOCK_HELD.set(path, lock);
     return lock;
   } catch (err) {
-    if (fd !== undefined) closeSync(fd);
-    if (LOCK_HELD.get(path) === reservation) LOCK_HELD.delete(path);
+    closeSync(fd);
     throw err;
   }
 }
@@ -137,13 +137,13 @@ class NativeFSLock extends LockHandleBase {
       this.#osLockValid = false;
       this.fail(new AlreadyClosedError(`FileLock invalidated by an external force: ${this}`));
     }
-    const size = fstatSync(this.#fd, { bigint: true }).size;
-    if (size !== 0n) {
+    const size = fstatSync(this.#fd).size;
+    if (size !== 0) {
       this.fail(new AlreadyClosedError(`Unexpected lock file size: ${size}, (lock=${this})`));
     }
     let current: FileIdentity;
     try {
-      current = identityOf(statSync(this.#path, { bigint: true }));
+      current = identityOf(statSync(this.#path));
     } catch (err) {
       this.fail(new LockIOError(`Lock file is gone: ${this.#path}`, { cause: err }));
     }
@@ -164,7 +164,7 @@ class NativeFSLock extends LockHandleBase {
   #ownsKernelLock(): boolean {
     let mine: FileIdentity;
     try {
-      mine = identityOf(fstatSync(this.#fd, { bigint: true }));
+      mine = identityOf(fstatSync(this.#fd));
     } catch {
       this.#fdOurs = false;
       return false;
@@ -181,7 +181,7 @@ class NativeFSLock extends LockHandleBase {
     }
   }
 
-  protected async closeOnce(): Promise<void> {
+  protected closeOnce(): void {
     // No validation: closing can't break anyone else's lock (Lucene). Closing the descriptor
     // releases the kernel lock (its open file description has no other descriptor), so no
     // separate unlock call is made. The file stays: deleting it is unsafe and a leftover is

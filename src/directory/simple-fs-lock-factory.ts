@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, fstatSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
 import {
@@ -46,7 +46,7 @@ export class SimpleFSLockFactory extends FSLockFactory {
     const path = join(dir, lockName);
     let fd: number;
     try {
-      fd = openInLockDir(dir, path, () => openSync(path, CREATE_FLAGS, 0o644));
+      fd = openInLockDir(dir, path, CREATE_FLAGS);
     } catch (err) {
       const code =
         (err as { cause?: NodeJS.ErrnoException }).cause?.code ??
@@ -60,7 +60,7 @@ export class SimpleFSLockFactory extends FSLockFactory {
     }
     let identity: FileIdentity;
     try {
-      identity = identityOf(fstatSync(fd, { bigint: true }));
+      identity = identityOf(fstatSync(fd));
     } finally {
       closeSync(fd);
     }
@@ -91,7 +91,7 @@ class SimpleFSLock extends LockHandleBase {
   protected checkValid(): void {
     let current: FileIdentity;
     try {
-      current = identityOf(statSync(this.#path, { bigint: true }));
+      current = identityOf(statSync(this.#path));
     } catch (err) {
       this.fail(new LockIOError(`Lock file is gone: ${this.#path}`, { cause: err }));
     }
@@ -104,7 +104,7 @@ class SimpleFSLock extends LockHandleBase {
     }
   }
 
-  protected async closeOnce(): Promise<void> {
+  protected closeOnce(): void {
     try {
       this.ensureValid();
     } catch (err) {

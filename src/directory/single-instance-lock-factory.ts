@@ -74,7 +74,7 @@ class SingleInstanceLock extends LockHandleBase {
     }
   }
 
-  protected async closeOnce(): Promise<void> {
+  protected closeOnce(): void {
     if (!this.#factory.clear(this.#name)) {
       throw new AlreadyClosedError(`Lock was already released: ${this.resource}`);
     }

@@ -1,4 +1,3 @@
-import { closeSync, writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type { WakeSource } from '../core/wait.js';
 import { libc } from './libc.js';
@@ -7,10 +6,7 @@ const IN_ATTRIB = 0x4;
 const IN_CLOSE_WRITE = 0x8;
 const IN_DELETE_SELF = 0x400;
 const IN_MOVE_SELF = 0x800;
-const IN_NONBLOCK = 0o4000;
 const IN_CLOEXEC = 0o2000000;
-const O_NONBLOCK = 0o4000;
-const O_CLOEXEC = 0o2000000;
 
 /**
  * Events that can mean "the lock on this file may be free now": a descriptor opened for
@@ -23,6 +19,39 @@ const MASK = IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
 
 /** How long the watcher thread lingers with no watches before it is stopped. */
 const IDLE_STOP_MS = 2000;
+
+/**
+ * The watcher thread: a blocking `read(2)` of the inotify descriptor, which is this dedicated
+ * thread's wait — not a libuv thread-pool job, and no CPU while nothing happens. Each batch of
+ * events becomes one message of watch descriptors. It is plain CommonJS evaluated in the
+ * worker, without koffi, so that starting it costs as little as a worker can. To stop it the
+ * main thread sets the flag and removes a sentinel watch, whose IN_IGNORED event ends the read.
+ */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { readSync } = require('node:fs');
+const { fd, control } = workerData;
+const stop = new Int32Array(control);
+const events = Buffer.alloc(64 * 1024);
+while (Atomics.load(stop, 0) === 0) {
+  let n;
+  try {
+    n = readSync(fd, events, 0, events.length, null);
+  } catch (err) {
+    if (err.code === 'EINTR' || err.code === 'EAGAIN') continue;
+    throw err;
+  }
+  const wds = [];
+  const gone = [];
+  // struct inotify_event { int wd; uint32 mask; uint32 cookie; uint32 len; char name[len]; }
+  for (let off = 0; off + 16 <= n; off += 16 + events.readUInt32LE(off + 12)) {
+    const wd = events.readInt32LE(off);
+    if (!wds.includes(wd)) wds.push(wd);
+    if ((events.readUInt32LE(off + 4) & 0x8000) !== 0) gone.push(wd);
+  }
+  if (Atomics.load(stop, 0) === 0) parentPort.postMessage({ wds, gone });
+}
+`;
 
 /**
  * Wake hints for a file, from the kernel. On Linux this is inotify, read by one background
@@ -59,37 +88,23 @@ class InotifyHub {
   readonly #addWatch: AddWatch;
   readonly #rmWatch: RmWatch;
   readonly #fd: number;
-  readonly #controlRead: number;
-  readonly #controlWrite: number;
   readonly #listeners = new Map<number, Set<() => void>>();
-  readonly #libcName: string;
   /** Set when the watcher thread failed: hints stay off and waiters rely on polling. */
   #broken = false;
-  #worker: { thread: Worker; stop: Int32Array } | undefined;
+  #worker: { thread: Worker; stop: Int32Array; sentinel: number } | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
 
   constructor() {
     const c = libc();
-    this.#libcName = c.name;
     const init = c.lib.func('int inotify_init1(int flags)') as (flags: number) => number;
     this.#addWatch = c.lib.func(
       'int inotify_add_watch(int fd, const char *path, uint32_t mask)',
     ) as AddWatch;
     this.#rmWatch = c.lib.func('int inotify_rm_watch(int fd, int wd)') as RmWatch;
-    const pipe2 = c.lib.func('int pipe2(void *fds, int flags)') as (
-      fds: Buffer,
-      flags: number,
-    ) => number;
-    this.#fd = init(IN_NONBLOCK | IN_CLOEXEC);
+    // Blocking on purpose: only the watcher thread reads it, and it is meant to block there.
+    this.#fd = init(IN_CLOEXEC);
     if (this.#fd < 0) throw new Error(`inotify_init1 failed: errno ${c.errno()}`);
-    const pair = Buffer.alloc(8);
-    if (pipe2(pair, O_NONBLOCK | O_CLOEXEC) !== 0) {
-      closeSync(this.#fd);
-      throw new Error(`pipe2 failed: errno ${c.errno()}`);
-    }
-    this.#controlRead = pair.readInt32LE(0);
-    this.#controlWrite = pair.readInt32LE(4);
-    // A worker blocked in poll() would hold up process exit until its poll timeout: tell it.
+    // A worker blocked in read() would hold up process exit forever: wake it first.
     process.once('exit', () => this.#stopWorker());
   }
 
@@ -130,14 +145,16 @@ class InotifyHub {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
     if (this.#worker !== undefined) return;
+    // The root directory never goes away; removing this watch is how the thread is woken.
+    const sentinel = this.#addWatch(this.#fd, '/', IN_DELETE_SELF);
+    if (sentinel < 0) {
+      this.#broken = true;
+      return;
+    }
     const control = new SharedArrayBuffer(4);
-    const thread = new Worker(new URL('./inotify-worker.js', import.meta.url), {
-      workerData: {
-        libcName: this.#libcName,
-        inotifyFd: this.#fd,
-        controlFd: this.#controlRead,
-        control,
-      },
+    const thread = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { fd: this.#fd, control },
       stdout: false,
       stderr: false,
     });
@@ -151,7 +168,7 @@ class InotifyHub {
     });
     // After the listeners: attaching a 'message' listener refs the worker again.
     thread.unref();
-    this.#worker = { thread, stop: new Int32Array(control) };
+    this.#worker = { thread, stop: new Int32Array(control), sentinel };
   }
 
   #scheduleIdleStop(): void {
@@ -167,10 +184,6 @@ class InotifyHub {
     if (worker === undefined) return;
     this.#worker = undefined;
     Atomics.store(worker.stop, 0, 1);
-    try {
-      writeSync(this.#controlWrite, Buffer.from([1]));
-    } catch {
-      // The pipe is full or closed: the worker's poll timeout still ends it.
-    }
+    this.#rmWatch(this.#fd, worker.sentinel);
   }
 }

@@ -9,8 +9,6 @@ import { UnsupportedOperationError } from '../core/errors.js';
 export interface Libc {
   koffi: typeof Koffi;
   lib: Koffi.LibraryHandle;
-  /** The name it was loaded by, for worker threads that load it again. */
-  name: string;
   errno(): number;
 }
 
@@ -36,7 +34,7 @@ export function libc(): Libc {
   for (const name of names) {
     try {
       const lib = koffi.load(name);
-      cached = { koffi, lib, name, errno: () => koffi.errno() };
+      cached = { koffi, lib, errno: () => koffi.errno() };
       return cached;
     } catch (err) {
       lastError = err;
