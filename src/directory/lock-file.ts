@@ -1,5 +1,5 @@
-import { mkdirSync, openSync, type Stats } from 'node:fs';
-import { LockIOError } from '../core/errors.js';
+import { mkdirSync, openSync, type Stats, statSync } from 'node:fs';
+import { AlreadyClosedError, LockIOError } from '../core/errors.js';
 
 /** What identifies one incarnation of a lock file: a deleted and recreated file differs. */
 export interface FileIdentity {
@@ -19,6 +19,28 @@ export function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
 
 export function formatBirthtime(id: FileIdentity): string {
   return new Date(id.birthtimeMs).toISOString();
+}
+
+/**
+ * Why `path` is no longer the lock file we created, or `undefined` if it still is: a
+ * {@link LockIOError} when it is gone (Lucene's NoSuchFileException), an
+ * {@link AlreadyClosedError} when another file now has its name.
+ */
+export function lockFileChanged(
+  path: string,
+  identity: FileIdentity,
+  lock: object,
+): Error | undefined {
+  let current: FileIdentity;
+  try {
+    current = identityOf(statSync(path));
+  } catch (err) {
+    return new LockIOError(`Lock file is gone: ${path}`, { cause: err });
+  }
+  if (sameIdentity(current, identity)) return undefined;
+  return new AlreadyClosedError(
+    `Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${lock})`,
+  );
 }
 
 /**

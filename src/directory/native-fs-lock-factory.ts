@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
 import { AlreadyClosedError, LockIOError, LockObtainFailedError } from '../core/errors.js';
@@ -17,6 +17,7 @@ import {
   type FileIdentity,
   formatBirthtime,
   identityOf,
+  lockFileChanged,
   openInLockDir,
   sameIdentity,
 } from './lock-file.js';
@@ -141,19 +142,8 @@ class NativeFSLock extends LockHandleBase {
     if (size !== 0) {
       this.fail(new AlreadyClosedError(`Unexpected lock file size: ${size}, (lock=${this})`));
     }
-    let current: FileIdentity;
-    try {
-      current = identityOf(statSync(this.#path));
-    } catch (err) {
-      this.fail(new LockIOError(`Lock file is gone: ${this.#path}`, { cause: err }));
-    }
-    if (!sameIdentity(current, this.#identity)) {
-      this.fail(
-        new AlreadyClosedError(
-          `Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`,
-        ),
-      );
-    }
+    const changed = lockFileChanged(this.#path, this.#identity, this);
+    if (changed !== undefined) this.fail(changed);
   }
 
   /**

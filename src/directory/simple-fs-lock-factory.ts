@@ -1,12 +1,7 @@
-import { closeSync, constants, fstatSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, fstatSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
-import {
-  AlreadyClosedError,
-  LockIOError,
-  LockObtainFailedError,
-  LockReleaseFailedError,
-} from '../core/errors.js';
+import { LockObtainFailedError, LockReleaseFailedError } from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
 import type { WakeSource } from '../core/wait.js';
 import { fileWakeSource } from '../os/file-watcher.js';
@@ -20,8 +15,8 @@ import {
   type FileIdentity,
   formatBirthtime,
   identityOf,
+  lockFileChanged,
   openInLockDir,
-  sameIdentity,
 } from './lock-file.js';
 
 const CREATE_FLAGS =
@@ -89,19 +84,8 @@ class SimpleFSLock extends LockHandleBase {
   }
 
   protected checkValid(): void {
-    let current: FileIdentity;
-    try {
-      current = identityOf(statSync(this.#path));
-    } catch (err) {
-      this.fail(new LockIOError(`Lock file is gone: ${this.#path}`, { cause: err }));
-    }
-    if (!sameIdentity(current, this.#identity)) {
-      this.fail(
-        new AlreadyClosedError(
-          `Underlying file changed by an external force at ${formatBirthtime(current)}, (lock=${this})`,
-        ),
-      );
-    }
+    const changed = lockFileChanged(this.#path, this.#identity, this);
+    if (changed !== undefined) this.fail(changed);
   }
 
   protected closeOnce(): void {
