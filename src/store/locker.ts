@@ -1,0 +1,46 @@
+import type { EventEmitter } from 'node:events';
+import type { LockLostError } from '../core/errors.js';
+
+/** ActiveMQ's defaults: `lockAcquireSleepInterval` 10 s, `failIfLocked` false. */
+export const DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL = 10_000;
+
+export interface LockerOptions {
+  /** Shown in messages and logs; defaults per locker (the directory, the holder id, …). */
+  name?: string | undefined;
+  /** Milliseconds between acquisition attempts while another process is master (10 000). */
+  lockAcquireSleepInterval?: number | undefined;
+  /** Reject `start()` at once when the lock is held elsewhere, instead of waiting (false). */
+  failIfLocked?: boolean | undefined;
+}
+
+export interface LockerStartOptions {
+  /** Gives up waiting: `start()` rejects with an `AbortedError`, nothing stays locked. */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * ActiveMQ's `Locker`: one master per shared store.
+ *
+ * - `start()` resolves only once the lock is held: that is what makes a process a slave
+ *   while it waits. It is idempotent (a second call shares the first). With `failIfLocked`
+ *   it rejects at once with a `LockObtainFailedError`; a `stop()` (or the signal) during the
+ *   wait rejects it with an `AbortedError` "attempt to obtain lock aborted due to shutdown".
+ * - `keepAlive()` confirms mastership: `true` still master, `false` lost (stop being master
+ *   now), a rejection means "unknown" (the I/O error policy decides).
+ * - `stop()` releases; calling it before `start()` or twice is harmless.
+ * - `token` is the fencing token of the current mastership, strictly increasing across
+ *   takeovers; `undefined` while not master.
+ * - `lost` fires (once per mastership) when the locker itself finds out it is no longer
+ *   master between keep-alives, e.g. a lease's self-fencing deadline passed.
+ */
+export interface Locker extends Pick<EventEmitter<{ lost: [LockLostError] }>, 'on' | 'once' | 'off'> {
+  readonly name: string;
+  readonly lockAcquireSleepInterval: number;
+  readonly failIfLocked: boolean;
+  /** Suggested `lockKeepAlivePeriod` when the supervisor is not told one (ActiveMQ: 0 for files, 30 000 for JDBC). */
+  readonly defaultKeepAlivePeriod: number;
+  readonly token: number | undefined;
+  start(options?: LockerStartOptions): Promise<void>;
+  keepAlive(): Promise<boolean>;
+  stop(): Promise<void>;
+}
