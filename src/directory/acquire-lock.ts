@@ -1,7 +1,7 @@
-import { LockObtainFailedError } from '../core/errors.js';
+import { InvalidArgumentError, LockObtainFailedError } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
 import { type WaitOptions, waitFor } from '../core/wait.js';
-import type { Directory } from './directory.js';
+import { Directory } from './directory.js';
 import type { Lock } from './lock.js';
 
 /** The lock name Lucene's IndexWriter uses; the default here too. */
@@ -24,6 +24,9 @@ export async function acquireLock(
   directory: Directory,
   options: AcquireLockOptions = {},
 ): Promise<Lock> {
+  if (!(directory instanceof Directory)) {
+    throw new InvalidArgumentError(`acquireLock needs a Directory, got ${String(directory)}`);
+  }
   const name = validateLockName(options.name ?? WRITE_LOCK_NAME);
   const factory = directory.lockFactory;
   const wake = factory.wakeSource(directory, name);

@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../core/errors.js';
 import type { Directory, ObtainOptions } from './directory.js';
 import { Directory as BaseDirectory } from './directory.js';
 import type { Lock } from './lock.js';
@@ -9,6 +10,9 @@ export class FilterDirectory extends BaseDirectory {
 
   constructor(inner: Directory) {
     super();
+    if (!(inner instanceof BaseDirectory)) {
+      throw new InvalidArgumentError(`${new.target.name} wraps a Directory, got ${String(inner)}`);
+    }
     this.in = inner;
   }
 

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { LockIOError } from '../core/errors.js';
+import { InvalidArgumentError, LockIOError } from '../core/errors.js';
 import { checkFileName, Directory } from './directory.js';
-import type { LockFactory } from './lock-factory.js';
+import { LockFactory } from './lock-factory.js';
 import { NativeFSLockFactory } from './native-fs-lock-factory.js';
 
 /**
@@ -28,7 +28,10 @@ export class FSDirectory extends Directory {
     lockFactory: LockFactory = NativeFSLockFactory.INSTANCE,
   ): Promise<FSDirectory> {
     if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
-      throw new LockIOError(`Invalid directory path ${JSON.stringify(path)}`);
+      throw new InvalidArgumentError(`Invalid directory path ${JSON.stringify(path)}`);
+    }
+    if (!(lockFactory instanceof LockFactory)) {
+      throw new InvalidArgumentError(`Invalid lock factory for ${path}: ${String(lockFactory)}`);
     }
     const absolute = resolve(path);
     let isDirectory = false;

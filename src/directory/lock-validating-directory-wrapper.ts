@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../core/errors.js';
 import type { Directory } from './directory.js';
 import { FilterDirectory } from './filter-directory.js';
 import type { Lock } from './lock.js';
@@ -13,6 +14,11 @@ export class LockValidatingDirectoryWrapper extends FilterDirectory {
 
   constructor(inner: Directory, writeLock: Lock) {
     super(inner);
+    if (typeof writeLock?.ensureValid !== 'function') {
+      throw new InvalidArgumentError(
+        `LockValidatingDirectoryWrapper needs a held Lock, got ${String(writeLock)}`,
+      );
+    }
     this.writeLock = writeLock;
   }
 

@@ -168,3 +168,16 @@ test('directory file names cannot escape the directory', async () => {
   }
   assert.ok(!existsSync(join(tmp.path, 'outside')));
 });
+
+test('wrappers and helpers reject arguments that are not what they need', async () => {
+  const { acquireLock } = await import('../../src/directory/index.js');
+  assert.throws(() => new SleepingLockWrapper({} as Directory, 10, 1), {
+    code: 'INVALID_ARGUMENT',
+  });
+  assert.throws(() => new LockValidatingDirectoryWrapper(new ByteBuffersDirectory(), {} as never), {
+    code: 'INVALID_ARGUMENT',
+  });
+  await assert.rejects(acquireLock({} as Directory), { code: 'INVALID_ARGUMENT' });
+  await assert.rejects(FSDirectory.open(''), { code: 'INVALID_ARGUMENT' });
+  await assert.rejects(FSDirectory.open('/tmp/x', {} as never), { code: 'INVALID_ARGUMENT' });
+});
