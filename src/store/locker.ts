@@ -16,6 +16,13 @@ export interface LockerOptions {
 export interface LockerStartOptions {
   /** Gives up waiting: `start()` rejects with an `AbortedError`, nothing stays locked. */
   signal?: AbortSignal | undefined;
+  /**
+   * The keep-alive period the caller (the supervisor) will use once master, in ms. Lockers
+   * that pause after a wait-then-acquire (SharedFileLocker, AMQ-4705) pause this long so the
+   * previous master's keep-alive has run before this one acts. Default 0: no pause.
+   * (Added for the supervisor; ActiveMQ reads it from the `Lockable`.)
+   */
+  lockKeepAlivePeriod?: number | undefined;
 }
 
 /**
@@ -33,7 +40,8 @@ export interface LockerStartOptions {
  * - `lost` fires (once per mastership) when the locker itself finds out it is no longer
  *   master between keep-alives, e.g. a lease's self-fencing deadline passed.
  */
-export interface Locker extends Pick<EventEmitter<{ lost: [LockLostError] }>, 'on' | 'once' | 'off'> {
+export interface Locker
+  extends Pick<EventEmitter<{ lost: [LockLostError] }>, 'on' | 'once' | 'off'> {
   readonly name: string;
   readonly lockAcquireSleepInterval: number;
   readonly failIfLocked: boolean;

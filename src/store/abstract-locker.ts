@@ -1,0 +1,249 @@
+import { EventEmitter } from 'node:events';
+import { type Clock, systemClock } from '../core/clock.js';
+import { AbortedError, InvalidArgumentError, type LockLostError } from '../core/errors.js';
+import {
+  DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
+  type Locker,
+  type LockerOptions,
+  type LockerStartOptions,
+} from './locker.js';
+import { isStoreLogger, type StoreLogger, silentLogger } from './logger.js';
+
+export interface AbstractLockerOptions extends LockerOptions {
+  /** Drives the acquire sleep (and any other wait of the locker); default the system clock. */
+  clock?: Clock | undefined;
+  /** Default {@link silentLogger}. */
+  logger?: StoreLogger | undefined;
+}
+
+/** What {@link AbstractLocker.doStart} gets. */
+export interface AcquireContext {
+  /** Aborts on `stop()` or when the caller's start signal aborts: give up, hold nothing. */
+  signal: AbortSignal;
+  /** The supervisor's keep-alive period (0 when not told): the AMQ-4705 post-acquire pause. */
+  lockKeepAlivePeriod: number;
+}
+
+/** ActiveMQ's message when a stop ends an acquisition; kept word for word. */
+export const ACQUIRE_ABORTED_MESSAGE = 'attempt to obtain lock aborted due to shutdown';
+
+interface Run {
+  readonly controller: AbortController;
+  promise: Promise<void>;
+  /** Set once the lock is held. */
+  token: number | undefined;
+  /** Sticky keep-alive verdict of this mastership (ActiveMQ's LockFile: once false, false). */
+  alive: boolean;
+  lostEmitted: boolean;
+}
+
+/**
+ * ActiveMQ's `AbstractLocker` (on `ServiceSupport`): the life cycle every store locker shares,
+ * so subclasses only implement how to acquire, check and release.
+ *
+ * - Options are validated up front: `lockAcquireSleepInterval` finite and >= 0 (default
+ *   10 000 ms), `failIfLocked` boolean (false), `name` a non-empty string (the subclass's
+ *   default); anything else throws an {@link InvalidArgumentError}.
+ * - `start()` is guarded: while a start is running or the lock is held, further calls share
+ *   the same promise. A failed start (not aborted) leaves the locker startable again.
+ * - `stop()` before `start()` does nothing. During acquisition it aborts the subclass's wait
+ *   and `start()` rejects with an {@link AbortedError} "attempt to obtain lock aborted due to
+ *   shutdown"; nothing stays locked. After a stop the locker can be started again (the
+ *   supervisor does that after a demotion).
+ * - `keepAlive()` is false while not master and sticky per mastership: once false, it stays
+ *   false until the next `start()`. Rejections pass through ("unknown").
+ * - Subclasses report loss noticed on their own with {@link markLost}: the `lost` event
+ *   fires at most once per mastership.
+ *
+ * Subclass contract: `doStart` resolves with the fencing token once the lock is held, or
+ * rejects holding nothing (aborted, failIfLocked, I/O error); `doStop` releases whatever is
+ * held and is harmless when nothing is; `doKeepAlive` checks the held lock.
+ */
+export abstract class AbstractLocker
+  extends EventEmitter<{ lost: [LockLostError] }>
+  implements Locker
+{
+  readonly name: string;
+  readonly lockAcquireSleepInterval: number;
+  readonly failIfLocked: boolean;
+  abstract readonly defaultKeepAlivePeriod: number;
+  protected readonly clock: Clock;
+  protected readonly logger: StoreLogger;
+
+  #run: Run | undefined;
+  #stopping: Promise<void> | undefined;
+
+  constructor(options: AbstractLockerOptions | undefined, defaultName: string) {
+    super();
+    const o = checkOptionsObject(options, 'Locker options');
+    const interval = o.lockAcquireSleepInterval ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
+    if (typeof interval !== 'number' || !Number.isFinite(interval) || interval < 0) {
+      throw new InvalidArgumentError(
+        `lockAcquireSleepInterval must be a finite number of milliseconds >= 0, got ${String(interval)}`,
+      );
+    }
+    const failIfLocked = o.failIfLocked ?? false;
+    if (typeof failIfLocked !== 'boolean') {
+      throw new InvalidArgumentError(`failIfLocked must be a boolean, got ${String(failIfLocked)}`);
+    }
+    const name = o.name ?? defaultName;
+    if (typeof name !== 'string' || name.length === 0) {
+      throw new InvalidArgumentError(`name must be a non-empty string, got ${String(name)}`);
+    }
+    const clock = o.clock ?? systemClock;
+    if (
+      typeof clock !== 'object' ||
+      clock === null ||
+      typeof clock.sleep !== 'function' ||
+      typeof clock.monotonic !== 'function' ||
+      typeof clock.wall !== 'function'
+    ) {
+      throw new InvalidArgumentError('clock must implement monotonic(), wall() and sleep()');
+    }
+    const logger = o.logger ?? silentLogger;
+    if (!isStoreLogger(logger)) {
+      throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
+    }
+    this.name = name;
+    this.lockAcquireSleepInterval = interval;
+    this.failIfLocked = failIfLocked;
+    this.clock = clock;
+    this.logger = logger;
+  }
+
+  /** The fencing token of the current mastership; `undefined` while not master. */
+  get token(): number | undefined {
+    return this.#run?.token;
+  }
+
+  start(options?: LockerStartOptions): Promise<void> {
+    let period: number;
+    let signal: AbortSignal | undefined;
+    try {
+      const o = checkOptionsObject(options, 'start options');
+      period = o.lockKeepAlivePeriod ?? 0;
+      if (typeof period !== 'number' || !Number.isFinite(period) || period < 0) {
+        throw new InvalidArgumentError(
+          `lockKeepAlivePeriod must be a finite number of milliseconds >= 0, got ${String(period)}`,
+        );
+      }
+      signal = o.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        throw new InvalidArgumentError('signal must be an AbortSignal');
+      }
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.#run !== undefined) return this.#run.promise;
+    const stopping = this.#stopping;
+    if (stopping !== undefined) return stopping.then(() => this.start(options));
+    const run: Run = {
+      controller: new AbortController(),
+      promise: Promise.resolve(),
+      token: undefined,
+      alive: true,
+      lostEmitted: false,
+    };
+    this.#run = run;
+    run.promise = this.#acquire(run, period, signal);
+    return run.promise;
+  }
+
+  async #acquire(run: Run, period: number, external: AbortSignal | undefined): Promise<void> {
+    const { controller } = run;
+    const onAbort = () =>
+      controller.abort(new AbortedError(this.#abortedMessage(), { cause: external?.reason }));
+    if (external?.aborted) onAbort();
+    else external?.addEventListener('abort', onAbort, { once: true });
+    try {
+      if (controller.signal.aborted) throw controller.signal.reason;
+      const token = await this.doStart({ signal: controller.signal, lockKeepAlivePeriod: period });
+      if (controller.signal.aborted) {
+        // Acquired just as the stop came: give it back before reporting the abort.
+        await this.doStop();
+        throw controller.signal.reason;
+      }
+      run.token = token;
+    } catch (err) {
+      if (this.#run === run && this.#stopping === undefined) this.#run = undefined;
+      if (controller.signal.aborted) {
+        const reason: unknown = controller.signal.reason;
+        if (reason instanceof AbortedError && reason.message === this.#abortedMessage()) {
+          throw reason;
+        }
+        throw new AbortedError(this.#abortedMessage(), { cause: reason ?? err });
+      }
+      throw err;
+    } finally {
+      external?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  #abortedMessage(): string {
+    return `${ACQUIRE_ABORTED_MESSAGE}: ${this.name}`;
+  }
+
+  /** Releases the lock, or ends a running acquisition; shared by concurrent calls. */
+  stop(): Promise<void> {
+    if (this.#stopping !== undefined) return this.#stopping;
+    const run = this.#run;
+    if (run === undefined) return Promise.resolve();
+    this.#stopping = (async () => {
+      try {
+        run.controller.abort(new AbortedError(this.#abortedMessage()));
+        await run.promise.catch(() => {
+          // start()'s caller hears about it; here we only wait for the attempt to end.
+        });
+        await this.doStop();
+      } finally {
+        run.token = undefined;
+        run.alive = false;
+        if (this.#run === run) this.#run = undefined;
+        this.#stopping = undefined;
+      }
+    })();
+    return this.#stopping;
+  }
+
+  /** True while master; false (sticky for this mastership) once the lock is found lost. */
+  async keepAlive(): Promise<boolean> {
+    const run = this.#run;
+    if (run === undefined || run.token === undefined || !run.alive) return false;
+    const ok = await this.doKeepAlive();
+    if (!ok) run.alive = false;
+    return ok && run.alive;
+  }
+
+  /** Whether the lock is held right now (start resolved, no stop yet). */
+  protected get held(): boolean {
+    return this.#run?.token !== undefined;
+  }
+
+  /**
+   * Reports a loss the subclass noticed on its own: keepAlive turns false and `lost` fires,
+   * once per mastership. Ignored while not master.
+   */
+  protected markLost(reason: LockLostError): void {
+    const run = this.#run;
+    if (run === undefined || run.token === undefined || run.lostEmitted) return;
+    run.lostEmitted = true;
+    run.alive = false;
+    this.emit('lost', reason);
+  }
+
+  /** Acquires (waiting as the subclass sees fit) and resolves with the fencing token. */
+  protected abstract doStart(context: AcquireContext): Promise<number>;
+  /** Releases whatever is held; harmless when nothing is. Never deletes shared state. */
+  protected abstract doStop(): Promise<void>;
+  /** Checks the held lock: true still ours, false lost, rejection unknown. */
+  protected abstract doKeepAlive(): Promise<boolean>;
+}
+
+/** `undefined` becomes `{}`; anything but a plain object is refused. */
+export function checkOptionsObject<T extends object>(options: T | undefined, what: string): T {
+  if (options === undefined) return {} as T;
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new InvalidArgumentError(`${what} must be an object, got ${String(options)}`);
+  }
+  return options;
+}

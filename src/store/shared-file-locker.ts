@@ -1,0 +1,339 @@
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  read,
+  readSync,
+  realpathSync,
+  stat,
+  writeSync,
+} from 'node:fs';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  InvalidArgumentError,
+  isErrno,
+  LockIOError,
+  LockObtainFailedError,
+} from '../core/errors.js';
+import { nextFencingToken } from '../core/fencing.js';
+import { abortableSleep } from '../core/wait.js';
+import { explainOpenError } from '../directory/lock-file.js';
+import { fileLocks } from '../os/file-lock.js';
+import { fileWakeSource } from '../os/file-watcher.js';
+import {
+  AbstractLocker,
+  type AbstractLockerOptions,
+  type AcquireContext,
+  checkOptionsObject,
+} from './abstract-locker.js';
+
+const readAsync = promisify(read);
+const statAsync = promisify(stat);
+
+/** ActiveMQ's lock file name inside the store directory. */
+export const LOCK_FILE_NAME = 'lock';
+/**
+ * The keep-alive period suggested to the supervisor. ActiveMQ's file stores default to 0 (no
+ * keep-alive at all), which its own documentation says can give two masters on NFS; a stolen
+ * or deleted lock file is only noticed by a keep-alive, so ours runs every 5 s by default.
+ */
+export const DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD = 5_000;
+
+/**
+ * Lock file layout. Offset 0: the acquire time, epoch ms, 8 bytes big-endian: exactly what
+ * ActiveMQ's `LockFile` writes, so ActiveMQ tools read it the same. Then ours: a 16-byte
+ * holder nonce (theft is detected by content, not only by mtime) and the fencing token as an
+ * unsigned 64-bit big-endian integer.
+ */
+const EPOCH_OFFSET = 0;
+const NONCE_OFFSET = 8;
+const NONCE_LENGTH = 16;
+const TOKEN_OFFSET = NONCE_OFFSET + NONCE_LENGTH;
+const RECORD_LENGTH = TOKEN_OFFSET + 8;
+
+const OPEN_FLAGS = constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW;
+const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
+
+/**
+ * Same-process guard (ActiveMQ's system property per canonical path): real path of the lock
+ * file → the locker holding it. Kernel locks would refuse a second holder in this process
+ * too; the guard makes that refusal cheap and never touches the file.
+ */
+const HELD = new Map<string, SharedFileLocker>();
+/** In-process waiters on a path, woken when a locker of this process releases it. */
+const releaseWaiters = new Map<string, Set<() => void>>();
+
+export interface SharedFileLockerOptions extends AbstractLockerOptions {
+  /** The store directory; the lock file is `<directory>/lock`. Created with its parents. */
+  directory: string;
+  /**
+   * Wake early on kernel hints (inotify on Linux) that the lock may have been freed, besides
+   * polling every `lockAcquireSleepInterval` (true). Hints never replace the poll.
+   */
+  wakeOnHints?: boolean | undefined;
+}
+
+interface Held {
+  fd: number;
+  dev: bigint;
+  ino: bigint;
+  mtimeNs: bigint;
+  nonce: Buffer;
+  key: string;
+}
+
+/**
+ * ActiveMQ's `SharedFileLocker` with its `LockFile`: one master per store directory through
+ * an exclusive kernel lock (see `src/os/file-lock.ts`; on Linux an OFD lock, which conflicts
+ * with Java `FileChannel` locks, so an ActiveMQ broker on the same KahaDB directory and this
+ * locker exclude each other).
+ *
+ * - Acquire: refused at once if a locker of this process holds the file (the guard, keyed by
+ *   real path); otherwise a non-blocking exclusive kernel lock on the whole file. On success
+ *   the file gets the epoch ms at offset 0 (ActiveMQ's format), a fresh holder nonce and the
+ *   fencing token `max(previous + 1, wall µs)` (previous read from the file), is fsynced, and
+ *   its mtime recorded.
+ * - Waiting (not `failIfLocked`): one INFO line, then a DEBUG line per retry; a retry every
+ *   `lockAcquireSleepInterval`, earlier on a release hint. After a wait-then-acquire the
+ *   locker pauses `lockKeepAlivePeriod` (AMQ-4705: the old master's keep-alive must run first)
+ *   and rejects if the lock no longer checks out.
+ * - `keepAlive()` is false (and stays false) when the kernel lock is gone, the file was
+ *   deleted or replaced, its mtime changed, or its nonce is not ours.
+ * - `stop()` releases the kernel lock and leaves the file in place.
+ *
+ * Not for file systems whose locks are unreliable (NFSv3 without a lock manager, OCFS2): the
+ * keep-alive narrows the window there, it does not close it.
+ */
+export class SharedFileLocker extends AbstractLocker {
+  readonly directory: string;
+  readonly path: string;
+  readonly defaultKeepAlivePeriod = DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD;
+  readonly #wakeOnHints: boolean;
+  #held: Held | undefined;
+
+  constructor(options: SharedFileLockerOptions) {
+    const o = checkOptionsObject(options, 'SharedFileLocker options');
+    if (typeof o.directory !== 'string' || o.directory.length === 0 || o.directory.includes('\0')) {
+      throw new InvalidArgumentError(
+        `SharedFileLocker needs a directory path, got ${String(o.directory)}`,
+      );
+    }
+    const directory = resolve(o.directory);
+    super(o, directory);
+    const wake = o.wakeOnHints ?? true;
+    if (typeof wake !== 'boolean') {
+      throw new InvalidArgumentError(`wakeOnHints must be a boolean, got ${String(wake)}`);
+    }
+    this.directory = directory;
+    this.path = join(directory, LOCK_FILE_NAME);
+    this.#wakeOnHints = wake;
+  }
+
+  protected async doStart({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
+    const key = this.#prepare();
+    let waited = false;
+    for (;;) {
+      if (signal.aborted) throw signal.reason;
+      const outcome = this.#tryLock(key);
+      if (typeof outcome === 'number') {
+        if (!waited || lockKeepAlivePeriod === 0) return outcome;
+        // AMQ-4705: let the previous master's keep-alive notice before we act as master.
+        try {
+          await abortableSleep(lockKeepAlivePeriod, signal, this.clock, 'post-acquire pause');
+          if (!(await this.#check())) {
+            throw new LockObtainFailedError(
+              `Lock on ${this.path} was lost during the post-acquire pause of ${lockKeepAlivePeriod} ms`,
+            );
+          }
+        } catch (err) {
+          this.#release();
+          throw err;
+        }
+        return outcome;
+      }
+      if (this.failIfLocked) {
+        throw new LockObtainFailedError(`Lock held by ${outcome}: ${this.path} (${this.name})`);
+      }
+      if (!waited) {
+        this.logger.info(
+          `Database ${this.path} is locked by ${outcome}. This broker is now in slave mode waiting a lock to be acquired (${this.name})`,
+        );
+        waited = true;
+      } else {
+        this.logger.debug(
+          `Database ${this.path} is still locked by ${outcome}; retrying in ${this.lockAcquireSleepInterval} ms (${this.name})`,
+        );
+      }
+      await this.#sleepOrHint(key, signal);
+    }
+  }
+
+  /** Creates the directory (with parents) and returns the guard key: the lock's real path. */
+  #prepare(): string {
+    try {
+      mkdirSync(this.directory, { recursive: true });
+      return join(realpathSync(this.directory), LOCK_FILE_NAME);
+    } catch (err) {
+      throw new LockIOError(`Cannot create lock directory ${this.directory}: ${describe(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /** One attempt: the fencing token when acquired, or who holds the lock. */
+  #tryLock(key: string): number | 'this process' | 'another process' {
+    if (HELD.has(key)) return 'this process';
+    // A read-only probe first: waiters that open the file for writing and close it again would
+    // wake every other waiter (close-after-write is the release hint).
+    try {
+      const probe = openSync(this.path, PROBE_FLAGS);
+      try {
+        if (fileLocks().isLockedElsewhere(probe, this.path)) return 'another process';
+      } finally {
+        closeSync(probe);
+      }
+    } catch (err) {
+      if (!isErrno(err, 'ENOENT')) throw asIOError(err, this.directory, this.path);
+    }
+    let fd: number;
+    try {
+      fd = openSync(this.path, OPEN_FLAGS, 0o644);
+    } catch (err) {
+      throw asIOError(err, this.directory, this.path);
+    }
+    try {
+      if (!fileLocks().tryLock(fd, this.path)) {
+        closeSync(fd);
+        return 'another process';
+      }
+      const st = fstatSync(fd, { bigint: true });
+      if (!st.isFile()) throw new LockIOError(`Lock file ${this.path} is not a regular file`);
+      if (st.nlink === 0n) {
+        // Deleted between our open and our lock: a lock on an orphan inode protects nothing.
+        closeSync(fd);
+        return 'another process';
+      }
+      const record = Buffer.alloc(RECORD_LENGTH);
+      const n = readSync(fd, record, 0, RECORD_LENGTH, 0);
+      const previous =
+        n === RECORD_LENGTH ? Number(record.readBigUInt64BE(TOKEN_OFFSET)) : undefined;
+      const token = nextFencingToken(
+        previous !== undefined && Number.isSafeInteger(previous) ? previous : undefined,
+        this.clock.wall(),
+      );
+      const nonce = randomBytes(NONCE_LENGTH);
+      record.writeBigInt64BE(BigInt(Math.floor(this.clock.wall())), EPOCH_OFFSET);
+      nonce.copy(record, NONCE_OFFSET);
+      record.writeBigUInt64BE(BigInt(token), TOKEN_OFFSET);
+      writeSync(fd, record, 0, RECORD_LENGTH, 0);
+      fsyncSync(fd);
+      const after = fstatSync(fd, { bigint: true });
+      this.#held = { fd, dev: after.dev, ino: after.ino, mtimeNs: after.mtimeNs, nonce, key };
+      HELD.set(key, this);
+      return token;
+    } catch (err) {
+      closeSync(fd);
+      throw asIOError(err, this.directory, this.path);
+    }
+  }
+
+  /** Sleeps one interval, or less when a release hint arrives (kernel or in-process). */
+  async #sleepOrHint(key: string, signal: AbortSignal): Promise<void> {
+    const pause = new AbortController();
+    const wake = () => pause.abort();
+    const onAbort = () => pause.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let waiters = releaseWaiters.get(key);
+    if (waiters === undefined) {
+      waiters = new Set();
+      releaseWaiters.set(key, waiters);
+    }
+    waiters.add(wake);
+    const unwatch = this.#wakeOnHints ? fileWakeSource(this.path)(wake) : undefined;
+    try {
+      await this.clock.sleep(this.lockAcquireSleepInterval, pause.signal);
+    } catch {
+      // Woken early by a hint or by the signal; the caller's loop checks which.
+    } finally {
+      unwatch?.();
+      waiters.delete(wake);
+      if (waiters.size === 0 && releaseWaiters.get(key) === waiters) releaseWaiters.delete(key);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  protected async doStop(): Promise<void> {
+    this.#release();
+  }
+
+  /** Closes the descriptor (which drops the kernel lock); the file stays (AMQ-5568). */
+  #release(): void {
+    const held = this.#held;
+    if (held === undefined) return;
+    this.#held = undefined;
+    try {
+      closeSync(held.fd);
+    } catch {
+      // EBADF: already closed behind our back; the kernel lock went with it.
+    }
+    if (HELD.get(held.key) === this) HELD.delete(held.key);
+    for (const wake of [...(releaseWaiters.get(held.key) ?? [])]) wake();
+  }
+
+  protected async doKeepAlive(): Promise<boolean> {
+    const ok = await this.#check();
+    if (!ok) this.logger.warn(`Lock file ${this.path} is no longer ours (${this.name})`);
+    return ok;
+  }
+
+  /**
+   * ActiveMQ's checks (kernel lock valid, file exists, mtime unchanged) plus ours: the file at
+   * the path is still our inode and still carries our nonce. False means lost; an error we
+   * cannot interpret rejects ("unknown").
+   */
+  async #check(): Promise<boolean> {
+    const held = this.#held;
+    if (held === undefined || HELD.get(held.key) !== this) return false;
+    try {
+      const mine = fstatSync(held.fd, { bigint: true });
+      if (mine.dev !== held.dev || mine.ino !== held.ino) return false;
+      if (fileLocks().isLocked(held.fd) === false) return false;
+    } catch {
+      // Our descriptor was closed (or reused) behind our back: the kernel lock is gone.
+      return false;
+    }
+    let current: Awaited<ReturnType<typeof statAsync>>;
+    try {
+      current = await statAsync(this.path, { bigint: true });
+    } catch (err) {
+      if (isErrno(err, 'ENOENT', 'ENOTDIR')) return false;
+      throw asIOError(err, this.directory, this.path);
+    }
+    if (current.dev !== held.dev || current.ino !== held.ino) return false;
+    if (current.mtimeNs !== held.mtimeNs) return false;
+    const record = Buffer.alloc(RECORD_LENGTH);
+    const { bytesRead } = await readAsync(held.fd, record, 0, RECORD_LENGTH, 0);
+    if (bytesRead < RECORD_LENGTH) return false;
+    return record.subarray(NONCE_OFFSET, NONCE_OFFSET + NONCE_LENGTH).equals(held.nonce);
+  }
+
+  override toString(): string {
+    return `SharedFileLocker(${this.path})`;
+  }
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function asIOError(err: unknown, dir: string, path: string): unknown {
+  if (err instanceof LockIOError || err instanceof InvalidArgumentError) return err;
+  const explained = explainOpenError(err, dir, path);
+  if (explained instanceof LockIOError) return explained;
+  return new LockIOError(`I/O error on lock file ${path}: ${describe(err)}`, { cause: err });
+}

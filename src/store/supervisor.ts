@@ -1,0 +1,393 @@
+import { EventEmitter } from 'node:events';
+import { type Clock, systemClock } from '../core/clock.js';
+import {
+  AbortedError,
+  AlreadyClosedError,
+  InvalidArgumentError,
+  LockLostError,
+} from '../core/errors.js';
+import { checkOptionsObject } from './abstract-locker.js';
+import type { Locker } from './locker.js';
+import { isStoreLogger, type StoreLogger, silentLogger } from './logger.js';
+import type { Service } from './service.js';
+
+export interface SupervisorOptions {
+  /** Required unless `useLock` is false (then ignored, as ActiveMQ ignores it). */
+  locker?: Locker | undefined;
+  service: Service;
+  /** false: no locker, no timer; the service starts at once with token 0 (true). */
+  useLock?: boolean | undefined;
+  /** Keep-alive period in ms; 0 runs none (default `locker.defaultKeepAlivePeriod`). */
+  lockKeepAlivePeriod?: number | undefined;
+  /** A throwing keep-alive demotes only when true (false, AMQ-7473). */
+  stopOnError?: boolean | undefined;
+  /** After a demotion, go back to waiting as a slave (true, AMQ-4526). */
+  restartAllowed?: boolean | undefined;
+  clock?: Clock | undefined;
+  logger?: StoreLogger | undefined;
+}
+
+/** What every supervisor event carries. */
+export interface SupervisorEvent {
+  /** Why: the error or loss behind the event, when there is one. */
+  reason?: unknown;
+  /** The fencing token of the mastership concerned, when there is one. */
+  token?: number;
+}
+
+export interface SupervisorEvents {
+  /** Waiting for the lock (a slave). */
+  waiting: [SupervisorEvent];
+  /** The lock is held and the service started. */
+  master: [SupervisorEvent];
+  /** A keep-alive returned false or threw (whether or not that demotes). */
+  'keepalive-failed': [SupervisorEvent];
+  /** Mastership ended by loss: the service was stopped and the lock given back. */
+  demoted: [SupervisorEvent];
+  /** The supervisor stopped for good (by `stop()`, or a failure it cannot retry). */
+  stopped: [SupervisorEvent];
+}
+
+export type SupervisorState = 'idle' | 'waiting' | 'master' | 'stopping' | 'stopped';
+
+interface Mastership {
+  readonly token: number;
+  readonly controller: AbortController;
+  /** Resolves with the first reason mastership ended. */
+  readonly ended: Promise<unknown>;
+  end(reason: unknown): void;
+}
+
+/**
+ * ActiveMQ's `Lockable`/`LockableServiceSupport` and the broker's role, for any
+ * {@link Service}: only a master runs the service.
+ *
+ * - Order: `locker.start()` (while it waits this is a slave, and nothing of the service is
+ *   started), then `service.start({ signal, token })`, then the keep-alive timer: a fixed
+ *   rate of `lockKeepAlivePeriod`, first run one period after mastership (0 runs none).
+ * - Loss: a keep-alive returning false, the locker's `lost` event, or (only with
+ *   `stopOnError`) a throwing keep-alive ends the mastership exactly once: the service's
+ *   signal aborts at once with a {@link LockLostError}, `service.stop()` is awaited, the
+ *   locker is stopped, `demoted` is emitted; then, if `restartAllowed`, the supervisor waits
+ *   as a slave again, otherwise it stops. A throwing keep-alive without `stopOnError` emits
+ *   `keepalive-failed`, logs a WARN and the timer keeps ticking.
+ * - `start()` is idempotent and resolves once this process is master for the first time; it
+ *   rejects if the supervisor is stopped first (an {@link AbortedError}) or the locker or the
+ *   service fails to start (that error; the supervisor is then stopped).
+ * - `stop()` is idempotent: it ends any wait or mastership, stops the service and the
+ *   locker, and resolves once no timer or handle of the supervisor remains.
+ *
+ * Nothing is ever thrown from a timer: every failure becomes an event.
+ */
+export class Supervisor extends EventEmitter<SupervisorEvents> {
+  readonly locker: Locker | undefined;
+  readonly service: Service;
+  readonly useLock: boolean;
+  readonly lockKeepAlivePeriod: number;
+  readonly stopOnError: boolean;
+  readonly restartAllowed: boolean;
+  readonly #clock: Clock;
+  readonly #logger: StoreLogger;
+  readonly #stopController = new AbortController();
+  #state: SupervisorState = 'idle';
+  #mastership: Mastership | undefined;
+  #starting: Promise<void> | undefined;
+  #loop: Promise<void> | undefined;
+  #stopping: Promise<void> | undefined;
+
+  constructor(options: SupervisorOptions) {
+    super();
+    const o = checkOptionsObject(options, 'Supervisor options');
+    const useLock = o.useLock ?? true;
+    if (typeof useLock !== 'boolean') {
+      throw new InvalidArgumentError(`useLock must be a boolean, got ${String(useLock)}`);
+    }
+    const service = o.service;
+    if (
+      typeof service !== 'object' ||
+      service === null ||
+      typeof service.start !== 'function' ||
+      typeof service.stop !== 'function'
+    ) {
+      throw new InvalidArgumentError('service must have start() and stop() methods');
+    }
+    let locker: Locker | undefined;
+    if (useLock) {
+      locker = o.locker;
+      if (
+        typeof locker !== 'object' ||
+        locker === null ||
+        typeof locker.start !== 'function' ||
+        typeof locker.stop !== 'function' ||
+        typeof locker.keepAlive !== 'function' ||
+        typeof locker.on !== 'function'
+      ) {
+        throw new InvalidArgumentError(
+          'locker must be a Locker (start, stop, keepAlive, on) when useLock is true',
+        );
+      }
+    }
+    const period = o.lockKeepAlivePeriod ?? locker?.defaultKeepAlivePeriod ?? 0;
+    if (typeof period !== 'number' || !Number.isFinite(period) || period < 0) {
+      throw new InvalidArgumentError(
+        `lockKeepAlivePeriod must be a finite number of milliseconds >= 0, got ${String(period)}`,
+      );
+    }
+    for (const key of ['stopOnError', 'restartAllowed'] as const) {
+      const value = o[key];
+      if (value !== undefined && typeof value !== 'boolean') {
+        throw new InvalidArgumentError(`${key} must be a boolean, got ${String(value)}`);
+      }
+    }
+    const logger = o.logger ?? silentLogger;
+    if (!isStoreLogger(logger)) {
+      throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
+    }
+    const clock = o.clock ?? systemClock;
+    if (typeof clock !== 'object' || clock === null || typeof clock.sleep !== 'function') {
+      throw new InvalidArgumentError('clock must implement monotonic(), wall() and sleep()');
+    }
+    this.locker = locker;
+    this.service = service;
+    this.useLock = useLock;
+    this.lockKeepAlivePeriod = useLock ? period : 0;
+    this.stopOnError = o.stopOnError ?? false;
+    this.restartAllowed = o.restartAllowed ?? true;
+    this.#clock = clock;
+    this.#logger = logger;
+  }
+
+  get state(): SupervisorState {
+    return this.#state;
+  }
+
+  /** The fencing token of the current mastership; `undefined` while not master. */
+  get token(): number | undefined {
+    return this.#mastership?.token;
+  }
+
+  #name(): string {
+    return this.locker?.name ?? 'service without lock';
+  }
+
+  start(): Promise<void> {
+    if (this.#starting !== undefined) return this.#starting;
+    if (this.#stopController.signal.aborted) {
+      return Promise.reject(new AlreadyStoppedError(this.#name()));
+    }
+    let resolveFirst: () => void = () => {};
+    let rejectFirst: (err: unknown) => void = () => {};
+    this.#starting = new Promise<void>((resolve, reject) => {
+      resolveFirst = resolve;
+      rejectFirst = reject;
+    });
+    this.#loop = this.#run(resolveFirst, rejectFirst);
+    return this.#starting;
+  }
+
+  /** The whole life: wait, serve, demote, and again while allowed. Never rejects. */
+  async #run(resolveFirst: () => void, rejectFirst: (err: unknown) => void): Promise<void> {
+    const stopSignal = this.#stopController.signal;
+    let failure: unknown;
+    try {
+      for (;;) {
+        if (stopSignal.aborted) break;
+        let token = 0;
+        if (this.locker !== undefined) {
+          this.#state = 'waiting';
+          this.#emit('waiting', {});
+          try {
+            await this.locker.start({
+              signal: stopSignal,
+              lockKeepAlivePeriod: this.lockKeepAlivePeriod,
+            });
+          } catch (err) {
+            if (stopSignal.aborted) break;
+            failure = err;
+            break;
+          }
+          token = this.locker.token ?? 0;
+        }
+        const reason = await this.#serve(token, resolveFirst);
+        if (reason instanceof ServiceStartError) {
+          failure = reason.cause;
+          break;
+        }
+        if (stopSignal.aborted || !this.restartAllowed || this.locker === undefined) break;
+      }
+    } catch (err) {
+      failure = err;
+    }
+    this.#state = 'stopping';
+    try {
+      await this.locker?.stop();
+    } catch (err) {
+      this.#logger.warn(`Stopping the locker of ${this.#name()} failed: ${describe(err)}`);
+    }
+    this.#state = 'stopped';
+    this.#stopController.abort(failure ?? new AlreadyStoppedError(this.#name()));
+    rejectFirst(
+      failure ?? new AbortedError(`Supervisor of ${this.#name()} stopped before becoming master`),
+    );
+    this.#emit('stopped', failure === undefined ? {} : { reason: failure });
+  }
+
+  /**
+   * One mastership: start the service, keep the lock alive, and tear down on the first end
+   * reason. Resolves with that reason (a {@link ServiceStartError} if the service never ran).
+   */
+  async #serve(token: number, resolveFirst: () => void): Promise<unknown> {
+    const controller = new AbortController();
+    let end: (reason: unknown) => void = () => {};
+    const ended = new Promise<unknown>((resolve) => {
+      end = (reason) => {
+        if (!controller.signal.aborted) controller.abort(reason);
+        resolve(reason);
+      };
+    });
+    const mastership: Mastership = { token, controller, ended, end };
+    this.#mastership = mastership;
+    const onLost = (reason: LockLostError) => {
+      this.#logger.warn(
+        `Lock of ${this.#name()} lost: ${describe(reason)}; giving up being a master`,
+      );
+      end(reason);
+    };
+    const onStop = () => end(new AbortedError(`Supervisor of ${this.#name()} stopped`));
+    this.locker?.on('lost', onLost);
+    this.#stopController.signal.addEventListener('abort', onStop, { once: true });
+    if (this.#stopController.signal.aborted) onStop();
+    let timer: Promise<void> | undefined;
+    let startFailure: ServiceStartError | undefined;
+    try {
+      try {
+        await this.service.start({ signal: controller.signal, token });
+      } catch (err) {
+        startFailure = new ServiceStartError(err);
+        end(startFailure);
+      }
+      if (startFailure === undefined && !controller.signal.aborted) {
+        this.#state = 'master';
+        this.#logger.info(`${this.#name()} is master (fencing token ${token})`);
+        this.#emit('master', { token });
+        resolveFirst();
+        if (this.locker !== undefined && this.lockKeepAlivePeriod > 0) {
+          timer = this.#keepAliveLoop(this.locker, mastership);
+        }
+      }
+      const reason = await ended;
+      await timer;
+      // Also after a failed start: it may have opened something before failing.
+      try {
+        await this.service.stop();
+      } catch (err) {
+        this.#logger.warn(`Stopping the service of ${this.#name()} failed: ${describe(err)}`);
+      }
+      if (this.locker !== undefined && !this.#stopController.signal.aborted) {
+        try {
+          await this.locker.stop();
+        } catch (err) {
+          this.#logger.warn(`Stopping the locker of ${this.#name()} failed: ${describe(err)}`);
+        }
+      }
+      if (startFailure !== undefined) return startFailure;
+      if (!this.#stopController.signal.aborted || reason instanceof LockLostError) {
+        this.#logger.info(`${this.#name()} gave up being a master: ${describe(reason)}`);
+        this.#emit('demoted', { reason, token });
+      }
+      return reason;
+    } finally {
+      this.locker?.off('lost', onLost);
+      this.#stopController.signal.removeEventListener('abort', onStop);
+      if (this.#mastership === mastership) this.#mastership = undefined;
+    }
+  }
+
+  /** Fixed-rate keep-alive, first run one period in; ends with the mastership. Never rejects. */
+  async #keepAliveLoop(locker: Locker, mastership: Mastership): Promise<void> {
+    const { signal } = mastership.controller;
+    const period = this.lockKeepAlivePeriod;
+    let next = this.#clock.monotonic() + period;
+    for (;;) {
+      try {
+        await this.#clock.sleep(Math.max(0, next - this.#clock.monotonic()), signal);
+      } catch {
+        return; // the mastership ended
+      }
+      if (signal.aborted) return;
+      // Fixed rate without bursts: a late tick moves the schedule instead of catching up.
+      next = Math.max(next + period, this.#clock.monotonic());
+      let alive: boolean;
+      try {
+        alive = await locker.keepAlive();
+      } catch (err) {
+        if (signal.aborted) return;
+        this.#emit('keepalive-failed', { reason: err, token: mastership.token });
+        if (this.stopOnError) {
+          mastership.end(
+            new LockLostError(`Keep-alive of ${this.#name()} failed and stopOnError is set`, {
+              cause: err,
+            }),
+          );
+          return;
+        }
+        this.#logger.warn(
+          `Keep-alive of ${this.#name()} failed, state unknown; still master: ${describe(err)}`,
+        );
+        continue;
+      }
+      if (signal.aborted) return;
+      if (!alive) {
+        const reason = new LockLostError(
+          `Keep-alive of ${this.#name()} returned false: no longer the lock owner`,
+        );
+        this.#emit('keepalive-failed', { reason, token: mastership.token });
+        mastership.end(reason);
+        return;
+      }
+    }
+  }
+
+  stop(): Promise<void> {
+    if (this.#stopping !== undefined) return this.#stopping;
+    this.#stopping = (async () => {
+      this.#stopController.abort(new AbortedError(`Supervisor of ${this.#name()} stopped`));
+      if (this.#loop === undefined) {
+        this.#state = 'stopped';
+        this.#emit('stopped', {});
+        return;
+      }
+      // A waiting locker.start() ends on the signal (never stop the locker from here: while
+      // master, the service must stop before the lock is given back). The run loop does both.
+      await this.#loop;
+    })();
+    return this.#stopping;
+  }
+
+  /** Listeners are user code: one that throws must not break the supervisor's timers. */
+  #emit<K extends keyof SupervisorEvents>(event: K, payload: SupervisorEvent): void {
+    try {
+      (this.emit as (e: K, p: SupervisorEvent) => boolean)(event, payload);
+    } catch (err) {
+      this.#logger.warn(`A '${event}' listener of ${this.#name()} threw: ${describe(err)}`);
+    }
+  }
+}
+
+/** Wraps the service's own start failure so the run loop can tell it from a loss. */
+class ServiceStartError extends Error {
+  constructor(cause: unknown) {
+    super('service start failed', { cause });
+  }
+}
+
+/** `start()` after `stop()`: a supervisor runs once. */
+class AlreadyStoppedError extends AlreadyClosedError {
+  constructor(name: string) {
+    super(`Supervisor of ${name} was stopped`);
+  }
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

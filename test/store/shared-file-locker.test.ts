@@ -1,0 +1,369 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import {
+  existsSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { FakeClock } from '../../src/core/clock.js';
+import {
+  AbortedError,
+  InvalidArgumentError,
+  LockIOError,
+  LockObtainFailedError,
+} from '../../src/core/errors.js';
+import { fileLocks } from '../../src/os/file-lock.js';
+import {
+  DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
+  DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD,
+  SharedFileLocker,
+} from '../../src/store/index.js';
+import { exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
+import { descriptorsOf, recordingLogger, settle, tracked, until } from './store-helpers.js';
+
+const WALL = 1_700_000_000_000;
+
+describe('SharedFileLocker', () => {
+  it('1: start is idempotent, resolves once held; stop before start and twice is harmless', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    await locker.stop();
+    assert.equal(await locker.keepAlive(), false);
+    const a = locker.start();
+    const b = locker.start();
+    assert.equal(a, b);
+    await a;
+    assert.equal(typeof locker.token, 'number');
+    assert.equal(await locker.keepAlive(), true);
+    await locker.stop();
+    await locker.stop();
+    assert.equal(locker.token, undefined);
+    assert.equal(await locker.keepAlive(), false);
+  });
+
+  it('2: defaults to 10 000 ms and false; configured values are kept', () => {
+    using dir = tempDir();
+    const d = new SharedFileLocker({ directory: dir.path });
+    assert.equal(d.lockAcquireSleepInterval, DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL);
+    assert.equal(d.lockAcquireSleepInterval, 10_000);
+    assert.equal(d.failIfLocked, false);
+    assert.equal(d.defaultKeepAlivePeriod, DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD);
+    const c = new SharedFileLocker({
+      directory: dir.path,
+      lockAcquireSleepInterval: 250,
+      failIfLocked: true,
+      name: 'broker-a',
+    });
+    assert.equal(c.lockAcquireSleepInterval, 250);
+    assert.equal(c.failIfLocked, true);
+    assert.equal(c.name, 'broker-a');
+  });
+
+  it('d: bad configuration throws InvalidArgumentError with a clear message', () => {
+    using dir = tempDir();
+    const bad: [unknown, RegExp][] = [
+      [{ directory: dir.path, lockAcquireSleepInterval: -1 }, /lockAcquireSleepInterval.*>= 0/],
+      [{ directory: dir.path, lockAcquireSleepInterval: Number.NaN }, /lockAcquireSleepInterval/],
+      [{ directory: dir.path, lockAcquireSleepInterval: Infinity }, /lockAcquireSleepInterval/],
+      [{ directory: dir.path, lockAcquireSleepInterval: '10' }, /lockAcquireSleepInterval/],
+      [{ directory: dir.path, failIfLocked: 'yes' }, /failIfLocked must be a boolean/],
+      [{ directory: dir.path, name: 42 }, /name must be a non-empty string/],
+      [{ directory: dir.path, name: '' }, /name must be a non-empty string/],
+      [{ directory: dir.path, logger: {} }, /logger/],
+      [{ directory: '' }, /directory/],
+      [{}, /directory/],
+      [null, /must be an object/],
+    ];
+    for (const [options, message] of bad) {
+      assert.throws(
+        () => new SharedFileLocker(options as never),
+        (err: unknown) => err instanceof InvalidArgumentError && message.test(err.message),
+        JSON.stringify(options),
+      );
+    }
+  });
+
+  it('d: a directory that cannot be created fails start with a LockIOError naming it', async () => {
+    using dir = tempDir();
+    writeFileSync(join(dir.path, 'file'), '');
+    const locker = new SharedFileLocker({ directory: join(dir.path, 'file', 'store') });
+    await assert.rejects(locker.start(), (err: unknown) => {
+      return err instanceof LockIOError && err.message.includes(join(dir.path, 'file', 'store'));
+    });
+    await assert.rejects(locker.start({ lockKeepAlivePeriod: -5 }), InvalidArgumentError);
+  });
+
+  it('11: the lock file is <dir>/lock, parents are created, the name defaults to the directory', async () => {
+    using dir = tempDir();
+    const store = join(dir.path, 'a', 'b', 'KahaDB');
+    const locker = new SharedFileLocker({ directory: store });
+    assert.equal(locker.name, store);
+    assert.equal(locker.path, join(store, 'lock'));
+    await locker.start();
+    assert.ok(existsSync(join(store, 'lock')));
+    await locker.stop();
+  });
+
+  it('14: on acquire writes epoch ms (8 bytes BE) at offset 0, then nonce and token', async () => {
+    using dir = tempDir();
+    const clock = new FakeClock(0, WALL);
+    const locker = new SharedFileLocker({ directory: dir.path, clock });
+    await locker.start();
+    const bytes = readFileSync(locker.path);
+    assert.equal(bytes.length, 32);
+    assert.equal(bytes.readBigInt64BE(0), BigInt(WALL));
+    assert.equal(Number(bytes.readBigUInt64BE(24)), locker.token);
+    assert.equal(locker.token, WALL * 1000);
+    await locker.stop();
+    // The next holder reads the previous token: strictly increasing even on the same clock.
+    await locker.start();
+    assert.equal(locker.token, WALL * 1000 + 1);
+    const nonce2 = readFileSync(locker.path).subarray(8, 24);
+    assert.notDeepEqual(nonce2, bytes.subarray(8, 24));
+    await locker.stop();
+    // A later clock floor wins over previous + 1.
+    await clock.advance(5);
+    await locker.start();
+    assert.equal(locker.token, (WALL + 5) * 1000);
+    await locker.stop();
+  });
+
+  it('12: the kernel lock excludes another process; failIfLocked rejects at once', async () => {
+    using dir = tempDir();
+    const child = orphanProof(
+      spawn(process.execPath, [fixture('store-supervised'), dir.path, '50', '0'], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      }),
+    );
+    const line = await waitForLine(child, /^master \d+/);
+    const childToken = Number(line.split(' ')[1]);
+    const locker = new SharedFileLocker({ directory: dir.path, failIfLocked: true });
+    await assert.rejects(
+      locker.start(),
+      (err: unknown) => err instanceof LockObtainFailedError && /another process/.test(err.message),
+    );
+    assert.equal(locker.token, undefined);
+    // Not failIfLocked: waits, and takes over once the child releases.
+    const waiter = new SharedFileLocker({ directory: dir.path, lockAcquireSleepInterval: 50 });
+    const started = tracked(waiter.start());
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(started.settled, false);
+    child.stdin?.write('stop\n');
+    await exitOf(child);
+    await started.promise;
+    assert.ok((waiter.token as number) > childToken);
+    await waiter.stop();
+  });
+
+  it('13: same-process guard: a second locker fails fast or waits, never shares', async () => {
+    using dir = tempDir();
+    const first = new SharedFileLocker({ directory: dir.path });
+    await first.start();
+    const fast = new SharedFileLocker({ directory: `${dir.path}/.`, failIfLocked: true });
+    await assert.rejects(fast.start(), (err: unknown) => {
+      return err instanceof LockObtainFailedError && /this process/.test(err.message);
+    });
+    // Waiting with a 10 s interval: the in-process release wakes it at once.
+    const second = new SharedFileLocker({ directory: dir.path });
+    const started = tracked(second.start());
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(started.settled, false);
+    const t0 = Date.now();
+    await first.stop();
+    await started.promise;
+    assert.ok(Date.now() - t0 < 1_000);
+    assert.equal(await first.keepAlive(), false);
+    assert.equal(await second.keepAlive(), true);
+    await second.stop();
+  });
+
+  it('3 + 16: retries every interval; logs one INFO then one DEBUG per retry', async () => {
+    using dir = tempDir();
+    const clock = new FakeClock(0, WALL);
+    const holder = new SharedFileLocker({ directory: dir.path });
+    await holder.start();
+    const logger = recordingLogger();
+    const waiter = new SharedFileLocker({
+      directory: dir.path,
+      clock,
+      logger,
+      lockAcquireSleepInterval: 1_000,
+      wakeOnHints: false,
+    });
+    const started = tracked(waiter.start());
+    await until(() => clock.pending === 1);
+    assert.equal(logger.count('info'), 1);
+    assert.match(logger.lines[0]?.message ?? '', /slave mode/);
+    assert.equal(logger.count('debug'), 0);
+    for (let i = 1; i <= 5; i++) {
+      await clock.advance(999);
+      await settle();
+      assert.equal(logger.count('debug'), i - 1, 'no retry before the interval');
+      await clock.advance(1);
+      await until(() => logger.count('debug') === i && clock.pending === 1);
+    }
+    assert.equal(logger.count('info'), 1);
+    assert.equal(started.settled, false);
+    await holder.stop();
+    await clock.advance(1_000);
+    await started.promise;
+    await waiter.stop();
+  });
+
+  it('4: stop during acquisition rejects start with "aborted due to shutdown", nothing locked', async () => {
+    using dir = tempDir();
+    const holder = new SharedFileLocker({ directory: dir.path });
+    await holder.start();
+    const waiter = new SharedFileLocker({ directory: dir.path, lockAcquireSleepInterval: 20 });
+    const started = waiter.start();
+    await new Promise((r) => setTimeout(r, 50));
+    await waiter.stop();
+    await assert.rejects(started, (err: unknown) => {
+      return (
+        err instanceof AbortedError &&
+        err.message.startsWith('attempt to obtain lock aborted due to shutdown')
+      );
+    });
+    assert.equal(waiter.token, undefined);
+    await holder.stop();
+    const third = new SharedFileLocker({ directory: dir.path, failIfLocked: true });
+    await third.start();
+    await third.stop();
+    // The caller's signal gives up the wait the same way; the locker can start again later.
+    await holder.start();
+    const ac = new AbortController();
+    const viaSignal = waiter.start({ signal: ac.signal });
+    ac.abort(new Error('caller gave up'));
+    await assert.rejects(viaSignal, AbortedError);
+    await holder.stop();
+    await waiter.start();
+    await waiter.stop();
+  });
+
+  it('17: after wait-then-acquire pauses lockKeepAlivePeriod, then re-verifies', async () => {
+    using dir = tempDir();
+    const clock = new FakeClock(0, WALL);
+    const holder = new SharedFileLocker({ directory: dir.path });
+    await holder.start();
+    const waiter = new SharedFileLocker({
+      directory: dir.path,
+      clock,
+      lockAcquireSleepInterval: 100,
+      wakeOnHints: false,
+    });
+    let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+    await until(() => clock.pending === 1);
+    await holder.stop();
+    await clock.advance(100); // acquires, then the pause starts
+    await until(() => clock.pending === 1);
+    await clock.advance(499);
+    await settle();
+    assert.equal(started.settled, false, 'still pausing');
+    await clock.advance(1);
+    await started.promise;
+    await waiter.stop();
+
+    // The check after the pause fails (file deleted meanwhile): start rejects, nothing held.
+    await holder.start();
+    started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+    await until(() => clock.pending === 1);
+    await holder.stop();
+    await clock.advance(100);
+    await until(() => clock.pending === 1);
+    unlinkSync(waiter.path);
+    await clock.advance(500);
+    await assert.rejects(started.promise, (err: unknown) => {
+      return err instanceof LockObtainFailedError && /post-acquire pause/.test(err.message);
+    });
+    assert.equal(waiter.token, undefined);
+    await holder.start();
+    await holder.stop();
+  });
+
+  it('15: keepAlive is false, and stays false, when the file is deleted', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    await locker.start();
+    unlinkSync(locker.path);
+    assert.equal(await locker.keepAlive(), false);
+    writeFileSync(locker.path, ''); // a new file does not bring it back
+    assert.equal(await locker.keepAlive(), false);
+    await locker.stop();
+  });
+
+  it('15: keepAlive is false when the content is rewritten, even with the mtime restored', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    await locker.start();
+    const before = statSync(locker.path);
+    const bytes = readFileSync(locker.path);
+    bytes[10] = (bytes[10] as number) ^ 0xff; // another holder's nonce
+    writeFileSync(locker.path, bytes);
+    utimesSync(locker.path, before.atime, before.mtime);
+    assert.equal(await locker.keepAlive(), false);
+    assert.equal(await locker.keepAlive(), false);
+    await locker.stop();
+  });
+
+  it('15: keepAlive is false on an mtime change alone', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    await locker.start();
+    assert.equal(await locker.keepAlive(), true);
+    const future = new Date(Date.now() + 60_000);
+    utimesSync(locker.path, future, future);
+    assert.equal(await locker.keepAlive(), false);
+    await locker.stop();
+  });
+
+  it('15: keepAlive is false when the kernel lock was released behind its back', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    await locker.start();
+    const [fd] = descriptorsOf(locker.path);
+    assert.ok(fd !== undefined);
+    fileLocks().unlock(fd, locker.path);
+    assert.equal(await locker.keepAlive(), false);
+    await locker.stop();
+  });
+
+  it('15: the file replaced by another one (rename over it) makes keepAlive false', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    await locker.start();
+    writeFileSync(`${locker.path}.new`, readFileSync(locker.path));
+    rmSync(locker.path);
+    writeFileSync(locker.path, readFileSync(`${locker.path}.new`));
+    assert.equal(await locker.keepAlive(), false);
+    await locker.stop();
+  });
+
+  it('18: stop unlocks without deleting the file', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    await locker.start();
+    await locker.stop();
+    assert.ok(existsSync(locker.path));
+    const other = new SharedFileLocker({ directory: dir.path, failIfLocked: true });
+    await other.start();
+    await other.stop();
+  });
+
+  it('lost is an event of the Locker interface (subclasses report it), not a throw', async () => {
+    using dir = tempDir();
+    const locker = new SharedFileLocker({ directory: dir.path });
+    const seen: unknown[] = [];
+    locker.on('lost', (reason) => seen.push(reason));
+    await locker.start();
+    unlinkSync(locker.path);
+    assert.equal(await locker.keepAlive(), false);
+    await locker.stop();
+    assert.deepEqual(seen, []); // keepAlive false is reported by keepAlive itself
+  });
+});

@@ -1,0 +1,66 @@
+// Shared by the store tests: a recording logger and a poll-until helper. Not a test file.
+import { readdirSync, readlinkSync } from 'node:fs';
+import type { StoreLogger } from '../../src/store/logger.js';
+
+export interface RecordingLogger extends StoreLogger {
+  lines: { level: 'info' | 'debug' | 'warn'; message: string }[];
+  count(level: 'info' | 'debug' | 'warn'): number;
+}
+
+export function recordingLogger(): RecordingLogger {
+  const lines: RecordingLogger['lines'] = [];
+  return {
+    lines,
+    info: (message) => lines.push({ level: 'info', message }),
+    debug: (message) => lines.push({ level: 'debug', message }),
+    warn: (message) => lines.push({ level: 'warn', message }),
+    count: (level) => lines.filter((l) => l.level === level).length,
+  };
+}
+
+/** Polls `condition` (on real time) until it holds; rejects after `timeoutMs`. */
+export async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > timeoutMs) throw new Error(`condition not met in ${timeoutMs} ms`);
+    await new Promise<void>((r) => setTimeout(r, 2));
+  }
+}
+
+/** Lets pending promise callbacks and immediates run. */
+export const settle = () => new Promise<void>((r) => setImmediate(r));
+
+/** The descriptors of this process open on `path` (to play "an external force"). */
+export function descriptorsOf(path: string): number[] {
+  const fds: number[] = [];
+  for (const entry of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${entry}`) === path) fds.push(Number(entry));
+    } catch {
+      // Closed meanwhile.
+    }
+  }
+  return fds;
+}
+
+/** Whether a promise has settled yet (without waiting for it). */
+export function tracked<T>(promise: Promise<T>): {
+  promise: Promise<T>;
+  readonly settled: boolean;
+} {
+  let settled = false;
+  promise.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  return {
+    promise,
+    get settled() {
+      return settled;
+    },
+  };
+}
