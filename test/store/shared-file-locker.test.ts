@@ -259,9 +259,12 @@ describe('SharedFileLocker', () => {
     });
     let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
     await until(() => clock.pending === 1);
+    // The in-process release wakes the waiter at once (no clock needed): it acquires and the
+    // pause starts at the current fake time.
     await holder.stop();
-    await clock.advance(100); // acquires, then the pause starts
-    await until(() => clock.pending === 1);
+    await until(() => existsSync(waiter.path) && clock.pending === 1);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(clock.pending, 1);
     await clock.advance(499);
     await settle();
     assert.equal(started.settled, false, 'still pausing');
@@ -274,8 +277,8 @@ describe('SharedFileLocker', () => {
     started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
     await until(() => clock.pending === 1);
     await holder.stop();
-    await clock.advance(100);
-    await until(() => clock.pending === 1);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(clock.pending, 1);
     unlinkSync(waiter.path);
     await clock.advance(500);
     await assert.rejects(started.promise, (err: unknown) => {
