@@ -5,6 +5,13 @@ export {
   type AcquireContext,
 } from './abstract-locker.js';
 export {
+  type CommandExit,
+  CommandService,
+  type CommandServiceOptions,
+  DEFAULT_GRACE_MS,
+  exitStatus,
+} from './command-service.js';
+export {
   DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
   type Locker,
   type LockerOptions,
