@@ -3,8 +3,10 @@
  *
  * 1. Uncontended obtain+release on a local directory: locksmith's NativeFS and SimpleFS
  *    factories against proper-lockfile, npm `lockfile`, and a C floor (bench/floor.c).
- * 2. Two-process handoff latency (release by close, and kill -9 of the holder) and the CPU
- *    cost of a waiting process, against proper-lockfile's retrying wait.
+ * 2. Two-process handoff latency (release by close, and kill -9 of the holder, next to the
+ *    kernel's own floor: a C waiter blocked in F_OFD_SETLKW) and the CPU cost of a waiting
+ *    process over a 20 s wait (whole, one-time, steady state), against proper-lockfile's
+ *    retrying wait.
  * 3. Stress throughput: `locksmith stress` + `locksmith verify-server` against Lucene's
  *    LockStressTest + LockVerifyServer (Java), same machine, same run.
  *
@@ -55,9 +57,11 @@ const BATCH = 50;
 const FLOOR_ITERATIONS = 100_000;
 const HANDOFF_ITERATIONS = 200;
 const HANDOFF_WARMUP = 10;
-const KILL_ITERATIONS = 50;
+const KILL_ITERATIONS = 100;
 const KILL_WARMUP = 3;
-const CPU_WINDOW_MS = 6000;
+const CPU_WINDOW_MS = 20_000;
+/** The steady state is judged on the last seconds of the wait, after every one-time cost. */
+const CPU_STEADY_SECONDS = 10;
 const STRESS_TRIES = 20_000;
 const STRESS_RUNS = 3;
 
@@ -130,9 +134,10 @@ interface Candidate {
 }
 
 /**
- * Diagnostic: the system calls NativeFS makes per obtain+release (open, fcntl(F_OFD_SETLK),
- * fstat, fstat + pread + pwrite of the fence file, close), made through the same Node fs calls
- * and koffi binding, with none of locksmith's own code. Linux on 64-bit only, like the OFD layer.
+ * Diagnostic: the system calls one NativeFS obtain+release makes (open, fcntl(F_OFD_SETLK),
+ * fstat, pread of the kept-open fence file, close; and fstat + pwrite of the fence file when
+ * its 10 ms reservation runs out), made through the same Node fs calls and koffi binding, with
+ * none of locksmith's own code. Linux on 64-bit only, like the OFD layer.
  */
 function nodeSyscallsOp(dir: string): Candidate | undefined {
   if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64'))
@@ -149,10 +154,12 @@ function nodeSyscallsOp(dir: string): Candidate | undefined {
   const lockPath = join(dir, 'write.lock');
   const fence = openSync(`${lockPath}.fence`, constants.O_RDWR | constants.O_CREAT, 0o644);
   const flock = Buffer.alloc(32);
-  const token = Buffer.alloc(21, '0');
-  let n = 0;
+  const counter = Buffer.alloc(21);
+  // The reservation (µs of wall clock) this loop last wrote, and the last token it issued.
+  let reserved = 0;
+  let last = 0;
   return {
-    name: "Node fs+koffi: NativeFS's 7 syscalls only (diagnostic)",
+    name: "Node fs+koffi: NativeFS's syscalls only (diagnostic)",
     op: () => {
       const fd = openSync(
         lockPath,
@@ -162,11 +169,15 @@ function nodeSyscallsOp(dir: string): Candidate | undefined {
       flock.fill(0);
       flock.writeInt16LE(F_WRLCK, 0);
       if (fcntl(fd, F_OFD_SETLK, flock) !== 0) throw new Error('fcntl(F_OFD_SETLK) failed');
-      fstatSync(fd, { bigint: true });
-      fstatSync(fence);
-      readSync(fence, token, 0, 21, 0);
-      token.write(String(n++ % 10), 19, 'latin1');
-      writeSync(fence, token, 0, 21, 0);
+      fstatSync(fd);
+      readSync(fence, counter, 0, 21, 0);
+      last = Math.max(last + 1, Date.now() * 1000);
+      if (last > reserved) {
+        fstatSync(fence);
+        reserved = last + 10_000;
+        counter.write(`${String(reserved).padStart(20, '0')}\n`, 0, 'latin1');
+        writeSync(fence, counter, 0, 21, 0);
+      }
       closeSync(fd);
     },
   };
@@ -242,7 +253,7 @@ async function uncontended(floorExe: string | undefined): Promise<void> {
     samples.set(name, list);
   };
   const FLOOR = 'floor: C open+OFD lock+fstat+unlock+close';
-  const FLOOR_FENCE = 'floor + fence-token syscalls (C)';
+  const FLOOR_FENCE = "C: NativeFS's syscalls (open+lock+fstat+fence pread+close)";
 
   for (let round = 0; round < ROUNDS; round++) {
     // The first round warms up longer (JIT, page cache, dentries); every round interleaves all
@@ -331,14 +342,24 @@ async function uncontended(floorExe: string | undefined): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Retry schedule for proper-lockfile with the same bounds as acquireLock's fallback poll.
- * 10000 retries outlast every wait here. The `retry` package precomputes, sorts and copies one
- * timeout per retry and shifts that array on every attempt, so a count like 1e6 would make
- * proper-lockfile itself slow (tens of ms per wait) and unfairly so.
+ * Retry schedule for proper-lockfile with the same bounds as acquireLock's fallback poll
+ * (acquireLock backs off to 1 s once its release hints are live; 250 ms is its cap without
+ * them). `forever` so that no wait here gives up (after 10,000 retries the `retry` package
+ * starts the same schedule again). The retry count stays modest: the `retry` package
+ * precomputes, sorts and copies one timeout per retry and shifts that array on every attempt,
+ * so a count like 1e6 would make proper-lockfile itself slow (tens of ms per wait) and
+ * unfairly so.
  */
-const PL_BACKOFF = { retries: 10_000, factor: 2, minTimeout: 2, maxTimeout: 250, randomize: true };
+const PL_BACKOFF = {
+  retries: 10_000,
+  forever: true,
+  factor: 2,
+  minTimeout: 2,
+  maxTimeout: 250,
+  randomize: true,
+};
 /** A tight fixed 1 ms poll: proper-lockfile's best latency, at a CPU price. */
-const PL_1MS = { retries: 10_000, factor: 1, minTimeout: 1, maxTimeout: 1 };
+const PL_1MS = { retries: 10_000, forever: true, factor: 1, minTimeout: 1, maxTimeout: 1 };
 
 function child(role: string, path: string, options: object = {}): LineChild {
   return new LineChild(process.execPath, [childScript, role, path, JSON.stringify(options)], role);
@@ -389,61 +410,108 @@ interface KillSample {
   reaped: number;
 }
 
+type HolderKind = 'node' | 'c';
+type WaiterKind = 'node' | 'c';
+
+/** A waiter process that answers "wait" with "waiting", then "got <ns>" and "freed". */
+function killWaiter(kind: WaiterKind, path: string, floorExe: string | undefined): LineChild {
+  return kind === 'node'
+    ? child('native-waiter', path)
+    : new LineChild(floorExe ?? 'false', [join(path, 'write.lock'), 'wait'], 'C waiter');
+}
+
 /**
- * kill -9 of the holder. `node`: a locksmith holder process (the measured case). `c`: the C
- * floor holding the same kernel lock, whose teardown is nearly free, to show how much of the
- * latency is the waiter's and how much is the kernel tearing down a Node process.
+ * kill -9 of the holder, timed until a waiter holds. Holders: `node`, a locksmith holder
+ * process (the measured case), or `c`, the C floor holding the same kernel lock, whose
+ * teardown is nearly free. Waiters: `node`, locksmith's acquireLock, or `c`, the C floor
+ * blocked in fcntl(F_OFD_SETLKW): the moment the kernel frees the lock. The waiters take
+ * turns within each iteration (a fresh holder for every kill), so a slow phase of the machine
+ * hits them alike.
  */
 async function handoffByKill(
-  holderKind: 'node' | 'c',
+  holderKind: HolderKind,
+  waiterKinds: readonly WaiterKind[],
   floorExe: string | undefined,
-): Promise<KillSample[]> {
+): Promise<Map<WaiterKind, KillSample[]>> {
   const path = join(work, `handoff-kill-${holderKind}`);
   mkdirSync(path, { recursive: true });
-  const waiter = child('native-waiter', path);
+  const waiters = new Map(waiterKinds.map((k) => [k, killWaiter(k, path, floorExe)] as const));
+  const samples = new Map<WaiterKind, KillSample[]>(waiterKinds.map((k) => [k, []]));
   try {
-    await waiter.expect('ready');
-    const samples: KillSample[] = [];
+    for (const [kind, waiter] of waiters) {
+      if (kind === 'node') await waiter.expect('ready');
+    }
     for (let i = 0; i < KILL_WARMUP + KILL_ITERATIONS; i++) {
-      let holder: LineChild;
-      if (holderKind === 'node') {
-        holder = child('native-holder', path);
-        await holder.expect('ready');
-        holder.send('acquire');
-      } else {
-        holder = new LineChild(floorExe ?? 'false', [join(path, 'write.lock'), 'hold'], 'C holder');
-      }
-      try {
-        await holder.expect('held');
-        waiter.send('wait');
-        await waiter.expect('waiting');
-        await randomPause();
-        const exit = holder.exitTime();
-        const killed = nowNs();
-        holder.child.kill('SIGKILL');
-        const got = BigInt(await waiter.expect('got'));
-        await waiter.expect('freed');
-        const reaped = await exit;
-        if (i >= KILL_WARMUP)
-          samples.push({
-            latency: Number(got - killed) / 1000,
-            reaped: Number(reaped - killed) / 1000,
-          });
-      } finally {
-        await holder.close();
+      for (const [kind, waiter] of waiters) {
+        let holder: LineChild;
+        if (holderKind === 'node') {
+          holder = child('native-holder', path);
+          await holder.expect('ready');
+          holder.send('acquire');
+        } else {
+          holder = new LineChild(
+            floorExe ?? 'false',
+            [join(path, 'write.lock'), 'hold'],
+            'C holder',
+          );
+        }
+        try {
+          await holder.expect('held');
+          waiter.send('wait');
+          await waiter.expect('waiting');
+          await randomPause();
+          const exit = holder.exitTime();
+          const killed = nowNs();
+          holder.child.kill('SIGKILL');
+          const got = BigInt(await waiter.expect('got'));
+          await waiter.expect('freed');
+          const reaped = await exit;
+          if (i >= KILL_WARMUP)
+            samples.get(kind)?.push({
+              latency: Number(got - killed) / 1000,
+              reaped: Number(reaped - killed) / 1000,
+            });
+        } finally {
+          await holder.close();
+        }
       }
     }
     return samples;
   } finally {
-    await waiter.close();
+    await Promise.all([...waiters.values()].map((w) => w.close()));
   }
 }
 
 interface CpuReport {
+  /** The waiter process's uptime (ms) when the wait began. */
+  startMs: number;
+  /** One `[wall µs, CPU µs]` pair per second of the wait. */
+  seconds: [number, number][];
+}
+
+interface CpuFigures {
   wallUs: number;
   cpuUs: number;
+  /** CPU beyond the steady rate over the whole wait: start-up costs, one-off GCs. */
+  oneTimeUs: number;
   steadyWallUs: number;
   steadyCpuUs: number;
+}
+
+function cpuFigures(r: CpuReport): CpuFigures {
+  const sum = (list: [number, number][], i: 0 | 1) => list.reduce((a, s) => a + s[i], 0);
+  const steady = r.seconds.slice(-CPU_STEADY_SECONDS);
+  const wallUs = sum(r.seconds, 0);
+  const cpuUs = sum(r.seconds, 1);
+  const steadyWallUs = sum(steady, 0);
+  const steadyCpuUs = sum(steady, 1);
+  return {
+    wallUs,
+    cpuUs,
+    oneTimeUs: cpuUs - (steadyCpuUs / steadyWallUs) * wallUs,
+    steadyWallUs,
+    steadyCpuUs,
+  };
 }
 
 /** A waiter in its own process waiting CPU_WINDOW_MS for a lock another process holds. */
@@ -483,28 +551,32 @@ async function handoff(floorExe: string | undefined): Promise<void> {
     ]);
     return { p50, p99 };
   };
+  const OURS = 'locksmith acquireLock (NativeFS)';
+  const KERNEL = 'kernel floor: C waiter in F_OFD_SETLKW';
   process.stderr.write('  handoff: locksmith, release by close\n');
-  const ours = summarize(
-    'locksmith acquireLock (NativeFS)',
-    'holder close()',
-    await handoffByRelease('native', 'native'),
+  const ours = summarize(OURS, 'holder close()', await handoffByRelease('native', 'native'));
+  process.stderr.write('  handoff: kill -9 of a Node holder\n');
+  const nodeKills = await handoffByKill(
+    'node',
+    floorExe === undefined ? ['node'] : ['node', 'c'],
+    floorExe,
   );
-  process.stderr.write('  handoff: locksmith, kill -9\n');
-  const kills = await handoffByKill('node', floorExe);
-  const killed = summarize(
-    'locksmith acquireLock (NativeFS)',
-    'kill -9 of a Node holder',
-    kills.map((k) => k.latency),
-    kills.map((k) => k.reaped),
-  );
-  if (floorExe !== undefined) {
-    const cKills = await handoffByKill('c', floorExe);
+  const killsOf = (m: Map<WaiterKind, KillSample[]>, k: WaiterKind) => m.get(k) ?? [];
+  const killSummary = (name: string, how: string, list: KillSample[]) =>
     summarize(
-      'locksmith acquireLock (NativeFS)',
-      'kill -9 of a C holder (diagnostic)',
-      cKills.map((k) => k.latency),
-      cKills.map((k) => k.reaped),
+      name,
+      how,
+      list.map((k) => k.latency),
+      list.map((k) => k.reaped),
     );
+  const killed = killSummary(OURS, 'kill -9 of a Node holder', killsOf(nodeKills, 'node'));
+  let kernel: { p50: number; p99: number } | undefined;
+  if (floorExe !== undefined) {
+    kernel = killSummary(KERNEL, 'kill -9 of a Node holder', killsOf(nodeKills, 'c'));
+    process.stderr.write('  handoff: kill -9 of a C holder\n');
+    const cKills = await handoffByKill('c', ['node', 'c'], floorExe);
+    killSummary(OURS, 'kill -9 of a C holder (diagnostic)', killsOf(cKills, 'node'));
+    killSummary(KERNEL, 'kill -9 of a C holder (diagnostic)', killsOf(cKills, 'c'));
   }
   process.stderr.write('  handoff: proper-lockfile\n');
   summarize(
@@ -527,8 +599,26 @@ async function handoff(floorExe: string | undefined): Promise<void> {
     `5–50 ms (random) after the wait started; ${HANDOFF_WARMUP} (kill: ${KILL_WARMUP}) warm-up handoffs dropped.`,
   );
   say('kill→reaped: from kill() to the parent seeing the holder exit; the kernel frees the lock');
-  say('while it tears the process down, before that exit is reported.');
+  say('while it tears the process down, before that exit is reported. For each holder kind the');
+  say('two waiters take turns, a fresh holder per kill.');
   say();
+  if (kernel !== undefined) {
+    say(
+      table(
+        ['kill -9 of a Node holder', 'p50 µs', 'p99 µs'],
+        [
+          [OURS, fmt(killed.p50), fmt(killed.p99)],
+          [KERNEL, fmt(kernel.p50), fmt(kernel.p99)],
+          [
+            'ours − kernel floor (the waiter’s share)',
+            fmt(killed.p50 - kernel.p50),
+            fmt(killed.p99 - kernel.p99),
+          ],
+        ],
+      ),
+    );
+    say();
+  }
   goals.push({
     what: 'handoff after close(), p50 / p99',
     goal: '≤ 1 ms / ≤ 10 ms',
@@ -538,51 +628,70 @@ async function handoff(floorExe: string | undefined): Promise<void> {
   goals.push({
     what: 'handoff after kill -9, p50 / p99',
     goal: '≤ 1 ms / ≤ 10 ms',
-    measured: `${fmt(killed.p50)} µs / ${fmt(killed.p99)} µs`,
+    measured:
+      `${fmt(killed.p50)} µs / ${fmt(killed.p99)} µs` +
+      (kernel === undefined ? '' : ` (kernel floor ${fmt(kernel.p50)} / ${fmt(kernel.p99)} µs)`),
     met: killed.p50 <= 1000 && killed.p99 <= 10_000,
   });
 
-  process.stderr.write(`  waiter CPU: ${CPU_WINDOW_MS} ms windows\n`);
+  process.stderr.write(`  waiter CPU: ${CPU_WINDOW_MS} ms waits\n`);
   const pct = (cpu: number, wall: number) => (100 * cpu) / wall;
-  const cpuRows: string[][] = [];
   const ourCpu = await waiterCpu('native', 'native');
   const [plBackoffCpu, pl1msCpu] = await Promise.all([
     waiterCpu('pl-backoff', 'pl', PL_BACKOFF),
     waiterCpu('pl-1ms', 'pl', PL_1MS),
   ]);
-  for (const [name, r] of [
+  const reports = [
     ['locksmith acquireLock (NativeFS)', ourCpu],
     ['proper-lockfile, retries 2→250 ms backoff', plBackoffCpu],
     ['proper-lockfile, retries every 1 ms', pl1msCpu],
-  ] as const) {
-    // CPU of the first second beyond the steady rate: one-time costs such as starting threads.
-    const oneTimeUs =
-      r.cpuUs - r.steadyCpuUs - (r.steadyCpuUs / r.steadyWallUs) * (r.wallUs - r.steadyWallUs);
-    cpuRows.push([
-      name,
-      fmt(r.wallUs / 1e6),
-      fmt(r.cpuUs / 1000),
-      `${fmt(pct(r.cpuUs, r.wallUs))} %`,
-      `${fmt(pct(r.steadyCpuUs, r.steadyWallUs))} %`,
-      fmt(oneTimeUs / 1000),
-    ]);
-  }
+  ] as const;
   say(
     table(
-      ['waiter', 'wait s', 'CPU ms', '% of one core', '% after the first second', 'one-time ms'],
-      cpuRows,
+      [
+        'waiter',
+        'wait s',
+        'CPU ms',
+        'whole wait, % of one core',
+        'one-time ms',
+        `steady (last ${CPU_STEADY_SECONDS} s), % of one core`,
+      ],
+      reports.map(([name, r]) => {
+        const f = cpuFigures(r);
+        return [
+          name,
+          fmt(f.wallUs / 1e6),
+          fmt(f.cpuUs / 1000),
+          `${fmt(pct(f.cpuUs, f.wallUs))} %`,
+          fmt(f.oneTimeUs / 1000),
+          `${fmt(pct(f.steadyCpuUs, f.steadyWallUs))} %`,
+        ];
+      }),
     ),
   );
   say();
-  say('CPU: process.cpuUsage() (all threads) inside the waiter, from the start of the wait, so');
-  say('process startup is excluded; the proper-lockfile waiters ran side by side.');
+  say(
+    table(
+      ['waiter', 'wait began at uptime ms', 'CPU ms in each second of the wait'],
+      reports.map(([name, r]) => [
+        name,
+        fmt(r.startMs),
+        r.seconds.map((s) => fmt(s[1] / 1000, 2)).join(' '),
+      ]),
+    ),
+  );
   say();
-  const ourPct = pct(ourCpu.cpuUs, ourCpu.wallUs);
+  say('CPU: process.cpuUsage() (all threads of the process) inside the waiter, sampled every');
+  say('second from the start of the wait, so process startup is excluded. One-time: the CPU of');
+  say('the whole wait beyond the steady rate. The proper-lockfile waiters ran side by side.');
+  say();
+  const f = cpuFigures(ourCpu);
+  const steadyPct = pct(f.steadyCpuUs, f.steadyWallUs);
   goals.push({
-    what: 'CPU of a waiting process',
+    what: 'CPU of a waiting process (steady state)',
     goal: '< 1 % of one core',
-    measured: `${fmt(ourPct)} % (${fmt(pct(ourCpu.steadyCpuUs, ourCpu.steadyWallUs))} % after the first second)`,
-    met: ourPct < 1,
+    measured: `${fmt(steadyPct)} % (whole ${fmt(f.wallUs / 1e6)} s wait: ${fmt(pct(f.cpuUs, f.wallUs))} %, one-time ${fmt(f.oneTimeUs / 1000)} ms)`,
+    met: steadyPct < 1,
   });
 }
 

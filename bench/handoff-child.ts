@@ -11,9 +11,10 @@
  *   is armed; when it holds, reads the clock and prints "got <ns>", then releases and prints
  *   "freed". `options-json` holds proper-lockfile's `retries` option.
  * - `native-cpu`, `pl-cpu`: on "wait" starts waiting for a lock that someone else holds and
- *   prints "cpu <json>" after `windowMs`: the CPU time this process used during the wait
- *   (`process.cpuUsage()`, all threads, startup excluded), over the whole window and after its
- *   first second. `options-json` holds `{ windowMs, retries? }`.
+ *   prints "cpu <json>" after `windowMs`: `seconds`, one `[wall µs, CPU µs]` pair per second of
+ *   the wait (`process.cpuUsage()`, all threads of the process, so worker threads and V8's
+ *   helper threads count; startup before the wait is excluded), and `startMs`, the process's
+ *   uptime when the wait began. `options-json` holds `{ windowMs, retries? }`.
  *
  * Every time is `process.hrtime.bigint()` (CLOCK_MONOTONIC, shared by all processes of the
  * machine), so the parent can subtract a holder's time from a waiter's. Each role prints
@@ -137,31 +138,31 @@ async function makeRole(): Promise<Role> {
       return {
         async command(line) {
           if (line !== 'wait') return;
-          const windowMs = options.windowMs ?? 6000;
+          const windowMs = options.windowMs ?? 20_000;
+          const used = (a: NodeJS.CpuUsage, b: NodeJS.CpuUsage) =>
+            b.user - a.user + (b.system - a.system);
           const t0 = nowNs();
           const cpu0 = process.cpuUsage();
+          const startMs = process.uptime() * 1000;
           // The wait outlives the window: it is abandoned when the process exits.
           const pending =
             directory === undefined
               ? properLockfile.lock(path, { retries: options.retries ?? 0 }).then(() => undefined)
               : acquireLock(directory, { timeoutMs: windowMs + 60_000 }).then(() => undefined);
           pending.catch(() => {});
-          await sleep(1000);
-          const t1 = nowNs();
-          const cpu1 = process.cpuUsage();
-          await sleep(windowMs - 1000);
-          const t2 = nowNs();
-          const cpu2 = process.cpuUsage();
-          const used = (a: NodeJS.CpuUsage, b: NodeJS.CpuUsage) =>
-            b.user - a.user + (b.system - a.system);
-          say(
-            `cpu ${JSON.stringify({
-              wallUs: Number(t2 - t0) / 1000,
-              cpuUs: used(cpu0, cpu2),
-              steadyWallUs: Number(t2 - t1) / 1000,
-              steadyCpuUs: used(cpu1, cpu2),
-            })}`,
-          );
+          // One sample per second: [µs of wall clock, µs of CPU] since the previous one.
+          const seconds: [number, number][] = [];
+          let t = t0;
+          let cpu = cpu0;
+          while (Number(t - t0) / 1e6 < windowMs - 500) {
+            await sleep(1000);
+            const tNow = nowNs();
+            const cpuNow = process.cpuUsage();
+            seconds.push([Number(tNow - t) / 1000, used(cpu, cpuNow)]);
+            t = tNow;
+            cpu = cpuNow;
+          }
+          say(`cpu ${JSON.stringify({ startMs, seconds })}`);
           process.exit(0);
         },
       };
