@@ -15,6 +15,11 @@ const COMMANDS: Record<
     summary: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]',
     load: () => import('./lock.js'),
   },
+  elect: {
+    summary:
+      'elect --locker shared-file --dir <dir> | --locker database|lease-database --db <url> [--table <name>] --id <name> [--lease <d>] [--renew <d>] [--acquire-interval <d>] [--grace <d>] [--fail-if-locked] -- <command> [args...]',
+    load: () => import('./elect.js'),
+  },
   status: { summary: 'status <dir> [--name <lock>]', load: () => import('./status.js') },
   'verify-server': {
     summary: 'verify-server <bindHost> <clients>',

@@ -1,0 +1,355 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { cliPath, exitOf, orphanProof, run, tempDir } from '../helpers.js';
+
+// Fast timings so that failovers take well under a second: keep-alive (and the post-acquire
+// pause) 300 ms, acquire retry 200 ms (inotify hints usually wake the waiter sooner).
+const FAST = ['--renew', '300ms', '--acquire-interval', '200ms'];
+
+/** An elect process with its stderr collected line by line. */
+interface Elect {
+  child: ChildProcess;
+  lines: string[];
+  /** Resolves with the `n`-th (1-based) stderr line matching `pattern`. */
+  line(pattern: RegExp, n?: number, timeoutMs?: number): Promise<string>;
+}
+
+function elect(dir: string, id: string, command: string[], extra: string[] = FAST): Elect {
+  const child = orphanProof(
+    spawn(
+      process.execPath,
+      [
+        cliPath,
+        'elect',
+        '--locker',
+        'shared-file',
+        '--dir',
+        dir,
+        '--id',
+        id,
+        ...extra,
+        '--',
+        ...command,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    ),
+  );
+  const lines: string[] = [];
+  let partial = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    const parts = (partial + chunk.toString()).split('\n');
+    partial = parts.pop() ?? '';
+    lines.push(...parts);
+  });
+  const line = (pattern: RegExp, n = 1, timeoutMs = 10_000) =>
+    poll(
+      () => lines.filter((l) => pattern.test(l))[n - 1],
+      timeoutMs,
+      () => `${id}: line ${n} matching ${pattern}; stderr so far: ${JSON.stringify(lines)}`,
+    );
+  return { child, lines, line };
+}
+
+/** Polls `probe` every 20 ms until it returns something other than undefined. */
+async function poll<T>(probe: () => T | undefined, timeoutMs: number, what: () => string) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
+    await sleep(20);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Gone, or a zombie nobody has reaped yet (it no longer runs). */
+function isDead(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+function readLines(path: string): string[] {
+  return existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter(Boolean) : [];
+}
+
+const tokenOf = (line: string) => Number(/token (\d+)/.exec(line)?.[1]);
+
+test('elect: one master at a time; kill -9 of the master kills its command and the slave takes over with a larger token', async () => {
+  using tmp = tempDir();
+  const log = join(tmp.path, 'runs.log');
+  // The command first checks that the previous command (the last pid in the log) no longer
+  // runs (gone or a zombie), then records its token and pid and becomes `sleep` (same pid,
+  // death signal kept).
+  const script = [
+    `last=$(tail -n 1 ${log} 2>/dev/null | cut -d ' ' -f 2)`,
+    `if [ -n "$last" ] && [ -e /proc/$last ] && ! grep -q '^State:.*Z' /proc/$last/status; then echo "overlap $last" >> ${log}; fi`,
+    `echo "$LOCKSMITH_FENCING_TOKEN $$" >> ${log}`,
+    'exec sleep 1000',
+  ].join('\n');
+  const command = ['sh', '-c', script];
+  const a = elect(join(tmp.path, 'store'), 'a', command);
+  const b = elect(join(tmp.path, 'store'), 'b', command);
+  try {
+    const [first] = await Promise.race([
+      a.line(/became master/).then(() => [a, b] as const),
+      b.line(/became master/).then(() => [b, a] as const),
+    ]);
+    const second = first === a ? b : a;
+    await second.line(/waiting as slave/);
+    await poll(
+      () => readLines(log)[0],
+      5000,
+      () => 'the first command',
+    );
+    await sleep(800); // several keep-alives and acquire retries of the slave
+    assert.equal(readLines(log).length, 1, 'only the master runs its command');
+    assert.equal(second.lines.filter((l) => /became master/.test(l)).length, 0);
+    const [token1, pid1] = (readLines(log)[0] as string).split(' ').map(Number) as [number, number];
+    assert.equal(tokenOf(await first.line(/became master/)), token1);
+    assert.ok(!isDead(pid1));
+
+    first.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await poll(
+      () => (isDead(pid1) ? true : undefined),
+      1000,
+      () => `command ${pid1} to die`,
+    );
+    const diedAfter = Date.now() - killedAt;
+
+    const line = await second.line(/became master/);
+    const next = await poll(
+      () => readLines(log).find((l, i) => i > 0 && !l.startsWith('overlap')),
+      5000,
+      () => 'the second command',
+    );
+    assert.ok(
+      !readLines(log).some((l) => l.startsWith('overlap')),
+      `the old command still ran when the new one started: ${readLines(log).join(' | ')}`,
+    );
+    const [token2, pid2] = next.split(' ').map(Number) as [number, number];
+    assert.ok(token2 > token1, `${token2} > ${token1}`);
+    assert.equal(tokenOf(line), token2);
+    assert.ok(diedAfter < 1000, `command died ${diedAfter} ms after its elect`);
+
+    second.child.kill('SIGTERM');
+    assert.deepEqual(await exitOf(second.child), { code: 143, signal: null });
+    await poll(
+      () => (isDead(pid2) ? true : undefined),
+      2000,
+      () => `command ${pid2} to stop`,
+    );
+    assert.match(second.lines.at(-1) ?? '', /stopped \(received SIGTERM\)/);
+  } finally {
+    a.child.kill('SIGKILL');
+    b.child.kill('SIGKILL');
+  }
+});
+
+test('elect: the command exiting on its own ends elect with its status, one stderr line per role change', async () => {
+  using tmp = tempDir();
+  const exits = elect(tmp.path, 'x', ['sh', '-c', 'exit 7']);
+  assert.deepEqual(await exitOf(exits.child), { code: 7, signal: null });
+  assert.equal(exits.lines.length, 3, JSON.stringify(exits.lines));
+  assert.match(exits.lines[0] ?? '', /^locksmith elect \[x\]: waiting as slave/);
+  assert.match(exits.lines[1] ?? '', /^locksmith elect \[x\]: became master with token \d+/);
+  assert.match(
+    exits.lines[2] ?? '',
+    /^locksmith elect \[x\]: stopped \(command exited with status 7\)/,
+  );
+
+  const killed = elect(tmp.path, 'y', ['sh', '-c', 'kill -TERM $$']);
+  assert.deepEqual(await exitOf(killed.child), { code: 128 + 15, signal: null });
+
+  const missing = elect(tmp.path, 'z', ['/no/such/program']);
+  assert.deepEqual(await exitOf(missing.child), { code: 127, signal: null });
+
+  // The lock was released each time: a fresh elect becomes master at once.
+  const again = await run([
+    cliPath,
+    'elect',
+    '--locker',
+    'shared-file',
+    '--dir',
+    tmp.path,
+    '--id',
+    'w',
+    '--',
+    'true',
+  ]);
+  assert.equal(again.code, 0);
+});
+
+test('elect: SIGTERM/SIGINT stop the command (SIGKILL after --grace) and exit 128+signal', async () => {
+  using tmp = tempDir();
+  const marks = join(tmp.path, 'marks');
+  const polite = elect(join(tmp.path, 's1'), 'polite', [
+    'sh',
+    '-c',
+    `trap 'echo term >> ${marks}; exit 0' TERM; echo ready >> ${marks}; while :; do sleep 0.05; done`,
+  ]);
+  await polite.line(/became master/);
+  await poll(
+    () => (readLines(marks).includes('ready') ? true : undefined),
+    5000,
+    () => 'ready',
+  );
+  polite.child.kill('SIGTERM');
+  assert.deepEqual(await exitOf(polite.child), { code: 143, signal: null });
+  assert.ok(readLines(marks).includes('term'), 'the command got SIGTERM');
+
+  const pidFile = join(tmp.path, 'pid');
+  const stubborn = elect(
+    join(tmp.path, 's2'),
+    'stubborn',
+    ['sh', '-c', `trap '' TERM; echo $$ > ${pidFile}; while :; do sleep 0.05; done`],
+    [...FAST, '--grace', '300ms'],
+  );
+  await stubborn.line(/became master/);
+  const pid = Number(
+    await poll(
+      () => readLines(pidFile)[0],
+      5000,
+      () => 'pid',
+    ),
+  );
+  const t0 = Date.now();
+  stubborn.child.kill('SIGINT');
+  assert.deepEqual(await exitOf(stubborn.child), { code: 130, signal: null });
+  const took = Date.now() - t0;
+  assert.ok(took >= 250 && took < 3000, `stopped after the grace: ${took} ms`);
+  assert.ok(isDead(pid));
+  assert.match(stubborn.lines.at(-1) ?? '', /stopped \(received SIGINT\)/);
+});
+
+test('elect: a stolen lock (file rewritten, then deleted) stops the command; elect waits again and becomes master again', async () => {
+  using tmp = tempDir();
+  const log = join(tmp.path, 'log');
+  const store = join(tmp.path, 'store');
+  const e = elect(store, 'victim', [
+    'sh',
+    '-c',
+    `trap 'echo "term $LOCKSMITH_FENCING_TOKEN" >> ${log}; exit 0' TERM; echo "start $LOCKSMITH_FENCING_TOKEN" >> ${log}; while :; do sleep 0.05; done`,
+  ]);
+  try {
+    const token1 = tokenOf(await e.line(/became master/));
+    await poll(
+      () => readLines(log)[0],
+      5000,
+      () => 'start',
+    );
+
+    // Someone else rewrites the lock file (no kernel lock needed: it is advisory).
+    writeFileSync(join(store, 'lock'), Buffer.alloc(32));
+    assert.match(await e.line(/lost mastership/), /no longer the lock owner/);
+    const token2 = tokenOf(await e.line(/became master/, 2));
+    assert.ok(token2 > token1, `${token2} > ${token1}`);
+    await e.line(/waiting as slave/, 2);
+
+    rmSync(join(store, 'lock'));
+    await e.line(/lost mastership/, 2);
+    const token3 = tokenOf(await e.line(/became master/, 3));
+    assert.ok(token3 > token2, `${token3} > ${token2}`);
+    await poll(
+      () => readLines(log)[4],
+      5000,
+      () => 'third start',
+    );
+    assert.deepEqual(readLines(log), [
+      `start ${token1}`,
+      `term ${token1}`,
+      `start ${token2}`,
+      `term ${token2}`,
+      `start ${token3}`,
+    ]);
+    e.child.kill('SIGTERM');
+    assert.deepEqual(await exitOf(e.child), { code: 143, signal: null });
+  } finally {
+    e.child.kill('SIGKILL');
+  }
+});
+
+test('elect --fail-if-locked exits 1 with one line while another process is master', async () => {
+  using tmp = tempDir();
+  const master = elect(tmp.path, 'm', ['sleep', '1000']);
+  try {
+    await master.line(/became master/);
+    const busy = await run([
+      cliPath,
+      'elect',
+      '--locker',
+      'shared-file',
+      '--dir',
+      tmp.path,
+      '--id',
+      'f',
+      '--fail-if-locked',
+      '--',
+      'true',
+    ]);
+    assert.equal(busy.code, 1);
+    assert.match(busy.stderr, /stopped: Lock held by another process/);
+  } finally {
+    master.child.kill('SIGTERM');
+    await exitOf(master.child);
+  }
+});
+
+test('elect usage errors exit 2 with a clear one-line message', async () => {
+  using tmp = tempDir();
+  const sf = ['--locker', 'shared-file', '--dir', tmp.path, '--id', 'u'];
+  const cases: [string[], RegExp][] = [
+    [['--id', 'u', '--', 'true'], /--locker is required/],
+    [['--locker', 'zookeeper', '--id', 'u', '--', 'true'], /unknown locker "zookeeper"/],
+    [['--locker', 'shared-file', '--id', 'u', '--', 'true'], /needs --dir/],
+    [['--locker', 'shared-file', '--dir', tmp.path, '--', 'true'], /--id <name> is required/],
+    [['--locker', 'lease-database', '--id', 'u', '--', 'true'], /needs --db <url>/],
+    [
+      ['--locker', 'database', '--db', 'sqlite:x', '--id', 'u', '--lease', '1s', '--', 'true'],
+      /--lease applies only/,
+    ],
+    [[...sf], /expected -- and a command/],
+    [[...sf, '--'], /expected -- and a command/],
+    [[...sf, 'extra', '--', 'true'], /unexpected argument "extra"/],
+    [[...sf, '--renew', '-1s', '--', 'true'], /--renew "-1s": durations cannot be negative/],
+    [[...sf, '--renew=-1s', '--', 'true'], /Invalid --renew/],
+    [[...sf, '--acquire-interval', 'soon', '--', 'true'], /Invalid --acquire-interval "soon"/],
+    [[...sf, '--grace', '5 parsecs', '--', 'true'], /Invalid --grace/],
+    [[...sf, '--renew', '0s', '--', 'true'], /must be greater than 0/],
+    [[...sf, '--lease', '10s', '--', 'true'], /--lease does not apply to --locker shared-file/],
+    [[...sf, '--db', 'sqlite:x', '--', 'true'], /--db does not apply/],
+    [[...sf, '--nope', '--', 'true'], /Unknown option '--nope'/],
+    [
+      [
+        '--locker',
+        'lease-database',
+        '--db',
+        'sqlite:x',
+        '--id',
+        'u',
+        '--lease',
+        '2s',
+        '--renew',
+        '2s',
+        '--',
+        'true',
+      ],
+      /--renew \(2s\) must be shorter than --lease \(2s\)/,
+    ],
+  ];
+  const results = await Promise.all(cases.map(([args]) => run([cliPath, 'elect', ...args])));
+  for (const [i, [args, pattern]] of cases.entries()) {
+    const result = results[i] as Awaited<ReturnType<typeof run>>;
+    assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+    assert.match(result.stderr, pattern, args.join(' '));
+    assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+  }
+});
