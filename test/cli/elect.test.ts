@@ -277,7 +277,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
   }
 });
 
-test('elect --fail-if-locked exits 1 with one line while another process is master', async () => {
+test('elect --fail-if-locked exits 1 while another process is master; a waiting slave stops on SIGINT', async () => {
   using tmp = tempDir();
   const master = elect(tmp.path, 'm', ['sleep', '1000']);
   try {
@@ -297,6 +297,17 @@ test('elect --fail-if-locked exits 1 with one line while another process is mast
     ]);
     assert.equal(busy.code, 1);
     assert.match(busy.stderr, /stopped: Lock held by another process/);
+
+    // A slave interrupted while it waits exits 130 without ever running its command.
+    const slave = elect(tmp.path, 's', ['sh', '-c', 'echo ran >&2']);
+    await slave.line(/waiting as slave/);
+    await sleep(300);
+    slave.child.kill('SIGINT');
+    assert.deepEqual(await exitOf(slave.child), { code: 130, signal: null });
+    assert.deepEqual(
+      slave.lines.map((l) => l.replace(/^locksmith elect \[s\]: /, '').split(' for ')[0]),
+      ['waiting as slave', 'stopped (received SIGINT)'],
+    );
   } finally {
     master.child.kill('SIGTERM');
     await exitOf(master.child);
@@ -345,6 +356,13 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
       /--renew \(2s\) must be shorter than --lease \(2s\)/,
     ],
   ];
+  // Until the database lockers land, asking for one is refused up front, not at start.
+  for (const locker of ['database', 'lease-database']) {
+    cases.push([
+      ['--locker', locker, '--db', 'sqlite:x', '--id', 'u', '--', 'true'],
+      new RegExp(`locker ${locker} is not available in this build yet`),
+    ]);
+  }
   const results = await Promise.all(cases.map(([args]) => run([cliPath, 'elect', ...args])));
   for (const [i, [args, pattern]] of cases.entries()) {
     const result = results[i] as Awaited<ReturnType<typeof run>>;
