@@ -1,0 +1,546 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import {
+  InvalidArgumentError,
+  LockIOError,
+  LockLostError,
+  LockObtainFailedError,
+} from '../core/errors.js';
+import { abortableSleep } from '../core/wait.js';
+import {
+  AbstractLocker,
+  type AbstractLockerOptions,
+  type AcquireContext,
+  checkOptionsObject,
+} from './abstract-locker.js';
+import { type IOErrorPolicy, isIOErrorPolicy, stopOnUnknownOwnership } from './io-error-policy.js';
+import { type Dialect, withTimeout } from './sql/dialect.js';
+import { checkIdentifier } from './sql/identifier.js';
+import {
+  DEFAULT_LOCK_TABLE_NAME,
+  describe,
+  ensureLockTable,
+  isUnreachable,
+  type LockRow,
+  readLockRow,
+} from './sql/lock-table.js';
+import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
+
+/**
+ * The lease locker's statements, all with `?` placeholders in the order given. Override any of
+ * them through `statements` (they are the user's SQL, taken as is; only `lockTableName` is
+ * spliced into the defaults, and it is validated).
+ */
+export interface LeaseStatements {
+  /** Take a free or expired lease, bumping EPOCH. Params: holder, lease ms. 1 row = taken. */
+  acquire: string;
+  /** Renew while we hold it (same holder, same EPOCH). Params: lease ms, holder, epoch. */
+  renew: string;
+  /** Give it back. Params: holder, epoch. */
+  release: string;
+  /** The row: columns BROKER_NAME, TIME, EPOCH and NOW_MS (the database's time in ms). */
+  select: string;
+  /** The database's time: column NOW_MS. */
+  dbTime: string;
+}
+
+/**
+ * The default statements. Expiry and renewal use the database's clock inside the statement
+ * (`TIME < now`, `TIME = now + lease`), so no two machines' clocks are ever compared. EPOCH
+ * becomes `max(EPOCH + 1, database time in µs)` at every takeover: +1 keeps it strictly
+ * increasing while the row survives, the time floor keeps it increasing across a dropped and
+ * recreated table. An ActiveMQ lease locker on the same table writes the same TIME/BROKER_NAME
+ * (in its local time, which must then agree with the database's) and leaves EPOCH alone.
+ */
+export function defaultLeaseStatements(dialect: Dialect, table: string): LeaseStatements {
+  const now = dialect.nowMs;
+  return {
+    acquire: `UPDATE ${table} SET BROKER_NAME = ?, TIME = ${now} + ?, EPOCH = ${dialect.greatest('COALESCE(EPOCH, 0) + 1', dialect.nowUs)} WHERE ID = 1 AND (TIME IS NULL OR TIME < ${now})`,
+    renew: `UPDATE ${table} SET TIME = ${now} + ? WHERE ID = 1 AND BROKER_NAME = ? AND EPOCH = ?`,
+    release: `UPDATE ${table} SET BROKER_NAME = NULL, TIME = 0 WHERE ID = 1 AND BROKER_NAME = ? AND EPOCH = ?`,
+    select: `SELECT BROKER_NAME, TIME, EPOCH, ${now} AS NOW_MS FROM ${table} WHERE ID = 1`,
+    dbTime: `SELECT ${now} AS NOW_MS`,
+  };
+}
+
+export interface LeaseDatabaseLockerOptions extends AbstractLockerOptions {
+  /** `sqlite:<path>`, `postgres://…`, `mysql://…`, or the user's own pool/handle. */
+  database: DatabaseSource;
+  /** Validated SQL identifier (`ACTIVEMQ_LOCK`). */
+  lockTableName?: string | undefined;
+  /**
+   * Who holds the lease; must be unique among the contenders (at most 250 characters).
+   * Default `<hostname>:<pid>:<8 random hex digits>`: unique per locker instance, readable in
+   * the table. (ActiveMQ defaults to the broker name; two brokers with the same name would
+   * renew each other's lease, which the EPOCH check in our renewal also prevents.)
+   */
+  leaseHolderId?: string | undefined;
+  /**
+   * ActiveMQ's skew check (ms, default 0): above 0, the database's time is queried once per
+   * start and, when it differs from the local clock by more than this, the difference
+   * (db − local) becomes {@link LeaseDatabaseLocker.timeOffset} and a WARN is logged. Our
+   * expiry never needs it (it is judged on the database's clock in the statement); the
+   * offset is what an ActiveMQ broker on the same table would apply.
+   */
+  maxAllowableDiffFromDBTime?: number | undefined;
+  /**
+   * Self-fencing: mastership ends (`lost`) when no renewal succeeded for `lease − margin` ms
+   * on the local monotonic clock, counted from when the last good renewal was SENT (the
+   * database's expiry is later than that), even if the database call hangs. The margin is
+   * the budget to stop the service and absorb clock-rate drift. Default lease / 4; must be
+   * > 0 and < lease.
+   */
+  selfFencingMargin?: number | undefined;
+  /**
+   * A stall of the event loop longer than this (ms) ends mastership like a missed renewal:
+   * during a stall the master could not have reacted to its deadline. Default: the margin.
+   */
+  maxEventLoopLag?: number | undefined;
+  /** Acquire errors reject `start()` instead of being retried (false, AMQ-5162). */
+  handleStartException?: boolean | undefined;
+  /** Create the table and seed row if missing (true; ActiveMQ's locker: false). */
+  createTablesOnStartup?: boolean | undefined;
+  /** Limit per statement, ms (default: the lease). 0: none. */
+  queryTimeout?: number | undefined;
+  statements?: Partial<LeaseStatements> | undefined;
+  /** What a failing renewal means (default {@link stopOnUnknownOwnership}). */
+  ioErrorPolicy?: IOErrorPolicy | undefined;
+}
+
+interface Held {
+  epoch: number;
+  /** Monotonic ms after which we no longer count ourselves master. */
+  deadline: number;
+  lost: boolean;
+  readonly stop: AbortController;
+  readonly lostPromise: Promise<false>;
+  resolveLost(): void;
+}
+
+/**
+ * ActiveMQ's `LeaseDatabaseLocker` (AMQ-3654), made safe: one master per lease row.
+ *
+ * - Lease duration = `lockAcquireSleepInterval` (> 0; ActiveMQ's semantics); renewal = each
+ *   `keepAlive()`, i.e. the supervisor's `lockKeepAlivePeriod`, by default lease / 4
+ *   ({@link defaultKeepAlivePeriod}); ActiveMQ's JDBC default of 30 s against a 10 s lease
+ *   lets the lease expire, which we warn about, as we do when the period is not shorter than
+ *   the lease (ActiveMQ: only when longer), is 0, or exceeds `lease − margin`.
+ * - Acquire: the `acquire` statement, then the row is read back (holder = us, EPOCH = the
+ *   token) and one renewal confirms it. Held elsewhere: `failIfLocked` rejects; otherwise the
+ *   locker sleeps until the lease's expiry on the database's clock, at most one interval.
+ * - `keepAlive()`: the `renew` statement; 1 row → true; 0 → false (owner logged); an error →
+ *   the I/O error policy decides (see `io-error-policy.ts`). Resolves false at once when the
+ *   self-fencing deadline passes while it waits.
+ * - Self-fencing and event-loop-lag watchdog: see the options; either emits `lost`.
+ * - `stop()`: releases (holder NULL, TIME 0, where holder and EPOCH are ours) and closes the
+ *   pool it opened.
+ * - The first `start()` fails fast with a {@link LockIOError} when the database is
+ *   unreachable or the table cannot be created; once it has worked, later acquire errors are
+ *   logged and retried (unless `handleStartException`).
+ *
+ * Failure windows: after `kill -9` of the master a slave takes over at most one lease after
+ * the master's last renewal (plus one poll). A paused or partitioned master stops at
+ * `lease − margin` after its last renewal was sent, before the lease can expire.
+ */
+export class LeaseDatabaseLocker extends AbstractLocker {
+  readonly lockTableName: string;
+  readonly leaseHolderId: string;
+  readonly maxAllowableDiffFromDBTime: number;
+  readonly selfFencingMargin: number;
+  readonly maxEventLoopLag: number;
+  readonly handleStartException: boolean;
+  readonly createTablesOnStartup: boolean;
+  readonly queryTimeout: number;
+  readonly ioErrorPolicy: IOErrorPolicy;
+  readonly defaultKeepAlivePeriod: number;
+  readonly #source: DatabaseSource;
+  readonly #overrides: Partial<LeaseStatements>;
+  #dialect: Dialect | undefined;
+  #statements: LeaseStatements | undefined;
+  #held: Held | undefined;
+  #everStarted = false;
+  #timeOffset = 0;
+
+  constructor(options: LeaseDatabaseLockerOptions) {
+    const o = checkOptionsObject(options, 'LeaseDatabaseLocker options');
+    const table = checkIdentifier(o.lockTableName ?? DEFAULT_LOCK_TABLE_NAME, 'lockTableName');
+    const holder = o.leaseHolderId ?? defaultLeaseHolderId();
+    if (typeof holder !== 'string' || holder.length === 0 || holder.length > 250) {
+      throw new InvalidArgumentError(
+        `leaseHolderId must be a non-empty string of at most 250 characters, got ${String(holder)}`,
+      );
+    }
+    super(o, `lease ${holder} on ${table}`);
+    const lease = this.lockAcquireSleepInterval;
+    if (lease <= 0) {
+      throw new InvalidArgumentError(
+        `lockAcquireSleepInterval is the lease duration of a LeaseDatabaseLocker and must be > 0, got ${lease}`,
+      );
+    }
+    const margin = o.selfFencingMargin ?? lease / 4;
+    if (typeof margin !== 'number' || !Number.isFinite(margin) || margin <= 0 || margin >= lease) {
+      throw new InvalidArgumentError(
+        `selfFencingMargin must be > 0 and < the lease (${lease} ms), got ${String(margin)}`,
+      );
+    }
+    this.maxAllowableDiffFromDBTime = nonNegative(
+      o.maxAllowableDiffFromDBTime ?? 0,
+      'maxAllowableDiffFromDBTime',
+    );
+    this.maxEventLoopLag = nonNegative(o.maxEventLoopLag ?? margin, 'maxEventLoopLag');
+    if (this.maxEventLoopLag === 0) {
+      throw new InvalidArgumentError('maxEventLoopLag must be > 0');
+    }
+    this.queryTimeout = nonNegative(o.queryTimeout ?? lease, 'queryTimeout');
+    this.handleStartException = bool(o.handleStartException ?? false, 'handleStartException');
+    this.createTablesOnStartup = bool(o.createTablesOnStartup ?? true, 'createTablesOnStartup');
+    const policy = o.ioErrorPolicy ?? stopOnUnknownOwnership;
+    if (!isIOErrorPolicy(policy)) {
+      throw new InvalidArgumentError('ioErrorPolicy must have a name and a handle() method');
+    }
+    const overrides = checkOptionsObject(o.statements, 'statements');
+    for (const [key, value] of Object.entries(overrides)) {
+      if (!['acquire', 'renew', 'release', 'select', 'dbTime'].includes(key)) {
+        throw new InvalidArgumentError(`Unknown statement ${JSON.stringify(key)}`);
+      }
+      if (value !== undefined && (typeof value !== 'string' || value.trim().length === 0)) {
+        throw new InvalidArgumentError(`Statement ${key} must be a non-empty SQL string`);
+      }
+    }
+    this.#dialect = openDialect(o.database);
+    this.#source = o.database;
+    this.#overrides = overrides;
+    this.lockTableName = table;
+    this.leaseHolderId = holder;
+    this.selfFencingMargin = margin;
+    this.ioErrorPolicy = policy;
+    this.defaultKeepAlivePeriod = Math.floor(lease / 4);
+  }
+
+  /** ActiveMQ's db − local offset from the skew check (0 unless over the maximum). */
+  get timeOffset(): number {
+    return this.#timeOffset;
+  }
+
+  /** Lease duration in ms (= `lockAcquireSleepInterval`). */
+  get leaseDuration(): number {
+    return this.lockAcquireSleepInterval;
+  }
+
+  #setup(): { dialect: Dialect; statements: LeaseStatements } {
+    this.#dialect ??= openDialect(this.#source);
+    this.#statements ??= {
+      ...defaultLeaseStatements(this.#dialect, this.lockTableName),
+      ...definedOnly(this.#overrides),
+    };
+    return { dialect: this.#dialect, statements: this.#statements };
+  }
+
+  #query(sql: string, params: readonly unknown[] = []) {
+    const { dialect } = this.#setup();
+    return withTimeout(
+      dialect.query(sql, params),
+      this.queryTimeout,
+      () =>
+        new LockIOError(
+          `Statement on ${dialect.description} took more than ${this.queryTimeout} ms (${this.name})`,
+        ),
+    );
+  }
+
+  protected async doStart(context: AcquireContext): Promise<number> {
+    try {
+      return await this.#acquire(context);
+    } catch (err) {
+      // Holding nothing: close the pool we opened (a later start opens a new one).
+      const dialect = this.#dialect;
+      this.#dialect = undefined;
+      this.#statements = undefined;
+      await dialect?.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  async #acquire({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
+    const { dialect, statements } = this.#setup();
+    this.#warnPeriods(lockKeepAlivePeriod);
+    try {
+      if (this.createTablesOnStartup) await ensureLockTable(dialect, this.lockTableName);
+      await this.#checkSkew(statements);
+    } catch (err) {
+      if (!this.#everStarted || this.handleStartException) throw err;
+      this.logger.warn(`Lease locker set-up failed, retrying: ${describe(err)} (${this.name})`);
+    }
+    const lease = this.lockAcquireSleepInterval;
+    let waited = false;
+    for (;;) {
+      if (signal.aborted) throw signal.reason;
+      let row: LockRow;
+      try {
+        const sent = this.clock.monotonic();
+        const r = await this.#query(statements.acquire, [this.leaseHolderId, lease]);
+        if (r.affected === 1) {
+          const token = await this.#confirm(statements, sent);
+          if (token !== undefined) return token;
+        }
+        row = readLockRow((await this.#query(statements.select)).rows[0]);
+      } catch (err) {
+        if (signal.aborted) throw signal.reason;
+        if (this.handleStartException || (!this.#everStarted && isUnreachable(err))) {
+          throw new LockIOError(
+            `Lease acquire on ${dialect.description} failed: ${describe(err)} (${this.name})`,
+            { cause: err },
+          );
+        }
+        this.logger.warn(
+          `Lease acquire on ${dialect.description} failed: ${describe(err)}; retrying in ${lease} ms (${this.name})`,
+        );
+        await abortableSleep(lease, signal, this.clock, 'lease acquire');
+        continue;
+      }
+      const owner = `${row.holder ?? '(nobody)'} until ${row.time ?? '?'} (database time now ${row.now ?? '?'})`;
+      if (this.failIfLocked) {
+        throw new LockObtainFailedError(
+          `Lease ${this.lockTableName} on ${dialect.description} is held by ${owner} (${this.name})`,
+        );
+      }
+      if (!waited) {
+        this.logger.info(
+          `Lease ${this.lockTableName} is held by ${owner}. This broker is now in slave mode waiting a lock to be acquired (${this.name})`,
+        );
+        waited = true;
+      } else {
+        this.logger.debug(`Lease still held by ${owner} (${this.name})`);
+      }
+      // Wake when the lease expires on the database's clock, but poll at least once an
+      // interval (a graceful release frees it earlier).
+      const untilExpiry =
+        row.time !== undefined && row.now !== undefined ? row.time - row.now + 1 : lease;
+      await abortableSleep(
+        Math.min(lease, Math.max(1, untilExpiry)),
+        signal,
+        this.clock,
+        'lease acquire',
+      );
+    }
+  }
+
+  /** After a 1-row acquire: read back our EPOCH, confirm with one renewal, arm the watchdog. */
+  async #confirm(statements: LeaseStatements, sent: number): Promise<number | undefined> {
+    const row = readLockRow((await this.#query(statements.select)).rows[0]);
+    if (row.holder !== this.leaseHolderId || row.epoch === undefined) return undefined;
+    let resolveLost: () => void = () => {};
+    const lostPromise = new Promise<false>((resolve) => {
+      resolveLost = () => resolve(false);
+    });
+    const held: Held = {
+      epoch: row.epoch,
+      deadline: sent + this.lockAcquireSleepInterval - this.selfFencingMargin,
+      lost: false,
+      stop: new AbortController(),
+      lostPromise,
+      resolveLost,
+    };
+    this.#held = held;
+    if (!(await this.#renew(held))) {
+      this.#held = undefined;
+      return undefined;
+    }
+    this.#everStarted = true;
+    void this.#watch(held);
+    this.logger.info(
+      `Lease ${this.lockTableName} acquired by ${this.leaseHolderId}, epoch ${held.epoch} (${this.name})`,
+    );
+    return held.epoch;
+  }
+
+  async #checkSkew(statements: LeaseStatements): Promise<void> {
+    this.#timeOffset = 0;
+    if (this.maxAllowableDiffFromDBTime <= 0) return;
+    const local = this.clock.wall();
+    const db = readLockRow((await this.#query(statements.dbTime)).rows[0]).now;
+    if (db === undefined) throw new LockIOError(`dbTime statement returned no NOW_MS column`);
+    const diff = db - local;
+    if (Math.abs(diff) > this.maxAllowableDiffFromDBTime) {
+      this.#timeOffset = diff;
+      this.logger.warn(
+        `Local time differs from the database's by ${diff} ms (more than maxAllowableDiffFromDBTime ${this.maxAllowableDiffFromDBTime} ms); offset ${diff} ms (${this.name})`,
+      );
+    }
+  }
+
+  #warnPeriods(period: number): void {
+    const lease = this.lockAcquireSleepInterval;
+    if (period === 0) {
+      this.logger.warn(
+        `No keep-alive (lockKeepAlivePeriod 0): the lease of ${lease} ms is never renewed and mastership self-fences after ${lease - this.selfFencingMargin} ms (${this.name})`,
+      );
+    } else if (period >= lease) {
+      this.logger.warn(
+        `lockKeepAlivePeriod ${period} ms is not shorter than the lease duration (lockAcquireSleepInterval) ${lease} ms. These values will allow the lease to expire (${this.name})`,
+      );
+    } else if (period > lease - this.selfFencingMargin) {
+      this.logger.warn(
+        `lockKeepAlivePeriod ${period} ms is longer than lease − selfFencingMargin (${lease - this.selfFencingMargin} ms): mastership will self-fence between renewals (${this.name})`,
+      );
+    }
+  }
+
+  /** One renewal of `held`; true extends the self-fencing deadline. Rejects on I/O errors. */
+  async #renew(held: Held): Promise<boolean> {
+    const { statements } = this.#setup();
+    const sent = this.clock.monotonic();
+    const r = await this.#query(statements.renew, [
+      this.lockAcquireSleepInterval,
+      this.leaseHolderId,
+      held.epoch,
+    ]);
+    if (r.affected !== 1 || held.lost || this.#held !== held) return false;
+    if (this.clock.monotonic() >= held.deadline) return false; // the watchdog fires next
+    held.deadline = Math.max(
+      held.deadline,
+      sent + this.lockAcquireSleepInterval - this.selfFencingMargin,
+    );
+    return true;
+  }
+
+  protected async doKeepAlive(): Promise<boolean> {
+    const held = this.#held;
+    if (held === undefined || held.lost) return false;
+    let ok: boolean;
+    try {
+      ok = await Promise.race([this.#renew(held), held.lostPromise]);
+    } catch (err) {
+      const verdict = await this.ioErrorPolicy.handle(err, {
+        locker: this.name,
+        recheck: () => Promise.race([this.#renew(held), held.lostPromise]),
+      });
+      this.logger.warn(
+        `Lease renewal failed (${describe(err)}); ${this.ioErrorPolicy.name}: ${verdict} (${this.name})`,
+      );
+      if (verdict === 'owner') return true;
+      if (verdict === 'lost') return false;
+      throw new LockIOError(
+        `Lease renewal failed, ownership unknown: ${describe(err)} (${this.name})`,
+        {
+          cause: err,
+        },
+      );
+    }
+    if (!ok && !held.lost) {
+      let owner = 'unknown';
+      try {
+        const row = readLockRow((await this.#query(this.#setup().statements.select)).rows[0]);
+        owner = `${row.holder ?? '(nobody)'} epoch ${row.epoch ?? '?'}`;
+      } catch {
+        // Only for the message.
+      }
+      this.logger.warn(
+        `Lease ${this.lockTableName} is no longer ours; held by ${owner} (${this.name})`,
+      );
+    }
+    return ok;
+  }
+
+  /** The self-fencing deadline and the event-loop-lag check, in one loop per mastership. */
+  async #watch(held: Held): Promise<void> {
+    const tick = Math.min(250, Math.max(5, this.selfFencingMargin / 4, this.maxEventLoopLag / 4));
+    for (;;) {
+      const before = this.clock.monotonic();
+      const ms = Math.max(0, Math.min(tick, held.deadline - before));
+      try {
+        await this.clock.sleep(ms, held.stop.signal);
+      } catch {
+        return;
+      }
+      if (held.lost || held.stop.signal.aborted) return;
+      const now = this.clock.monotonic();
+      const lag = now - before - ms;
+      if (lag > this.maxEventLoopLag) {
+        this.#lose(
+          held,
+          `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLag ${this.maxEventLoopLag} ms), counted as a missed renewal`,
+        );
+        return;
+      }
+      if (now >= held.deadline) {
+        this.#lose(
+          held,
+          `lease not renewed for ${this.lockAcquireSleepInterval - this.selfFencingMargin} ms (lease ${this.lockAcquireSleepInterval} ms − margin ${this.selfFencingMargin} ms): self-fenced before it can expire`,
+        );
+        return;
+      }
+    }
+  }
+
+  #lose(held: Held, why: string): void {
+    held.lost = true;
+    held.resolveLost();
+    this.logger.warn(`Lease ${this.lockTableName} epoch ${held.epoch}: ${why} (${this.name})`);
+    this.markLost(new LockLostError(`Lease ${this.lockTableName} lost: ${why} (${this.name})`));
+  }
+
+  protected async doStop(): Promise<void> {
+    const held = this.#held;
+    this.#held = undefined;
+    const dialect = this.#dialect;
+    this.#dialect = undefined;
+    this.#statements = undefined;
+    if (held !== undefined) {
+      held.lost = true;
+      held.stop.abort();
+      held.resolveLost();
+      if (dialect !== undefined) {
+        const release = defaultOr(
+          this.#overrides.release,
+          () => defaultLeaseStatements(dialect, this.lockTableName).release,
+        );
+        try {
+          await withTimeout(
+            dialect.query(release, [this.leaseHolderId, held.epoch]),
+            this.queryTimeout,
+            () => new LockIOError('release timed out'),
+          );
+        } catch (err) {
+          this.logger.warn(
+            `Lease release failed (${describe(err)}); it expires on its own (${this.name})`,
+          );
+        }
+      }
+    }
+    await dialect?.close().catch(() => {});
+  }
+
+  override toString(): string {
+    return `LeaseDatabaseLocker(${this.name})`;
+  }
+}
+
+/** `<hostname>:<pid>:<random>`: readable, and unique per locker even within one process. */
+export function defaultLeaseHolderId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`.slice(0, 250);
+}
+
+function nonNegative(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new InvalidArgumentError(
+      `${what} must be a finite number of milliseconds >= 0, got ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+function bool(value: unknown, what: string): boolean {
+  if (typeof value !== 'boolean') {
+    throw new InvalidArgumentError(`${what} must be a boolean, got ${String(value)}`);
+  }
+  return value;
+}
+
+function definedOnly<T extends object>(o: Partial<T>): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function defaultOr(value: string | undefined, fallback: () => string): string {
+  return value ?? fallback();
+}

@@ -1,0 +1,110 @@
+import { LockIOError } from '../../core/errors.js';
+import { column, type Dialect, toNumber } from './dialect.js';
+
+/** ActiveMQ's default lock table name (`Statements.lockTableName`). */
+export const DEFAULT_LOCK_TABLE_NAME = 'ACTIVEMQ_LOCK';
+
+/**
+ * Makes sure `table` exists with the seed row `ID = 1` and an `EPOCH` column: ActiveMQ's
+ * schema (`ID` BIGINT NOT NULL PRIMARY KEY, `TIME` BIGINT, `BROKER_NAME` VARCHAR(250)) plus
+ * `EPOCH` BIGINT DEFAULT 0, our fencing counter (nullable with a default, so an ActiveMQ
+ * broker inserting or updating the row without it still works).
+ *
+ * Idempotent and safe under concurrent start-up: every step is "if missing" and its failure
+ * is ignored (as ActiveMQ ignores creation errors: a contender may have created it first);
+ * what counts is the final check that the row is readable, retried a few times. When that
+ * check keeps failing (database unreachable, no permission, a table of another shape), a
+ * {@link LockIOError} naming the table and the database is thrown.
+ */
+export async function ensureLockTable(dialect: Dialect, table: string): Promise<void> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    for (const sql of dialect.createTableStatements(table)) {
+      try {
+        await dialect.query(sql);
+      } catch (err) {
+        last = err;
+        if (isUnreachable(err)) throw unreachable(dialect, table, err);
+      }
+    }
+    try {
+      const r = await dialect.query(`SELECT ID, TIME, BROKER_NAME FROM ${table} WHERE ID = 1`);
+      if (r.rows.length === 1) {
+        try {
+          await dialect.query(`SELECT EPOCH FROM ${table} WHERE ID = 1`);
+        } catch {
+          await dialect.query(dialect.addEpochColumnStatement(table)).catch((err: unknown) => {
+            last = err;
+          });
+          continue;
+        }
+        return;
+      }
+    } catch (err) {
+      last = err;
+      if (isUnreachable(err)) throw unreachable(dialect, table, err);
+    }
+    await new Promise<void>((r) => setTimeout(r, 20 * (attempt + 1)));
+  }
+  throw new LockIOError(
+    `Cannot create or read lock table ${table} (seed row ID=1) in ${dialect.description}: ${describe(last)}`,
+    { cause: last },
+  );
+}
+
+/** The lock row as stored. */
+export interface LockRow {
+  holder: string | undefined;
+  time: number | undefined;
+  epoch: number | undefined;
+  /** The database's time when read (ms). */
+  now: number | undefined;
+}
+
+export function readLockRow(row: Record<string, unknown> | undefined): LockRow {
+  const holder = column(row, 'BROKER_NAME');
+  return {
+    holder: typeof holder === 'string' ? holder : undefined,
+    time: toNumber(column(row, 'TIME')),
+    epoch: toNumber(column(row, 'EPOCH')),
+    now: toNumber(column(row, 'NOW_MS')),
+  };
+}
+
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  '28P01', // pg: password authentication failed
+  '3D000', // pg: database does not exist
+  'ER_ACCESS_DENIED_ERROR',
+  'ER_BAD_DB_ERROR',
+  'SQLITE_CANTOPEN',
+]);
+
+export function isUnreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && UNREACHABLE.has(code)) return true;
+  const errors = (err as { errors?: unknown } | null)?.errors;
+  return Array.isArray(errors) && errors.some(isUnreachable);
+}
+
+function unreachable(dialect: Dialect, table: string, err: unknown): LockIOError {
+  return new LockIOError(
+    `Database ${dialect.description} is unreachable (lock table ${table}): ${describe(err)}`,
+    { cause: err },
+  );
+}
+
+export function describe(err: unknown): string {
+  if (err instanceof Error) {
+    if (err.message.length > 0) return err.message;
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    const errors = (err as { errors?: unknown }).errors;
+    if (Array.isArray(errors) && errors[0] instanceof Error) return describe(errors[0]);
+  }
+  return String(err);
+}

@@ -1,0 +1,146 @@
+import mysql from 'mysql2/promise';
+import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
+
+function result(out: unknown): SqlResult {
+  if (Array.isArray(out)) return { rows: out as Record<string, unknown>[], affected: 0 };
+  const header = out as { affectedRows?: number };
+  return { rows: [], affected: header.affectedRows ?? 0 };
+}
+
+class MysqlConnection implements SqlConnection {
+  readonly #conn: mysql.PoolConnection;
+  #broken = false;
+  #done = false;
+  #error: unknown;
+  readonly #listeners: ((error: unknown) => void)[] = [];
+  sessionId: number | undefined;
+
+  constructor(conn: mysql.PoolConnection) {
+    this.#conn = conn;
+    const die = (error: unknown) => {
+      if (this.#broken) return;
+      this.#broken = true;
+      this.#error = error;
+      for (const l of this.#listeners.splice(0)) l(error);
+    };
+    // The callback-style connection underneath emits the fatal errors and the close.
+    const raw = conn.connection as unknown as NodeJS.EventEmitter & {
+      stream?: NodeJS.EventEmitter;
+    };
+    raw.on('error', die);
+    raw.on('end', () => die(new Error('connection ended')));
+    raw.stream?.on('close', () => die(new Error('connection closed')));
+  }
+
+  get broken(): boolean {
+    return this.#broken;
+  }
+
+  onBroken(listener: (error: unknown) => void): void {
+    if (this.#broken) listener(this.#error);
+    else this.#listeners.push(listener);
+  }
+
+  async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
+    const [out] = await this.#conn.query(sql, params as unknown[]);
+    return result(out);
+  }
+
+  async release(): Promise<void> {
+    if (this.#done) return;
+    this.#done = true;
+    if (this.#broken) this.#conn.destroy();
+    else this.#conn.release();
+  }
+
+  destroy(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#broken = true;
+    this.#conn.destroy();
+  }
+}
+
+/** MariaDB/MySQL (InnoDB) through `mysql2`: a URL (we own the pool) or the user's pool. */
+export class MysqlDialect implements Dialect {
+  readonly kind = 'mysql';
+  readonly description: string;
+  readonly nowMs = 'CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED)';
+  readonly nowUs = 'CAST(FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000000) AS SIGNED)';
+  readonly #pool: mysql.Pool;
+  readonly #owned: boolean;
+
+  constructor(source: { url: string; description: string } | { pool: mysql.Pool }) {
+    if ('pool' in source) {
+      this.#pool = source.pool;
+      this.#owned = false;
+      this.description = 'MySQL (user pool)';
+    } else {
+      this.#pool = mysql.createPool({
+        uri: source.url,
+        connectionLimit: 4,
+        connectTimeout: 10_000,
+        supportBigNumbers: true,
+        // affectedRows = rows matched, even when the values did not change.
+        flags: ['FOUND_ROWS'],
+      });
+      this.#owned = true;
+      this.description = source.description;
+    }
+  }
+
+  greatest(a: string, b: string): string {
+    return `GREATEST(${a}, ${b})`;
+  }
+
+  async connect(): Promise<SqlConnection> {
+    const raw = await this.#pool.getConnection();
+    const conn = new MysqlConnection(raw);
+    try {
+      const r = await conn.query('SELECT CONNECTION_ID() AS id');
+      conn.sessionId = Number(r.rows[0]?.id);
+    } catch (err) {
+      conn.destroy();
+      throw err;
+    }
+    return conn;
+  }
+
+  async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
+    const [out] = await this.#pool.query(sql, params as unknown[]);
+    return result(out);
+  }
+
+  async beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean> {
+    // InnoDB's lock wait timeout is whole seconds, at least 1.
+    await conn.query(
+      `SET SESSION innodb_lock_wait_timeout = ${Math.max(1, Math.ceil(waitMs / 1000))}`,
+    );
+    await conn.query('START TRANSACTION');
+    try {
+      await conn.query(lockStatement);
+      return true;
+    } catch (err) {
+      if ((err as { errno?: number }).errno === 1205) {
+        await conn.query('ROLLBACK');
+        return false;
+      }
+      throw err;
+    }
+  }
+
+  createTableStatements(table: string): string[] {
+    return [
+      `CREATE TABLE IF NOT EXISTS ${table} (ID BIGINT NOT NULL PRIMARY KEY, TIME BIGINT, BROKER_NAME VARCHAR(250), EPOCH BIGINT DEFAULT 0) ENGINE=InnoDB`,
+      `INSERT IGNORE INTO ${table} (ID, TIME, BROKER_NAME, EPOCH) VALUES (1, 0, NULL, 0)`,
+    ];
+  }
+
+  addEpochColumnStatement(table: string): string {
+    return `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS EPOCH BIGINT DEFAULT 0`;
+  }
+
+  async close(): Promise<void> {
+    if (this.#owned) await this.#pool.end();
+  }
+}

@@ -1,0 +1,140 @@
+import pg from 'pg';
+import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
+
+/** `?` → `$1, $2, …` (our statements never contain a literal `?`). */
+function dollars(sql: string): string {
+  let n = 0;
+  return sql.replace(/\?/g, () => `$${++n}`);
+}
+
+class PgConnection implements SqlConnection {
+  readonly #client: pg.PoolClient;
+  #broken = false;
+  #done = false;
+  #error: unknown;
+  readonly #listeners: ((error: unknown) => void)[] = [];
+  sessionId: number | undefined;
+
+  constructor(client: pg.PoolClient) {
+    this.#client = client;
+    const die = (error: unknown) => {
+      if (this.#broken) return;
+      this.#broken = true;
+      this.#error = error;
+      for (const l of this.#listeners.splice(0)) l(error);
+    };
+    client.on('error', die);
+    client.on('end', () => die(new Error('connection ended')));
+  }
+
+  get broken(): boolean {
+    return this.#broken;
+  }
+
+  onBroken(listener: (error: unknown) => void): void {
+    if (this.#broken) listener(this.#error);
+    else this.#listeners.push(listener);
+  }
+
+  async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
+    const r = await this.#client.query(dollars(sql), params as unknown[]);
+    return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
+  }
+
+  async release(): Promise<void> {
+    if (this.#done) return;
+    this.#done = true;
+    this.#client.release(this.#broken ? true : undefined);
+  }
+
+  destroy(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#broken = true;
+    // release(true) ends the socket; a blocked statement rejects.
+    this.#client.release(true);
+  }
+}
+
+/** PostgreSQL through `pg`: a URL (we own the pool) or the user's `pg.Pool`. */
+export class PostgresDialect implements Dialect {
+  readonly kind = 'postgres';
+  readonly description: string;
+  readonly nowMs = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
+  readonly nowUs = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000) AS BIGINT)';
+  readonly #pool: pg.Pool;
+  readonly #owned: boolean;
+
+  constructor(source: { url: string; description: string } | { pool: pg.Pool }) {
+    if ('pool' in source) {
+      this.#pool = source.pool;
+      this.#owned = false;
+      this.description = 'PostgreSQL (user pool)';
+    } else {
+      this.#pool = new pg.Pool({
+        connectionString: source.url,
+        max: 4,
+        connectionTimeoutMillis: 10_000,
+        idleTimeoutMillis: 30_000,
+        allowExitOnIdle: true,
+      });
+      this.#owned = true;
+      this.description = source.description;
+    }
+    // An idle pooled connection killed by the server must not crash the process.
+    this.#pool.on('error', () => {});
+  }
+
+  greatest(a: string, b: string): string {
+    return `GREATEST(${a}, ${b})`;
+  }
+
+  async connect(): Promise<SqlConnection> {
+    const client = await this.#pool.connect();
+    const conn = new PgConnection(client);
+    try {
+      const r = await conn.query('SELECT pg_backend_pid() AS pid');
+      conn.sessionId = Number(r.rows[0]?.pid);
+    } catch (err) {
+      conn.destroy();
+      throw err;
+    }
+    return conn;
+  }
+
+  async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
+    const r = await this.#pool.query(dollars(sql), params as unknown[]);
+    return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
+  }
+
+  async beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean> {
+    await conn.query('BEGIN');
+    try {
+      // SET LOCAL takes no parameters; the value is an integer we produced.
+      await conn.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.floor(waitMs))}`);
+      await conn.query(lockStatement);
+      return true;
+    } catch (err) {
+      if ((err as { code?: string }).code === '55P03') {
+        await conn.query('ROLLBACK');
+        return false;
+      }
+      throw err;
+    }
+  }
+
+  createTableStatements(table: string): string[] {
+    return [
+      `CREATE TABLE IF NOT EXISTS ${table} (ID BIGINT NOT NULL PRIMARY KEY, TIME BIGINT, BROKER_NAME VARCHAR(250), EPOCH BIGINT DEFAULT 0)`,
+      `INSERT INTO ${table} (ID, TIME, BROKER_NAME, EPOCH) VALUES (1, 0, NULL, 0) ON CONFLICT (ID) DO NOTHING`,
+    ];
+  }
+
+  addEpochColumnStatement(table: string): string {
+    return `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS EPOCH BIGINT DEFAULT 0`;
+  }
+
+  async close(): Promise<void> {
+    if (this.#owned) await this.#pool.end();
+  }
+}
