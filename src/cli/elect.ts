@@ -1,7 +1,7 @@
 import { parseDuration } from '../core/duration.js';
+import { LockLostError } from '../core/errors.js';
 import { type CommandExit, CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
-import type { Locker } from '../store/locker.js';
-import { type StoreLogger, silentLogger } from '../store/logger.js';
+import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL, type Locker } from '../store/locker.js';
 import { SharedFileLocker } from '../store/shared-file-locker.js';
 import { Supervisor, type SupervisorEvent } from '../store/supervisor.js';
 import { parseCommandLine, UsageError } from './args.js';
@@ -23,11 +23,14 @@ export interface ElectOptions {
   table?: string;
   /** This contender's name: the prefix of its stderr lines, and the lease holder id. */
   id: string;
-  /** Lease duration (lease-database only). */
+  /** Lease duration (lease-database only; default 10 s, ActiveMQ's lockAcquireSleepInterval). */
   leaseMs?: number;
   /** The supervisor's keep-alive (renewal) period; default the locker's own. */
   renewMs?: number;
-  /** Retry period while another process is master; default the locker's own (10 s). */
+  /**
+   * Retry period while another process is master; default the locker's own (10 s). Not for
+   * lease-database, which retries when the lease expires (at most one lease later).
+   */
   acquireIntervalMs?: number;
   /** Time between SIGTERM and SIGKILL when the command must stop. */
   graceMs: number;
@@ -113,6 +116,11 @@ export function parseElectOptions(args: string[]): ElectOptions {
     if (locker === 'database' && values.lease !== undefined) {
       throw new UsageError('--lease applies only to --locker lease-database');
     }
+    if (locker === 'lease-database' && values['acquire-interval'] !== undefined) {
+      throw new UsageError(
+        '--acquire-interval does not apply to --locker lease-database: it retries when the lease expires (--lease)',
+      );
+    }
     options.db = db;
     const table = str('table');
     if (table !== undefined) options.table = table;
@@ -123,10 +131,21 @@ export function parseElectOptions(args: string[]): ElectOptions {
   if (lease !== undefined) options.leaseMs = lease;
   if (renew !== undefined) options.renewMs = renew;
   if (interval !== undefined) options.acquireIntervalMs = interval;
-  if (lease !== undefined && renew !== undefined && renew >= lease) {
-    throw new UsageError(
-      `--renew (${str('renew')}) must be shorter than --lease (${str('lease')}): a lease renewed no faster than it expires lapses between renewals`,
-    );
+  if (locker === 'lease-database' && renew !== undefined) {
+    // The lease locker self-fences when no renewal succeeded for lease − lease/4: a renewal
+    // period above that makes every mastership end between two renewals.
+    const leaseMs = lease ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
+    const leaseText = lease === undefined ? `${leaseMs}ms, the default` : str('lease');
+    if (renew >= leaseMs) {
+      throw new UsageError(
+        `--renew (${str('renew')}) must be shorter than --lease (${leaseText}): a lease renewed no faster than it expires lapses between renewals`,
+      );
+    }
+    if (renew > leaseMs - leaseMs / 4) {
+      throw new UsageError(
+        `--renew (${str('renew')}) must be at most 3/4 of --lease (${leaseText}): the master self-fences when it has not renewed for lease − lease/4`,
+      );
+    }
   }
   return options;
 }
@@ -168,20 +187,32 @@ function duration(
 }
 
 /**
- * The one place that turns the options into a {@link Locker}. Database lockers are not in
- * this build yet: asking for one is a usage error (exit 2) rather than a silent fallback.
+ * The one place that turns the options into a {@link Locker} (silent: elect reports role
+ * changes itself). The database lockers are imported on demand, so that `shared-file` never
+ * loads the database drivers. Their constructors validate the URL and the table name (an
+ * InvalidArgumentError: exit 2); nothing connects before `start()`. The held-transaction
+ * `database` locker is not in this build yet: asking for it is a usage error, not a fallback.
  */
-export function createLocker(options: ElectOptions, logger: StoreLogger = silentLogger): Locker {
+export async function createLocker(options: ElectOptions): Promise<Locker> {
   switch (options.locker) {
     case 'shared-file':
       return new SharedFileLocker({
         directory: options.dir as string,
         lockAcquireSleepInterval: options.acquireIntervalMs,
         failIfLocked: options.failIfLocked,
-        logger,
       });
+    case 'lease-database': {
+      const { LeaseDatabaseLocker } = await import('../store/lease-database-locker.js');
+      return new LeaseDatabaseLocker({
+        database: options.db as string,
+        lockTableName: options.table,
+        leaseHolderId: options.id,
+        // ActiveMQ's semantics: the lease locker's acquire interval is its lease duration.
+        lockAcquireSleepInterval: options.leaseMs,
+        failIfLocked: options.failIfLocked,
+      });
+    }
     case 'database':
-    case 'lease-database':
       throw new UsageError(`locker ${options.locker} is not available in this build yet`);
   }
 }
@@ -205,18 +236,11 @@ export function createLocker(options: ElectOptions, logger: StoreLogger = silent
 export async function run(args: string[]): Promise<number> {
   const options = parseElectOptions(args);
   const say = (line: string) => process.stderr.write(`locksmith elect [${options.id}]: ${line}\n`);
-  // Keep-alive failures that leave mastership unknown (no role change) still deserve a line.
-  const logger: StoreLogger = {
-    info: () => {},
-    debug: () => {},
-    warn: (m) => say(`warning: ${m}`),
-  };
-  const locker = createLocker(options);
+  const locker = await createLocker(options);
   const service = new CommandService(options.command, { graceMs: options.graceMs });
   const supervisor = new Supervisor({
     locker,
     service,
-    logger,
     ...(options.renewMs === undefined ? {} : { lockKeepAlivePeriod: options.renewMs }),
   });
 
@@ -245,6 +269,13 @@ export async function run(args: string[]): Promise<number> {
       },
       () => {},
     );
+  });
+  // A keep-alive that failed without ending mastership (ownership unknown, still master) is
+  // no role change but deserves a line; a failure that demotes is told by 'demoted'.
+  supervisor.on('keepalive-failed', ({ reason }: SupervisorEvent) => {
+    if (!(reason instanceof LockLostError)) {
+      say(`warning: keep-alive failed, still master: ${describe(reason)}`);
+    }
   });
   supervisor.on('demoted', ({ reason }: SupervisorEvent) =>
     say(`lost mastership: ${describe(reason)}`),

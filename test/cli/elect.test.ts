@@ -1,100 +1,31 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { cliPath, exitOf, orphanProof, run, tempDir } from '../helpers.js';
+import {
+  type Elect,
+  isDead,
+  poll,
+  readLines,
+  recordingCommand,
+  sleep,
+  spawnElect,
+  tokenOf,
+} from '../fixtures/elect-process.js';
+import { cliPath, exitOf, run, tempDir } from '../helpers.js';
 
 // Fast timings so that failovers take well under a second: keep-alive (and the post-acquire
 // pause) 300 ms, acquire retry 200 ms (inotify hints usually wake the waiter sooner).
 const FAST = ['--renew', '300ms', '--acquire-interval', '200ms'];
 
-/** An elect process with its stderr collected line by line. */
-interface Elect {
-  child: ChildProcess;
-  lines: string[];
-  /** Resolves with the `n`-th (1-based) stderr line matching `pattern`. */
-  line(pattern: RegExp, n?: number, timeoutMs?: number): Promise<string>;
-}
-
 function elect(dir: string, id: string, command: string[], extra: string[] = FAST): Elect {
-  const child = orphanProof(
-    spawn(
-      process.execPath,
-      [
-        cliPath,
-        'elect',
-        '--locker',
-        'shared-file',
-        '--dir',
-        dir,
-        '--id',
-        id,
-        ...extra,
-        '--',
-        ...command,
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    ),
-  );
-  const lines: string[] = [];
-  let partial = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    const parts = (partial + chunk.toString()).split('\n');
-    partial = parts.pop() ?? '';
-    lines.push(...parts);
-  });
-  const line = (pattern: RegExp, n = 1, timeoutMs = 10_000) =>
-    poll(
-      () => lines.filter((l) => pattern.test(l))[n - 1],
-      timeoutMs,
-      () => `${id}: line ${n} matching ${pattern}; stderr so far: ${JSON.stringify(lines)}`,
-    );
-  return { child, lines, line };
+  return spawnElect(['--locker', 'shared-file', '--dir', dir], id, command, extra);
 }
-
-/** Polls `probe` every 20 ms until it returns something other than undefined. */
-async function poll<T>(probe: () => T | undefined, timeoutMs: number, what: () => string) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
-    await sleep(20);
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Gone, or a zombie nobody has reaped yet (it no longer runs). */
-function isDead(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
-  } catch {
-    return true;
-  }
-}
-
-function readLines(path: string): string[] {
-  return existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter(Boolean) : [];
-}
-
-const tokenOf = (line: string) => Number(/token (\d+)/.exec(line)?.[1]);
 
 test('elect: one master at a time; kill -9 of the master kills its command and the slave takes over with a larger token', async () => {
   using tmp = tempDir();
   const log = join(tmp.path, 'runs.log');
-  // The command first checks that the previous command (the last pid in the log) no longer
-  // runs (gone or a zombie), then records its token and pid and becomes `sleep` (same pid,
-  // death signal kept).
-  const script = [
-    `last=$(tail -n 1 ${log} 2>/dev/null | cut -d ' ' -f 2)`,
-    `if [ -n "$last" ] && [ -e /proc/$last ] && ! grep -q '^State:.*Z' /proc/$last/status; then echo "overlap $last" >> ${log}; fi`,
-    `echo "$LOCKSMITH_FENCING_TOKEN $$" >> ${log}`,
-    'exec sleep 1000',
-  ].join('\n');
-  const command = ['sh', '-c', script];
+  const command = recordingCommand(log);
   const a = elect(join(tmp.path, 'store'), 'a', command);
   const b = elect(join(tmp.path, 'store'), 'b', command);
   try {
@@ -346,6 +277,72 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
         'sqlite:x',
         '--id',
         'u',
+        '--renew',
+        '12s',
+        '--',
+        'true',
+      ],
+      /--renew \(12s\) must be shorter than --lease \(10000ms, the default\)/,
+    ],
+    [
+      [
+        '--locker',
+        'lease-database',
+        '--db',
+        'sqlite:x',
+        '--id',
+        'u',
+        '--lease',
+        '4s',
+        '--renew',
+        '3500ms',
+        '--',
+        'true',
+      ],
+      /must be at most 3\/4 of --lease \(4s\)/,
+    ],
+    [
+      [
+        '--locker',
+        'lease-database',
+        '--db',
+        'sqlite:x',
+        '--id',
+        'u',
+        '--acquire-interval',
+        '1s',
+        '--',
+        'true',
+      ],
+      /--acquire-interval does not apply to --locker lease-database/,
+    ],
+    [
+      ['--locker', 'lease-database', '--db', 'nosuch:db', '--id', 'u', '--', 'true'],
+      /Unsupported database URL/,
+    ],
+    [
+      [
+        '--locker',
+        'lease-database',
+        '--db',
+        'sqlite:x',
+        '--table',
+        'T;DROP',
+        '--id',
+        'u',
+        '--',
+        'true',
+      ],
+      /lockTableName must be an SQL identifier/,
+    ],
+    [
+      [
+        '--locker',
+        'lease-database',
+        '--db',
+        'sqlite:x',
+        '--id',
+        'u',
         '--lease',
         '2s',
         '--renew',
@@ -356,13 +353,11 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
       /--renew \(2s\) must be shorter than --lease \(2s\)/,
     ],
   ];
-  // Until the database lockers land, asking for one is refused up front, not at start.
-  for (const locker of ['database', 'lease-database']) {
-    cases.push([
-      ['--locker', locker, '--db', 'sqlite:x', '--id', 'u', '--', 'true'],
-      new RegExp(`locker ${locker} is not available in this build yet`),
-    ]);
-  }
+  // The held-transaction database locker has not landed yet: refused up front, not at start.
+  cases.push([
+    ['--locker', 'database', '--db', 'sqlite:x', '--id', 'u', '--', 'true'],
+    /locker database is not available in this build yet/,
+  ]);
   const results = await Promise.all(cases.map(([args]) => run([cliPath, 'elect', ...args])));
   for (const [i, [args, pattern]] of cases.entries()) {
     const result = results[i] as Awaited<ReturnType<typeof run>>;
