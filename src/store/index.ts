@@ -12,6 +12,27 @@ export {
   exitStatus,
 } from './command-service.js';
 export {
+  DatabaseLocker,
+  type DatabaseLockerOptions,
+  DEFAULT_DATABASE_KEEP_ALIVE_PERIOD,
+  DEFAULT_DATABASE_QUERY_TIMEOUT,
+} from './database-locker.js';
+export {
+  type IOErrorContext,
+  type IOErrorPolicy,
+  type IOErrorVerdict,
+  ignoreIOErrors,
+  leaseLockerIOErrorPolicy,
+  stopOnUnknownOwnership,
+} from './io-error-policy.js';
+export {
+  defaultLeaseHolderId,
+  defaultLeaseStatements,
+  LeaseDatabaseLocker,
+  type LeaseDatabaseLockerOptions,
+  type LeaseStatements,
+} from './lease-database-locker.js';
+export {
   DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
   type Locker,
   type LockerOptions,
@@ -25,6 +46,16 @@ export {
   SharedFileLocker,
   type SharedFileLockerOptions,
 } from './shared-file-locker.js';
+export {
+  type DatabaseUrl,
+  type DialectKind,
+  parseDatabaseUrl,
+  redactUrl,
+} from './sql/database-url.js';
+export type { Dialect, SqlConnection, SqlResult } from './sql/dialect.js';
+export { checkIdentifier } from './sql/identifier.js';
+export { DEFAULT_LOCK_TABLE_NAME } from './sql/lock-table.js';
+export type { DatabaseSource } from './sql/open-dialect.js';
 export {
   Supervisor,
   type SupervisorEvent,

@@ -19,6 +19,28 @@ export const DEFAULT_LOCK_TABLE_NAME = 'ACTIVEMQ_LOCK';
 export async function ensureLockTable(dialect: Dialect, table: string): Promise<void> {
   let last: unknown;
   for (let attempt = 0; attempt < 5; attempt++) {
+    // Read first: the creating statements are writes, and a master holding the row (a held
+    // transaction, a SQLite write lock) would make them wait; a plain read never waits.
+    let rows = -1;
+    try {
+      rows = (await dialect.query(`SELECT ID, TIME, BROKER_NAME FROM ${table} WHERE ID = 1`)).rows
+        .length;
+    } catch (err) {
+      last = err;
+      if (isUnreachable(err)) throw unreachable(dialect, table, err);
+    }
+    if (rows === 1) {
+      try {
+        await dialect.query(`SELECT EPOCH FROM ${table} WHERE ID = 1`);
+        return;
+      } catch (err) {
+        last = err;
+        await dialect.query(dialect.addEpochColumnStatement(table)).catch((e: unknown) => {
+          last = e;
+        });
+        continue;
+      }
+    }
     for (const sql of dialect.createTableStatements(table)) {
       try {
         await dialect.query(sql);
@@ -27,24 +49,7 @@ export async function ensureLockTable(dialect: Dialect, table: string): Promise<
         if (isUnreachable(err)) throw unreachable(dialect, table, err);
       }
     }
-    try {
-      const r = await dialect.query(`SELECT ID, TIME, BROKER_NAME FROM ${table} WHERE ID = 1`);
-      if (r.rows.length === 1) {
-        try {
-          await dialect.query(`SELECT EPOCH FROM ${table} WHERE ID = 1`);
-        } catch {
-          await dialect.query(dialect.addEpochColumnStatement(table)).catch((err: unknown) => {
-            last = err;
-          });
-          continue;
-        }
-        return;
-      }
-    } catch (err) {
-      last = err;
-      if (isUnreachable(err)) throw unreachable(dialect, table, err);
-    }
-    await new Promise<void>((r) => setTimeout(r, 20 * (attempt + 1)));
+    if (attempt > 0) await new Promise<void>((r) => setTimeout(r, 20 * attempt));
   }
   throw new LockIOError(
     `Cannot create or read lock table ${table} (seed row ID=1) in ${dialect.description}: ${describe(last)}`,

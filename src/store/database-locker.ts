@@ -1,0 +1,325 @@
+import {
+  InvalidArgumentError,
+  LockIOError,
+  LockLostError,
+  LockObtainFailedError,
+} from '../core/errors.js';
+import { abortableSleep } from '../core/wait.js';
+import {
+  AbstractLocker,
+  type AbstractLockerOptions,
+  type AcquireContext,
+  checkOptionsObject,
+} from './abstract-locker.js';
+import { type Dialect, type SqlConnection, withTimeout } from './sql/dialect.js';
+import { checkIdentifier } from './sql/identifier.js';
+import {
+  DEFAULT_LOCK_TABLE_NAME,
+  describe,
+  ensureLockTable,
+  readLockRow,
+} from './sql/lock-table.js';
+import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
+
+/**
+ * Keep-alive period suggested to the supervisor (ms). ActiveMQ's JDBC default is 30 000; a
+ * keep-alive is what notices a half-open connection, and the takeover pause of the next master
+ * is this period plus {@link DEFAULT_DATABASE_QUERY_TIMEOUT}, so a shorter period is both safer
+ * and faster.
+ */
+export const DEFAULT_DATABASE_KEEP_ALIVE_PERIOD = 5_000;
+/** Limit on the keep-alive statement (ms): past it the keep-alive is false. */
+export const DEFAULT_DATABASE_QUERY_TIMEOUT = 2_000;
+
+export interface DatabaseLockerOptions extends AbstractLockerOptions {
+  /** `sqlite:<path>`, `postgres://…`, `mysql://…`, or the user's own pool/handle. */
+  database: DatabaseSource;
+  /** Validated SQL identifier (`ACTIVEMQ_LOCK`). */
+  lockTableName?: string | undefined;
+  /** Create the table and seed row if missing (true). */
+  createTablesOnStartup?: boolean | undefined;
+  /**
+   * Override of the lock statement run inside the transaction (default
+   * `SELECT * FROM <table> WHERE ID = 1 FOR UPDATE`; SQLite `SELECT ID FROM <table> WHERE
+   * ID = 1` after `BEGIN IMMEDIATE`). ActiveMQ's own default has no WHERE clause.
+   */
+  lockStatement?: string | undefined;
+  /** Limit on the keep-alive statement, ms (2 000); past it keepAlive is false. */
+  queryTimeout?: number | undefined;
+  /**
+   * How long a new master waits after taking the row lock before it reports mastership, so a
+   * previous master whose connection was killed has noticed (by the connection's error, or at
+   * the latest by its next keep-alive failing) and stopped. Default `lockKeepAlivePeriod +
+   * queryTimeout`; 0 is ActiveMQ's behaviour (no pause).
+   */
+  takeoverPause?: number | undefined;
+}
+
+interface Held {
+  conn: SqlConnection;
+  token: number;
+}
+
+/**
+ * ActiveMQ's `DefaultDatabaseLocker`: mastership is a row lock held by an open transaction on
+ * a dedicated connection, for as long as the process is master.
+ *
+ * - Acquire: on a fresh connection, `BEGIN`, then the lock statement (SELECT … FOR UPDATE),
+ *   waiting in the database at most `lockAcquireSleepInterval` (PostgreSQL `lock_timeout`,
+ *   InnoDB `innodb_lock_wait_timeout` in whole seconds), then again. SQLite: `BEGIN IMMEDIATE`
+ *   (the database's write lock) with busy timeout 0, retried every interval, so the event
+ *   loop never blocks. A stop during the wait drops the connection, which ends the wait.
+ *   `failIfLocked` rejects instead of waiting (ActiveMQ ignores it here).
+ * - Fencing token: inside the held transaction EPOCH becomes `max(EPOCH + 1, database time in
+ *   µs)`. The write commits only at a graceful stop (the transaction is held until then); after
+ *   a crash it is rolled back, and the next master's token is still larger because of the
+ *   database-time floor. So tokens strictly increase across takeovers and restarts as long as
+ *   the database's clock does not go back by more than the time between two grants.
+ * - `keepAlive()`: `UPDATE … SET TIME = now WHERE ID = 1` on the held connection within
+ *   `queryTimeout`; true iff 1 row. Any error is false, never a throw (ActiveMQ).
+ * - Loss of the connection (killed, network, database restart) is loss of the lock: `lost`
+ *   fires at once and keepAlive is false.
+ * - `stop()`: commits (EPOCH becomes durable) and closes the connection; the row lock goes
+ *   with it. The first start fails fast when the database is unreachable.
+ *
+ * Weaknesses (ActiveMQ's, documented): a half-open master connection keeps the lock until the
+ * database notices (TCP keepalive); the takeover pause covers a master that is alive but slow
+ * to notice, not a database that never frees the lock.
+ */
+export class DatabaseLocker extends AbstractLocker {
+  readonly lockTableName: string;
+  readonly createTablesOnStartup: boolean;
+  readonly queryTimeout: number;
+  readonly takeoverPause: number | undefined;
+  readonly defaultKeepAlivePeriod = DEFAULT_DATABASE_KEEP_ALIVE_PERIOD;
+  readonly #source: DatabaseSource;
+  readonly #lockStatement: string | undefined;
+  #dialect: Dialect | undefined;
+  #held: Held | undefined;
+  #everStarted = false;
+
+  constructor(options: DatabaseLockerOptions) {
+    const o = checkOptionsObject(options, 'DatabaseLocker options');
+    const table = checkIdentifier(o.lockTableName ?? DEFAULT_LOCK_TABLE_NAME, 'lockTableName');
+    super(o, `database lock ${table}`);
+    const timeout = o.queryTimeout ?? DEFAULT_DATABASE_QUERY_TIMEOUT;
+    if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0) {
+      throw new InvalidArgumentError(
+        `queryTimeout must be a number of milliseconds > 0, got ${String(timeout)}`,
+      );
+    }
+    const pause = o.takeoverPause;
+    if (
+      pause !== undefined &&
+      (typeof pause !== 'number' || !Number.isFinite(pause) || pause < 0)
+    ) {
+      throw new InvalidArgumentError(
+        `takeoverPause must be a number of milliseconds >= 0, got ${String(pause)}`,
+      );
+    }
+    const create = o.createTablesOnStartup ?? true;
+    if (typeof create !== 'boolean') {
+      throw new InvalidArgumentError(
+        `createTablesOnStartup must be a boolean, got ${String(create)}`,
+      );
+    }
+    if (
+      o.lockStatement !== undefined &&
+      (typeof o.lockStatement !== 'string' || o.lockStatement.trim() === '')
+    ) {
+      throw new InvalidArgumentError('lockStatement must be a non-empty SQL string');
+    }
+    this.#dialect = openDialect(o.database);
+    this.#source = o.database;
+    this.#lockStatement = o.lockStatement;
+    this.lockTableName = table;
+    this.createTablesOnStartup = create;
+    this.queryTimeout = timeout;
+    this.takeoverPause = pause;
+  }
+
+  /** The database session holding the lock (PostgreSQL backend pid, MySQL connection id). */
+  get sessionId(): number | undefined {
+    return this.#held?.conn.sessionId;
+  }
+
+  #lockSql(dialect: Dialect): string {
+    if (this.#lockStatement !== undefined) return this.#lockStatement;
+    return dialect.kind === 'sqlite'
+      ? `SELECT ID FROM ${this.lockTableName} WHERE ID = 1`
+      : `SELECT * FROM ${this.lockTableName} WHERE ID = 1 FOR UPDATE`;
+  }
+
+  protected async doStart(context: AcquireContext): Promise<number> {
+    try {
+      return await this.#acquire(context);
+    } catch (err) {
+      const dialect = this.#dialect;
+      this.#dialect = undefined;
+      await dialect?.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  async #acquire({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
+    this.#dialect ??= openDialect(this.#source);
+    const dialect = this.#dialect;
+    if (this.createTablesOnStartup) {
+      try {
+        await ensureLockTable(dialect, this.lockTableName);
+      } catch (err) {
+        if (!this.#everStarted) throw err;
+        this.logger.warn(`Lock table check failed, retrying: ${describe(err)} (${this.name})`);
+      }
+    }
+    const interval = this.lockAcquireSleepInterval;
+    let waited = false;
+    for (;;) {
+      if (signal.aborted) throw signal.reason;
+      let conn: SqlConnection | undefined;
+      const onAbort = () => conn?.destroy();
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        conn = await dialect.connect();
+        if (signal.aborted) throw signal.reason;
+        const got = await dialect.beginRowLock(
+          conn,
+          this.#lockSql(dialect),
+          this.failIfLocked ? 1 : Math.max(1, interval),
+        );
+        if (!got) {
+          await conn.release();
+          conn = undefined;
+          if (this.failIfLocked) {
+            throw new LockObtainFailedError(
+              `Lock row of ${this.lockTableName} on ${dialect.description} is held by another session (${this.name})`,
+            );
+          }
+          if (!waited) {
+            this.logger.info(
+              `Lock row of ${this.lockTableName} on ${dialect.description} is held by another session. This broker is now in slave mode waiting a lock to be acquired (${this.name})`,
+            );
+            waited = true;
+          } else {
+            this.logger.debug(`Lock row still held; retrying (${this.name})`);
+          }
+          // PostgreSQL and MariaDB waited in the database already; SQLite never waits there.
+          if (dialect.kind === 'sqlite')
+            await abortableSleep(interval, signal, this.clock, 'lock acquire');
+          continue;
+        }
+        const token = await this.#claim(dialect, conn);
+        const held: Held = { conn, token };
+        conn.onBroken((error) => {
+          if (this.#held !== held) return;
+          this.logger.warn(
+            `Connection holding the lock was lost: ${describe(error)} (${this.name})`,
+          );
+          this.markLost(
+            new LockLostError(
+              `Connection holding the lock row of ${this.lockTableName} on ${dialect.description} was lost: ${describe(error)} (${this.name})`,
+              { cause: error },
+            ),
+          );
+        });
+        const pause =
+          this.takeoverPause ??
+          (lockKeepAlivePeriod > 0 ? lockKeepAlivePeriod + this.queryTimeout : 0);
+        if (pause > 0) {
+          await abortableSleep(pause, signal, this.clock, 'takeover pause');
+          if (conn.broken || !(await this.#update(conn).catch(() => false))) {
+            // Lost before we ever acted as master: nothing to report, wait again.
+            this.logger.warn(
+              `Lock row of ${this.lockTableName} was lost during the takeover pause of ${pause} ms; waiting again (${this.name})`,
+            );
+            conn.destroy();
+            conn = undefined;
+            waited = true;
+            continue;
+          }
+        }
+        this.#held = held;
+        this.#everStarted = true;
+        this.logger.info(
+          `Lock row of ${this.lockTableName} on ${dialect.description} acquired, fencing token ${token} (${this.name})`,
+        );
+        return token;
+      } catch (err) {
+        conn?.destroy();
+        if (signal.aborted) throw signal.reason;
+        if (err instanceof LockObtainFailedError) throw err;
+        if (!this.#everStarted && !waited) {
+          throw new LockIOError(
+            `Failed to acquire lock on ${dialect.description}: ${describe(err)} (${this.name})`,
+            { cause: err },
+          );
+        }
+        this.logger.info(
+          `Failed to acquire lock. Sleeping for ${interval} milli(s) before trying again: ${describe(err)} (${this.name})`,
+        );
+        await abortableSleep(interval, signal, this.clock, 'lock acquire');
+      } finally {
+        signal.removeEventListener('abort', onAbort);
+      }
+    }
+  }
+
+  /** Inside the held transaction: bump EPOCH (our token) and stamp TIME. */
+  async #claim(dialect: Dialect, conn: SqlConnection): Promise<number> {
+    const t = this.lockTableName;
+    await conn.query(
+      `UPDATE ${t} SET TIME = ${dialect.nowMs}, EPOCH = ${dialect.greatest('COALESCE(EPOCH, 0) + 1', dialect.nowUs)} WHERE ID = 1`,
+    );
+    const row = readLockRow((await conn.query(`SELECT EPOCH FROM ${t} WHERE ID = 1`)).rows[0]);
+    if (row.epoch === undefined) throw new LockIOError(`Lock row of ${t} has no EPOCH`);
+    return row.epoch;
+  }
+
+  /** The keep-alive statement on the held connection; true iff exactly 1 row. */
+  async #update(conn: SqlConnection): Promise<boolean> {
+    const dialect = this.#dialect;
+    if (dialect === undefined) return false;
+    const r = await withTimeout(
+      conn.query(`UPDATE ${this.lockTableName} SET TIME = ${dialect.nowMs} WHERE ID = 1`),
+      this.queryTimeout,
+      () => new LockIOError(`keep-alive took more than ${this.queryTimeout} ms`),
+    );
+    return r.affected === 1;
+  }
+
+  protected async doKeepAlive(): Promise<boolean> {
+    const held = this.#held;
+    if (held === undefined || held.conn.broken) return false;
+    try {
+      return await this.#update(held.conn);
+    } catch (err) {
+      this.logger.warn(`Keep-alive on the held connection failed: ${describe(err)} (${this.name})`);
+      return false;
+    }
+  }
+
+  protected async doStop(): Promise<void> {
+    const held = this.#held;
+    this.#held = undefined;
+    const dialect = this.#dialect;
+    this.#dialect = undefined;
+    if (held !== undefined && !held.conn.broken) {
+      try {
+        await withTimeout(
+          held.conn.query('COMMIT'),
+          this.queryTimeout,
+          () => new LockIOError('commit timed out'),
+        );
+        await held.conn.release();
+      } catch (err) {
+        this.logger.warn(`Releasing the lock row failed: ${describe(err)} (${this.name})`);
+      }
+    }
+    held?.conn.destroy();
+    await dialect?.close().catch(() => {});
+  }
+
+  override toString(): string {
+    return `DatabaseLocker(${this.name})`;
+  }
+}
