@@ -49,8 +49,9 @@ const SIGNAL_STATUS: Record<(typeof STOP_SIGNALS)[number], number> = {
 /**
  * Parses and validates the command line. Every mistake is a {@link UsageError} with a
  * one-line message (the dispatcher prints it and exits 2): unknown locker, a missing or
- * misplaced `--dir`/`--db`/`--table`/`--lease`, a missing `--id`, a malformed, negative or
- * zero duration (only `--grace` may be 0), `--renew` not shorter than `--lease`, no command.
+ * misplaced `--dir`/`--db`/`--table`/`--lease`/`--acquire-interval`, a missing `--id`, a
+ * malformed, negative or zero duration (only `--grace` may be 0), for lease-database a
+ * `--renew` not at most 3/4 of the lease (given or default), no command.
  */
 export function parseElectOptions(args: string[]): ElectOptions {
   rejectNegativeDurations(args);
@@ -231,7 +232,9 @@ export async function createLocker(options: ElectOptions): Promise<Locker> {
  *   spawns it with PR_SET_PDEATHSIG), so an orphan can never act as a second master.
  * - Exactly one stderr line per role change: waiting as slave, became master (with the
  *   token), lost mastership (with the reason), stopped. A failure that ends the supervisor
- *   (e.g. `--fail-if-locked` while another is master) is the "stopped" line and exit 1.
+ *   (e.g. `--fail-if-locked` while another is master) is the "stopped" line and exit 1. The
+ *   only other line: a warning when a keep-alive failed but mastership continues.
+ * - A second stop signal while stopping changes nothing: the grace already bounds the wait.
  */
 export async function run(args: string[]): Promise<number> {
   const options = parseElectOptions(args);
