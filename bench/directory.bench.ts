@@ -487,6 +487,8 @@ interface CpuReport {
   startMs: number;
   /** One `[wall µs, CPU µs]` pair per second of the wait. */
   seconds: [number, number][];
+  /** `[uptime ms, duration ms]` of each major GC of the waiter's main thread. */
+  majorGcs: [number, number][];
 }
 
 interface CpuFigures {
@@ -672,11 +674,17 @@ async function handoff(floorExe: string | undefined): Promise<void> {
   say();
   say(
     table(
-      ['waiter', 'wait began at uptime ms', 'CPU ms in each second of the wait'],
+      [
+        'waiter',
+        'wait began at uptime s',
+        'CPU ms in each second of the wait',
+        'major GCs at uptime s',
+      ],
       reports.map(([name, r]) => [
         name,
-        fmt(r.startMs),
+        fmt(r.startMs / 1000, 2),
         r.seconds.map((s) => fmt(s[1] / 1000, 2)).join(' '),
+        r.majorGcs.map(([at]) => fmt(at / 1000, 2)).join(' '),
       ]),
     ),
   );
@@ -684,6 +692,7 @@ async function handoff(floorExe: string | undefined): Promise<void> {
   say('CPU: process.cpuUsage() (all threads of the process) inside the waiter, sampled every');
   say('second from the start of the wait, so process startup is excluded. One-time: the CPU of');
   say('the whole wait beyond the steady rate. The proper-lockfile waiters ran side by side.');
+  say('Major GCs: PerformanceObserver in the waiter (main thread only), from process start.');
   say();
   const f = cpuFigures(ourCpu);
   const steadyPct = pct(f.steadyCpuUs, f.steadyWallUs);

@@ -13,13 +13,15 @@
  * - `native-cpu`, `pl-cpu`: on "wait" starts waiting for a lock that someone else holds and
  *   prints "cpu <json>" after `windowMs`: `seconds`, one `[wall µs, CPU µs]` pair per second of
  *   the wait (`process.cpuUsage()`, all threads of the process, so worker threads and V8's
- *   helper threads count; startup before the wait is excluded), and `startMs`, the process's
- *   uptime when the wait began. `options-json` holds `{ windowMs, retries? }`.
+ *   helper threads count; startup before the wait is excluded), `startMs`, the process's
+ *   uptime when the wait began, and `majorGcs`, `[uptime ms, duration ms]` of every major GC
+ *   of the main thread since startup. `options-json` holds `{ windowMs, retries? }`.
  *
  * Every time is `process.hrtime.bigint()` (CLOCK_MONOTONIC, shared by all processes of the
  * machine), so the parent can subtract a holder's time from a waiter's. Each role prints
  * "ready" once loaded, and exits when its stdin closes.
  */
+import { PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import properLockfile from 'proper-lockfile';
 import { LockObtainFailedError } from '../src/core/errors.js';
@@ -131,6 +133,15 @@ async function makeRole(): Promise<Role> {
     }
     case 'native-cpu':
     case 'pl-cpu': {
+      // Every major GC of this (main) thread from startup on: [uptime ms, duration ms].
+      const majorGcs: [number, number][] = [];
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) {
+          const kind = (e as { detail?: { kind?: number } }).detail?.kind;
+          if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR)
+            majorGcs.push([e.startTime, e.duration]);
+        }
+      }).observe({ entryTypes: ['gc'] });
       const directory =
         role === 'native-cpu'
           ? await FSDirectory.open(path, NativeFSLockFactory.INSTANCE)
@@ -162,7 +173,7 @@ async function makeRole(): Promise<Role> {
             t = tNow;
             cpu = cpuNow;
           }
-          say(`cpu ${JSON.stringify({ startMs, seconds })}`);
+          say(`cpu ${JSON.stringify({ startMs, seconds, majorGcs })}`);
           process.exit(0);
         },
       };
