@@ -191,8 +191,9 @@ function duration(
  * The one place that turns the options into a {@link Locker} (silent: elect reports role
  * changes itself). The database lockers are imported on demand, so that `shared-file` never
  * loads the database drivers. Their constructors validate the URL and the table name (an
- * InvalidArgumentError: exit 2); nothing connects before `start()`. The held-transaction
- * `database` locker is not in this build yet: asking for it is a usage error, not a fallback.
+ * InvalidArgumentError: exit 2); nothing connects before `start()`. `--id` names the lease
+ * holder of lease-database; the held-transaction `database` locker has no holder column, so
+ * there it only names this contender in elect's lines.
  */
 export async function createLocker(options: ElectOptions): Promise<Locker> {
   switch (options.locker) {
@@ -213,8 +214,15 @@ export async function createLocker(options: ElectOptions): Promise<Locker> {
         failIfLocked: options.failIfLocked,
       });
     }
-    case 'database':
-      throw new UsageError(`locker ${options.locker} is not available in this build yet`);
+    case 'database': {
+      const { DatabaseLocker } = await import('../store/database-locker.js');
+      return new DatabaseLocker({
+        database: options.db as string,
+        lockTableName: options.table,
+        lockAcquireSleepInterval: options.acquireIntervalMs,
+        failIfLocked: options.failIfLocked,
+      });
+    }
   }
 }
 

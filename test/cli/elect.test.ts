@@ -353,11 +353,6 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
       /--renew \(2s\) must be shorter than --lease \(2s\)/,
     ],
   ];
-  // The held-transaction database locker has not landed yet: refused up front, not at start.
-  cases.push([
-    ['--locker', 'database', '--db', 'sqlite:x', '--id', 'u', '--', 'true'],
-    /locker database is not available in this build yet/,
-  ]);
   const results = await Promise.all(cases.map(([args]) => run([cliPath, 'elect', ...args])));
   for (const [i, [args, pattern]] of cases.entries()) {
     const result = results[i] as Awaited<ReturnType<typeof run>>;
