@@ -444,7 +444,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
 
   /** The self-fencing deadline and the event-loop-lag check, in one loop per mastership. */
   async #watch(held: Held): Promise<void> {
-    const tick = Math.min(250, Math.max(5, this.selfFencingMargin / 4, this.maxEventLoopLag / 4));
+    const tick = Math.max(5, Math.min(250, this.selfFencingMargin / 4, this.maxEventLoopLag / 4));
     for (;;) {
       const before = this.clock.monotonic();
       const ms = Math.max(0, Math.min(tick, held.deadline - before));
