@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
@@ -248,6 +248,8 @@ test('elect --fail-if-locked exits 1 while another process is master; a waiting 
 test('elect usage errors exit 2 with a clear one-line message', async () => {
   using tmp = tempDir();
   const sf = ['--locker', 'shared-file', '--dir', tmp.path, '--id', 'u'];
+  // Every case fails before connecting: the database file must never appear.
+  const neverDb = `sqlite:${join(tmp.path, 'never.db')}`;
   const cases: [string[], RegExp][] = [
     [['--id', 'u', '--', 'true'], /--locker is required/],
     [['--locker', 'zookeeper', '--id', 'u', '--', 'true'], /unknown locker "zookeeper"/],
@@ -255,7 +257,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
     [['--locker', 'shared-file', '--dir', tmp.path, '--', 'true'], /--id <name> is required/],
     [['--locker', 'lease-database', '--id', 'u', '--', 'true'], /needs --db <url>/],
     [
-      ['--locker', 'database', '--db', 'sqlite:x', '--id', 'u', '--lease', '1s', '--', 'true'],
+      ['--locker', 'database', '--db', neverDb, '--id', 'u', '--lease', '1s', '--', 'true'],
       /--lease applies only/,
     ],
     [[...sf], /expected -- and a command/],
@@ -267,21 +269,10 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
     [[...sf, '--grace', '5 parsecs', '--', 'true'], /Invalid --grace/],
     [[...sf, '--renew', '0s', '--', 'true'], /must be greater than 0/],
     [[...sf, '--lease', '10s', '--', 'true'], /--lease does not apply to --locker shared-file/],
-    [[...sf, '--db', 'sqlite:x', '--', 'true'], /--db does not apply/],
+    [[...sf, '--db', neverDb, '--', 'true'], /--db does not apply/],
     [[...sf, '--nope', '--', 'true'], /Unknown option '--nope'/],
     [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        'sqlite:x',
-        '--id',
-        'u',
-        '--renew',
-        '12s',
-        '--',
-        'true',
-      ],
+      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--renew', '12s', '--', 'true'],
       /--renew \(12s\) must be shorter than --lease \(10000ms, the default\)/,
     ],
     [
@@ -289,7 +280,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
         '--locker',
         'lease-database',
         '--db',
-        'sqlite:x',
+        neverDb,
         '--id',
         'u',
         '--lease',
@@ -306,7 +297,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
         '--locker',
         'lease-database',
         '--db',
-        'sqlite:x',
+        neverDb,
         '--id',
         'u',
         '--acquire-interval',
@@ -325,7 +316,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
         '--locker',
         'lease-database',
         '--db',
-        'sqlite:x',
+        neverDb,
         '--table',
         'T;DROP',
         '--id',
@@ -340,7 +331,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
         '--locker',
         'lease-database',
         '--db',
-        'sqlite:x',
+        neverDb,
         '--id',
         'u',
         '--lease',
@@ -360,4 +351,5 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
     assert.match(result.stderr, pattern, args.join(' '));
     assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
   }
+  assert.ok(!existsSync(join(tmp.path, 'never.db')));
 });
