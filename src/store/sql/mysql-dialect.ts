@@ -14,9 +14,18 @@ class MysqlConnection implements SqlConnection {
   #error: unknown;
   readonly #listeners: ((error: unknown) => void)[] = [];
   sessionId: number | undefined;
+  readonly #kill: (id: number) => void;
+  /** mysql2 never settles a statement pending on a connection it destroys: we do. */
+  readonly #destroyed: Promise<never>;
+  #rejectPending: (err: Error) => void = () => {};
 
-  constructor(conn: mysql.PoolConnection) {
+  constructor(conn: mysql.PoolConnection, kill: (id: number) => void) {
     this.#conn = conn;
+    this.#kill = kill;
+    this.#destroyed = new Promise<never>((_, reject) => {
+      this.#rejectPending = reject;
+    });
+    this.#destroyed.catch(() => {});
     const die = (error: unknown) => {
       if (this.#broken) return;
       this.#broken = true;
@@ -42,7 +51,7 @@ class MysqlConnection implements SqlConnection {
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
-    const [out] = await this.#conn.query(sql, params as unknown[]);
+    const [out] = await Promise.race([this.#conn.query(sql, params as unknown[]), this.#destroyed]);
     return result(out);
   }
 
@@ -58,6 +67,9 @@ class MysqlConnection implements SqlConnection {
     this.#done = true;
     this.#broken = true;
     this.#conn.destroy();
+    this.#rejectPending(new Error('connection destroyed'));
+    // The server would keep a blocked lock wait of this session until its timeout.
+    if (this.sessionId !== undefined) this.#kill(this.sessionId);
   }
 }
 
@@ -95,7 +107,9 @@ export class MysqlDialect implements Dialect {
 
   async connect(): Promise<SqlConnection> {
     const raw = await this.#pool.getConnection();
-    const conn = new MysqlConnection(raw);
+    const conn = new MysqlConnection(raw, (id) => {
+      this.#pool.query(`KILL ${Math.floor(id)}`).catch(() => {});
+    });
     try {
       const r = await conn.query('SELECT CONNECTION_ID() AS id');
       conn.sessionId = Number(r.rows[0]?.id);
