@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { after, describe, it } from 'node:test';
+import { LockViolationError } from '../../src/core/errors.js';
+import { LockVerifyServer } from '../../src/directory/lock-verify-server.js';
+import { dropTable, KINDS, type Kind, uniqueTable, urlOf } from '../fixtures/db-servers.js';
+import { exitOf, fixture, orphanProof, tempDir } from '../helpers.js';
+import { until } from './store-helpers.js';
+
+/** A child whose stdout lines are all kept, so no line is missed between waits. */
+function child(name: string, args: string[]): { proc: ChildProcess; lines: string[] } {
+  const proc = orphanProof(
+    spawn(process.execPath, [fixture(name), ...args], { stdio: ['pipe', 'pipe', 'inherit'] }),
+  );
+  const lines: string[] = [];
+  let buffer = '';
+  proc.stdout?.on('data', (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const parts = buffer.split('\n');
+    buffer = parts.pop() ?? '';
+    lines.push(...parts);
+  });
+  return { proc, lines };
+}
+
+const line = (lines: string[], pattern: RegExp) => lines.find((l) => pattern.test(l));
+
+const CONTENDERS = 3;
+const ROUNDS = 10;
+
+describe('database lockers across processes', () => {
+  const dir = tempDir();
+  const tables: [Kind, string][] = [];
+  const table = (kind: Kind) => {
+    const t = uniqueTable();
+    tables.push([kind, t]);
+    return t;
+  };
+  after(async () => {
+    for (const [kind, t] of tables) await dropTable(kind, t);
+    dir[Symbol.dispose]();
+  });
+
+  for (const locker of ['lease', 'database'] as const) {
+    for (const kind of KINDS) {
+      it(`${CONTENDERS} ${locker} contenders on ${kind} over ${ROUNDS} rounds each: the verify server sees no overlap`, async () => {
+        const t = table(kind);
+        const server = await LockVerifyServer.listen({ clients: CONTENDERS });
+        const children = Array.from({ length: CONTENDERS }, (_, id) =>
+          child('db-contender', [
+            locker,
+            urlOf(kind, dir.path),
+            t,
+            String(server.port),
+            String(id),
+            String(ROUNDS),
+            '100',
+          ]),
+        );
+        const result = await server.done;
+        const exits = await Promise.all(children.map((c) => exitOf(c.proc)));
+        assert.deepEqual(result.failures, []);
+        assert.equal(result.ok, true);
+        assert.equal(result.acquisitions, CONTENDERS * ROUNDS);
+        for (const [i, c] of children.entries()) {
+          assert.equal(exits[i]?.code, 0, c.lines.join('\n'));
+          assert.ok(line(c.lines, new RegExp(`^done ${ROUNDS}$`)));
+        }
+      });
+    }
+  }
+
+  it('the same witness catches a broken lease locker that ignores expiry', async () => {
+    const t = table('postgres');
+    const server = await LockVerifyServer.listen({ clients: CONTENDERS });
+    const children = Array.from({ length: CONTENDERS }, (_, id) =>
+      child('db-contender', [
+        'broken-lease',
+        urlOf('postgres', dir.path),
+        t,
+        String(server.port),
+        String(id),
+        String(40),
+        '100',
+      ]),
+    );
+    const result = await server.done;
+    await Promise.all(children.map((c) => exitOf(c.proc)));
+    assert.equal(result.ok, false);
+    assert.ok(result.failures[0] instanceof LockViolationError, String(result.failures[0]));
+  });
+
+  for (const [locker, kind, lease, period] of [
+    ['lease', 'postgres', 1_000, 250],
+    ['lease', 'mysql', 1_000, 250],
+    ['database', 'mysql', 200, 200],
+    ['database', 'sqlite', 200, 200],
+  ] as const) {
+    it(`kill -9 of the ${locker} master on ${kind}: a slave takes over within the stated bound`, async (t) => {
+      const tb = table(kind);
+      const args = [locker, urlOf(kind, dir.path), tb, String(lease), String(period)];
+      const a = child('db-supervised', args);
+      await until(() => line(a.lines, /^master \d+/) !== undefined, 10_000);
+      const tokenA = Number(line(a.lines, /^master \d+/)?.split(' ')[1]);
+      const b = child('db-supervised', args);
+      await until(() => line(b.lines, /^waiting$/) !== undefined, 10_000);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(line(b.lines, /^master/), undefined);
+      const t0 = performance.now();
+      a.proc.kill('SIGKILL');
+      await until(() => line(b.lines, /^master \d+/) !== undefined, 10_000);
+      const failover = performance.now() - t0;
+      const tokenB = Number(line(b.lines, /^master \d+/)?.split(' ')[1]);
+      // Lease: the dead master's lease runs out at most one lease after its last renewal; the
+      // slave sleeps until that expiry (database clock). Held transaction: the database frees
+      // the row when the connection drops; the slave (blocked in the database, or polling
+      // SQLite every interval) then pauses period + queryTimeout (2 000) before serving.
+      const bound =
+        locker === 'lease' ? lease + 300 : (kind === 'sqlite' ? lease : 0) + period + 2_000 + 300;
+      t.diagnostic(`failover after kill -9: ${failover.toFixed(0)} ms (bound ${bound} ms)`);
+      assert.ok(tokenB > tokenA, `token ${tokenB} after ${tokenA}`);
+      assert.ok(failover < bound, `failover took ${failover} ms`);
+      b.proc.stdin?.write('stop\n');
+      assert.equal((await exitOf(b.proc)).code, 0);
+      await exitOf(a.proc);
+    });
+  }
+});
