@@ -90,6 +90,28 @@ describe('database lockers across processes', () => {
     assert.ok(result.failures[0] instanceof LockViolationError, String(result.failures[0]));
   });
 
+  it('SIGSTOP of the lease master past its lease, then SIGCONT: the slave took over, the old master demotes at once with an older token', async (t) => {
+    const tb = table('postgres');
+    const args = ['lease', urlOf('postgres', dir.path), tb, '1000', '250'];
+    const a = child('db-supervised', args);
+    await until(() => line(a.lines, /^master \d+/) !== undefined, 10_000);
+    const tokenA = Number(line(a.lines, /^master \d+/)?.split(' ')[1]);
+    const b = child('db-supervised', args);
+    await until(() => line(b.lines, /^waiting$/) !== undefined, 10_000);
+    a.proc.kill('SIGSTOP');
+    await until(() => line(b.lines, /^master \d+/) !== undefined, 5_000);
+    const tokenB = Number(line(b.lines, /^master \d+/)?.split(' ')[1]);
+    const t0 = performance.now();
+    a.proc.kill('SIGCONT');
+    await until(() => line(a.lines, /^demoted/) !== undefined, 3_000);
+    t.diagnostic(`old master demoted ${(performance.now() - t0).toFixed(0)} ms after SIGCONT`);
+    assert.match(line(a.lines, /^demoted/) ?? '', new RegExp(`^demoted ${tokenA} LOCK_LOST$`));
+    assert.ok(tokenB > tokenA);
+    assert.equal(line(b.lines, /^demoted/), undefined, 'the new master kept its lease');
+    for (const c of [a, b]) c.proc.stdin?.write('stop\n');
+    await Promise.all([exitOf(a.proc), exitOf(b.proc)]);
+  });
+
   for (const [locker, kind, lease, period] of [
     ['lease', 'postgres', 1_000, 250],
     ['lease', 'mysql', 1_000, 250],
