@@ -392,6 +392,46 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     }
   });
 
+  it('pg_terminate_backend of the lease master connections: no second master; it keeps or cleanly gives up its lease', async () => {
+    const t = uniqueTable();
+    const app = `lk_${t.toLowerCase()}`;
+    const a = new LeaseDatabaseLocker({
+      database: `${POSTGRES_URL}?application_name=${app}`,
+      lockTableName: t,
+      lockAcquireSleepInterval: 1_000,
+    });
+    const b = new LeaseDatabaseLocker({
+      database: POSTGRES_URL,
+      lockTableName: t,
+      lockAcquireSleepInterval: 1_000,
+    });
+    try {
+      await a.start();
+      const pb = tracked(b.start());
+      let lost = false;
+      a.on('lost', () => {
+        lost = true;
+      });
+      await admin(
+        'postgres',
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '${app}'`,
+      );
+      // Renewals every 250 ms, as the supervisor would: each is true (a new pooled
+      // connection) or, if ever false, a is no longer master before b can be.
+      for (let i = 0; i < 6; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        const alive = await a.keepAlive().catch(() => false);
+        if (!alive) lost = true;
+        if (!lost) assert.equal(pb.settled, false, 'b must not be master while a is');
+      }
+      assert.equal(lost, false, 'a killed connection alone does not lose the lease');
+    } finally {
+      await a.stop();
+      await b.stop();
+      await dropTable('postgres', t);
+    }
+  });
+
   it('an existing ActiveMQ table without EPOCH gets the column and works', async () => {
     const t = uniqueTable();
     await admin(
