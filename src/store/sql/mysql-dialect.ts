@@ -36,10 +36,20 @@ class MysqlConnection implements SqlConnection {
     const raw = conn.connection as unknown as NodeJS.EventEmitter & {
       stream?: NodeJS.EventEmitter;
     };
+    const onEnd = () => die(new Error('connection ended'));
+    const onClose = () => die(new Error('connection closed'));
     raw.on('error', die);
-    raw.on('end', () => die(new Error('connection ended')));
-    raw.stream?.on('close', () => die(new Error('connection closed')));
+    raw.on('end', onEnd);
+    raw.stream?.on('close', onClose);
+    this.#detach = () => {
+      raw.off('error', die);
+      raw.off('end', onEnd);
+      raw.stream?.off('close', onClose);
+    };
   }
+
+  /** Removes our listeners before the connection goes back to a pool (maybe the user's). */
+  readonly #detach: () => void;
 
   get broken(): boolean {
     return this.#broken;
@@ -58,6 +68,7 @@ class MysqlConnection implements SqlConnection {
   async release(): Promise<void> {
     if (this.#done) return;
     this.#done = true;
+    this.#detach();
     if (this.#broken) this.#conn.destroy();
     else this.#conn.release();
   }

@@ -23,9 +23,17 @@ class PgConnection implements SqlConnection {
       this.#error = error;
       for (const l of this.#listeners.splice(0)) l(error);
     };
+    const onEnd = () => die(new Error('connection ended'));
     client.on('error', die);
-    client.on('end', () => die(new Error('connection ended')));
+    client.on('end', onEnd);
+    this.#detach = () => {
+      client.off('error', die);
+      client.off('end', onEnd);
+    };
   }
+
+  /** Removes our listeners before the client goes back to a pool (maybe the user's). */
+  readonly #detach: () => void;
 
   get broken(): boolean {
     return this.#broken;
@@ -44,6 +52,7 @@ class PgConnection implements SqlConnection {
   async release(): Promise<void> {
     if (this.#done) return;
     this.#done = true;
+    this.#detach();
     this.#client.release(this.#broken ? true : undefined);
   }
 
