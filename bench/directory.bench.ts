@@ -63,7 +63,7 @@ const CPU_WINDOW_MS = 20_000;
 /** The steady state is judged on the last seconds of the wait, after every one-time cost. */
 const CPU_STEADY_SECONDS = 10;
 const STRESS_TRIES = 20_000;
-const STRESS_RUNS = 3;
+const STRESS_RUNS = 5;
 
 const childScript = join(repoRoot, 'dist-test/bench/handoff-child.js');
 const cliPath = join(repoRoot, 'dist/cli/main.js');
