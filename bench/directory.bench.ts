@@ -23,6 +23,7 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
   rmSync,
   writeFileSync,
@@ -941,6 +942,19 @@ async function stress(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 
+/** All CPUs' time in clock ticks (/proc/stat): total, and the part stolen by a hypervisor. */
+function cpuTicks(): { total: number; steal: number } | undefined {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+    const fields = line.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+    return line.startsWith('cpu ') ? { total, steal: fields[7] ?? 0 } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Which parts to run: `node dist-test/bench/directory.bench.js [1] [2] [3]` (default: all). */
 function partsToRun(): Set<string> {
   const chosen = process.argv.slice(2).filter((a) => ['1', '2', '3'].includes(a));
@@ -952,9 +966,27 @@ async function main(): Promise<void> {
   machine();
   try {
     const floorExe = buildFloor();
-    if (parts.has('1')) await uncontended(floorExe);
-    if (parts.has('2')) await handoff(floorExe);
-    if (parts.has('3')) await stress();
+    const steal: string[][] = [];
+    const part = async (name: string, run: () => Promise<void>) => {
+      const before = cpuTicks();
+      await run();
+      const after = cpuTicks();
+      if (before !== undefined && after !== undefined) {
+        const total = after.total - before.total;
+        steal.push([name, `${fmt((100 * (after.steal - before.steal)) / total)} %`]);
+      }
+    };
+    if (parts.has('1')) await part('1. obtain+release', () => uncontended(floorExe));
+    if (parts.has('2')) await part('2. handoff and waiter CPU', () => handoff(floorExe));
+    if (parts.has('3')) await part('3. stress', () => stress());
+    if (steal.length > 0) {
+      say('## Noise: CPU time stolen by the hypervisor');
+      say();
+      say(table(['part', 'steal, % of all CPU time'], steal));
+      say();
+      say('From /proc/stat (all CPUs): time the virtual CPUs were ready to run but not running.');
+      say();
+    }
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -127,8 +127,10 @@ export function table(header: readonly string[], rows: readonly (readonly string
 export function fmt(value: number, digits = 3): string {
   if (!Number.isFinite(value)) return String(value);
   const abs = Math.abs(value);
-  if (abs >= 10 ** digits) return Math.round(value).toLocaleString('en-US');
-  return value.toPrecision(digits);
+  const text = value.toPrecision(digits);
+  // toPrecision switches to exponent notation once rounding reaches 10^digits (99.96 → 1.0e+2).
+  if (abs >= 10 ** digits || text.includes('e')) return Math.round(value).toLocaleString('en-US');
+  return text;
 }
 
 export function ratio(value: number): string {
