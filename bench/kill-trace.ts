@@ -146,11 +146,19 @@ const EVENTS = [
 ];
 
 async function trace(holder: Holder): Promise<void> {
-  if (!existsSync(join(TRACEFS, 'trace'))) {
+  const mounted = !existsSync(join(TRACEFS, 'trace'));
+  if (mounted) {
     const mount = spawnSync('mount', ['-t', 'tracefs', 'nodev', TRACEFS], { encoding: 'utf8' });
     if (mount.status !== 0) throw new Error(`cannot mount tracefs: ${mount.stderr.trim()}`);
   }
   const set = (file: string, value: string) => writeFileSync(join(TRACEFS, file), value);
+  const get = (file: string) => readFileSync(join(TRACEFS, file), 'utf8');
+  // Restored afterwards: the tracing settings are global to the kernel.
+  const saved = {
+    clock: /\[(\S+)\]/.exec(get('trace_clock'))?.[1] ?? 'local',
+    tgid: get('options/record-tgid').trim(),
+    on: get('tracing_on').trim(),
+  };
   const lockDir = join(work, 'trace');
   mkdirSync(lockDir, { recursive: true });
   const waiter = new LineChild(floorExe, [join(lockDir, 'write.lock'), 'wait'], 'C waiter');
@@ -173,7 +181,12 @@ async function trace(holder: Holder): Promise<void> {
     for (const e of EVENTS) set(`events/${e}/enable`, '0');
     await waiter.close();
   }
-  const lines = readFileSync(join(TRACEFS, 'trace'), 'utf8').split('\n');
+  const lines = get('trace').split('\n');
+  set('trace', '');
+  set('trace_clock', saved.clock);
+  set('options/record-tgid', saved.tgid);
+  set('tracing_on', saved.on);
+  if (mounted) spawnSync('umount', [TRACEFS]);
   const killLine = lines.find((l) => /signal_generate: sig=9 /.test(l));
   holderPid = Number(/ pid=(\d+) /.exec(killLine ?? '')?.[1]);
   say(`holder: ${holder === 'node' ? 'locksmith Node holder' : `C, ${holder} MiB`}`);
