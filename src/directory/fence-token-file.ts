@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
 import { LockIOError } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
+import { lockPath } from './lock-file.js';
 
 /** Suffix of the file beside a lock that keeps its fencing counter. */
 export const FENCE_SUFFIX = '.fence';
@@ -41,7 +41,7 @@ const buf = Buffer.alloc(WIDTH + 1);
  * A missing or torn counter falls back to the clock floor of {@link nextFencingToken}.
  */
 export function advanceFenceToken(dir: string, name: string, wallMs: number): number {
-  const path = join(dir, name + FENCE_SUFFIX);
+  const path = lockPath(dir, name + FENCE_SUFFIX);
   let file = cachedOrOpen(path, undefined);
   try {
     let stored = readCounter(file.fd);

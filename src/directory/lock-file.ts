@@ -92,3 +92,12 @@ export function explainOpenError(err: unknown, dir: string, path: string): unkno
       return new LockIOError(`Cannot create or open lock file ${path}: ${code}`, { cause: err });
   }
 }
+
+/**
+ * `<dir>/<name>` for a real directory path and a validated single-component name: plain
+ * concatenation, since `path.join`'s normalisation has nothing to do here and costs on every
+ * obtain.
+ */
+export function lockPath(dir: string, name: string): string {
+  return dir.endsWith('/') ? dir + name : `${dir}/${name}`;
+}

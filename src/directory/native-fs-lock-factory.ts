@@ -18,6 +18,7 @@ import {
   formatBirthtime,
   identityOf,
   lockFileChanged,
+  lockPath,
   openInLockDir,
   sameIdentity,
 } from './lock-file.js';
@@ -78,7 +79,7 @@ export class NativeFSLockFactory extends FSLockFactory {
 }
 
 function obtainNative(dir: string, name: string): NativeFSLock {
-  const path = join(dir, name);
+  const path = lockPath(dir, name);
   // This runs synchronously to the end, so no other obtain in this thread can interleave
   // between the registry check and the registration.
   if (LOCK_HELD.has(path)) {
