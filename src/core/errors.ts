@@ -132,6 +132,23 @@ export class LockViolationError extends LocksmithError {
   }
 }
 
+/**
+ * A row lock id that is unknown, released, expired, or used on a row it was not granted for
+ * (HBase's `UnknownRowLockException`, a do-not-retry error).
+ */
+export class UnknownRowLockError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('UNKNOWN_ROW_LOCK', message, options);
+  }
+}
+
+/** Waiting would close a cycle in the wait-for graph; this waiter was chosen to give up. */
+export class DeadlockError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('DEADLOCK', message, options);
+  }
+}
+
 /** True for Node system errors (`ENOENT`, `EACCES`, …), optionally of one of the given codes. */
 export function isErrno(err: unknown, ...codes: string[]): err is NodeJS.ErrnoException {
   if (!(err instanceof Error) || typeof (err as NodeJS.ErrnoException).code !== 'string') {

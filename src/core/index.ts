@@ -3,6 +3,7 @@ export { checkDuration, parseDuration } from './duration.js';
 export {
   AbortedError,
   AlreadyClosedError,
+  DeadlockError,
   InvalidArgumentError,
   isErrno,
   LockIOError,
@@ -14,6 +15,7 @@ export {
   LockTimeoutError,
   LockViolationError,
   ProtocolError,
+  UnknownRowLockError,
   UnsupportedOperationError,
 } from './errors.js';
 export { FencingGate, nextFencingToken, StaleTokenError } from './fencing.js';
