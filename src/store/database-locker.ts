@@ -174,6 +174,9 @@ export class DatabaseLocker extends AbstractLocker {
     }
     const interval = this.lockAcquireSleepInterval;
     let waited = false;
+    // Set once a session of this start was lost (the database restarted or killed it): from
+    // then on failures are an outage to wait out, not a misconfiguration to report at once.
+    let outage = false;
     for (;;) {
       if (signal.aborted) throw signal.reason;
       let conn: SqlConnection | undefined;
@@ -245,10 +248,11 @@ export class DatabaseLocker extends AbstractLocker {
         );
         return token;
       } catch (err) {
+        if (conn !== undefined && sessionLost(conn, err)) outage = true;
         conn?.destroy();
         if (signal.aborted) throw signal.reason;
         if (err instanceof LockObtainFailedError) throw err;
-        if (!this.#everStarted && !waited) {
+        if (!this.#everStarted && !waited && !outage) {
           throw new LockIOError(
             `Failed to acquire lock on ${dialect.description}: ${describe(err)} (${this.name})`,
             { cause: err },
@@ -322,4 +326,21 @@ export class DatabaseLocker extends AbstractLocker {
   override toString(): string {
     return `DatabaseLocker(${this.name})`;
   }
+}
+
+/**
+ * Whether `err` on `conn` means the session itself died (killed, server shut down or crashed,
+ * network gone), as opposed to an error in a statement: the driver marked the connection
+ * broken, or the error says so (PostgreSQL SQLSTATE class 08 and 57P01-57P03, mysql2's
+ * connection-lost codes), since the driver's close event may come after the rejection.
+ */
+function sessionLost(conn: SqlConnection, err: unknown): boolean {
+  if (conn.broken) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return (
+    code.startsWith('08') ||
+    ['57P01', '57P02', '57P03'].includes(code) ||
+    ['PROTOCOL_CONNECTION_LOST', 'ER_SERVER_SHUTDOWN', 'ECONNRESET', 'EPIPE'].includes(code)
+  );
 }

@@ -286,7 +286,10 @@ export class LeaseDatabaseLocker extends AbstractLocker {
         row = readLockRow((await this.#query(statements.select)).rows[0]);
       } catch (err) {
         if (signal.aborted) throw signal.reason;
-        if (this.handleStartException || (!this.#everStarted && isUnreachable(err))) {
+        // Fail fast only while the first start has never reached the database (a wrong URL,
+        // credentials, database): once it has waited as a slave, an unreachable database is an
+        // outage (a restart), and a slave waits it out like a demoted master does.
+        if (this.handleStartException || (!this.#everStarted && !waited && isUnreachable(err))) {
           throw new LockIOError(
             `Lease acquire on ${dialect.description} failed: ${describe(err)} (${this.name})`,
             { cause: err },
