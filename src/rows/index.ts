@@ -1,0 +1,32 @@
+export {
+  DeadlockError,
+  InvalidArgumentError,
+  LocksmithError,
+  LockTimeoutError,
+  UnknownRowLockError,
+} from '../core/errors.js';
+export { StaleTokenError } from '../core/fencing.js';
+export { toStringBinary } from './bytes.js';
+export type { Cell, CellType } from './cell.js';
+export { formatCell } from './cell.js';
+export { type ColumnFamily, type ColumnFamilySpec, DEFAULT_MAX_VERSIONS } from './column-family.js';
+export {
+  Delete,
+  type DeleteEntry,
+  Increment,
+  Mutation,
+  type MutationOptions,
+  Put,
+  RowMutations,
+} from './mutation.js';
+export { Get, Query, Scan } from './query.js';
+export { type CallOptions, Region, type RegionOptions } from './region.js';
+export { Result } from './result.js';
+export {
+  type BytesInput,
+  MAX_QUALIFIER_BYTES,
+  MAX_ROW_BYTES,
+  MAX_VALUE_BYTES,
+} from './row-input.js';
+export type { RowLock } from './row-lock.js';
+export type { RowLockOwner } from './row-lock-manager.js';

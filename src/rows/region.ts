@@ -1,0 +1,737 @@
+import type { Clock } from '../core/clock.js';
+import { systemClock } from '../core/clock.js';
+import { AlreadyClosedError, InvalidArgumentError, LocksmithError } from '../core/errors.js';
+import { StaleTokenError } from '../core/fencing.js';
+import { toStringBinary } from './bytes.js';
+import type { Cell, CellType } from './cell.js';
+import { decodeCells, type EncodableCell, encodeCells } from './cell-codec.js';
+import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from './column-family.js';
+import { type RegionTestHooks, rowsInternals } from './internals.js';
+import { Memstore } from './memstore.js';
+import { Delete, Increment, type Mutation, Put, RowMutations } from './mutation.js';
+import { Mvcc } from './mvcc.js';
+import { Get, type Query, Scan } from './query.js';
+import { Result } from './result.js';
+import {
+  type BytesInput,
+  checkFamilyName,
+  checkQualifier,
+  checkRow,
+  checkValue,
+} from './row-input.js';
+import type { RowLock } from './row-lock.js';
+import { type RowLockGrant, RowLockManager, type RowLockOwner } from './row-lock-manager.js';
+import { RowStorage } from './row-storage.js';
+
+export interface RegionOptions {
+  /** The table's column families (names, or `{ name, maxVersions }`; 3 versions by default). */
+  families: readonly ColumnFamilySpec[];
+  /**
+   * Where the data lives, guarded by `write.lock` (a second opener fails). Omit for a region
+   * that keeps nothing when the process ends.
+   */
+  dir?: string;
+  /** `fsync` (default): a write is acknowledged once on disk. `none`: once written to the OS. */
+  durability?: 'fsync' | 'none';
+  /** Lease of an explicit row lock, renewed by every use (HBase: 60000). */
+  leasePeriodMs?: number;
+  /** How long a locker waits for a row before `LOCK_TIMEOUT` (HBase 0.94: 30000). */
+  rowLockWaitMs?: number;
+  /**
+   * HBase 0.90's batch path: the time of a mutation is read when it arrives, before it waits
+   * for the row lock (so a put that waited can land behind newer ones). Default false: the
+   * time is read once the lock is held, and never behind the row's previous one.
+   */
+  timestampOnArrival?: boolean;
+  /** Checkpoint (snapshot + major compaction) once this many log bytes pile up (64 MiB). */
+  checkpointBytes?: number;
+  clock?: Clock;
+}
+
+/** Per call: who is asking (for deadlock detection), and how to give up waiting for a row. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  owner?: RowLockOwner;
+  /** Overrides `rowLockWaitMs` for this call. */
+  waitMs?: number;
+}
+
+type Draft = EncodableCell;
+
+const EMPTY = Buffer.alloc(0);
+const SNAPSHOT_RECORD_BYTES = 1 << 20;
+const INSERT_CHUNK = 1024;
+
+/**
+ * One region of a table, as HBase's `HRegion`: rows of versioned cells in column families,
+ * with implicit row locks around every mutation, explicit leased row locks, MVCC so reads
+ * never wait and never see half a mutation, and a write-ahead log so an acknowledged write
+ * survives `kill -9`.
+ *
+ * A mutation: row lock (the caller's explicit one, or an implicit one for its duration) →
+ * timestamp → MVCC write number → cells into the memstore (invisible) → one log record,
+ * group-committed → MVCC complete → wait until visible → release. The lock is held until the
+ * write is visible, so a check-and-set on the row always reads the previous write.
+ */
+export class Region implements AsyncDisposable {
+  readonly #families: Map<string, ColumnFamily>;
+  readonly #familyOrder: string[];
+  readonly #memstore = new Memstore();
+  readonly #mvcc: Mvcc;
+  readonly #locks: RowLockManager;
+  readonly #storage: RowStorage | undefined;
+  readonly #clock: Clock;
+  readonly #onArrival: boolean;
+  readonly #checkpointBytes: number;
+  /** Newest server time given to each row (pruned once the clock has passed it). */
+  readonly #lastTs = new Map<string, number>();
+  /** Write numbers whose cells are in the memstore but whose log record is not yet queued. */
+  readonly #inserting = new Set<number>();
+  /** Read points of open scanners: pruning keeps what they can still see. */
+  readonly #scanners = new Map<number, number>();
+  readonly #inflight = new Set<Promise<unknown>>();
+  #checkpoint: Promise<void> | undefined;
+  #failure: unknown;
+  #closing: Promise<void> | undefined;
+
+  readonly [rowsInternals]: RegionTestHooks = { insertYield: undefined, readAll: false };
+
+  private constructor(
+    families: Map<string, ColumnFamily>,
+    storage: RowStorage | undefined,
+    mvcc: Mvcc,
+    options: RegionOptions,
+    clock: Clock,
+    memstore: Memstore,
+  ) {
+    this.#families = families;
+    this.#familyOrder = [...families.keys()].sort();
+    this.#storage = storage;
+    this.#mvcc = mvcc;
+    this.#clock = clock;
+    this.#memstore = memstore;
+    this.#onArrival = options.timestampOnArrival === true;
+    this.#checkpointBytes = options.checkpointBytes ?? 64 * 1024 * 1024;
+    this.#locks = new RowLockManager({
+      clock,
+      ...(options.leasePeriodMs === undefined ? {} : { leasePeriodMs: options.leasePeriodMs }),
+      ...(options.rowLockWaitMs === undefined ? {} : { rowLockWaitMs: options.rowLockWaitMs }),
+    });
+  }
+
+  /** Opens (and recovers) or creates a region. */
+  static async open(options: RegionOptions): Promise<Region> {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidArgumentError('Region.open needs an options object with `families`');
+    }
+    const families = columnFamilies(options.families);
+    const { checkpointBytes, durability, dir } = options;
+    if (
+      checkpointBytes !== undefined &&
+      (!Number.isSafeInteger(checkpointBytes) || checkpointBytes < 1)
+    ) {
+      throw new InvalidArgumentError(
+        `checkpointBytes must be a positive integer, got ${String(checkpointBytes)}`,
+      );
+    }
+    if (durability !== undefined && durability !== 'fsync' && durability !== 'none') {
+      throw new InvalidArgumentError(
+        `durability must be 'fsync' or 'none', got ${String(durability)}`,
+      );
+    }
+    if (dir !== undefined && (typeof dir !== 'string' || dir.length === 0)) {
+      throw new InvalidArgumentError('dir must be a non-empty path');
+    }
+    const clock = options.clock ?? systemClock;
+    const memstore = new Memstore();
+    let seq = 0;
+    let storage: RowStorage | undefined;
+    if (dir !== undefined) {
+      const opened = await RowStorage.open(dir, durability === undefined ? {} : { durability });
+      storage = opened.storage;
+      try {
+        const replay = (record: Uint8Array, each: boolean) => {
+          const { cells } = decodeCells(record);
+          if (!each) seq++;
+          for (const cell of cells) {
+            if (!families.has(cell.family)) {
+              throw new InvalidArgumentError(
+                `${dir} holds cells of column family ${cell.family}, which this region does not declare`,
+              );
+            }
+            if (each) seq++;
+            memstore.insert({ ...cell, seq });
+          }
+        };
+        for (const record of opened.recovered.snapshot) replay(record, true);
+        for (const record of opened.recovered.log) replay(record, false);
+        memstore.compact((f) => families.get(f)?.maxVersions ?? 1, seq);
+      } catch (err) {
+        await storage.close();
+        throw err;
+      }
+    }
+    const region = new Region(families, storage, new Mvcc(seq), options, clock, memstore);
+    return region;
+  }
+
+  /** Families in byte order. */
+  get families(): readonly ColumnFamily[] {
+    return this.#familyOrder.map((f) => this.#families.get(f) as ColumnFamily);
+  }
+
+  /** The MVCC read point: every write numbered at or below it is visible. */
+  get readPoint(): number {
+    return this.#mvcc.readPoint;
+  }
+
+  /** Cells and delete markers held in memory (what a checkpoint would write). */
+  get cellCount(): number {
+    return this.#memstore.cellCount;
+  }
+
+  /** How many rows hold at least one cell or delete marker. */
+  get rowCount(): number {
+    return this.#memstore.rowCount;
+  }
+
+  // ---- explicit row locks -------------------------------------------------------------
+
+  /** Locks `row` until `unlockRow` or lease expiry; waits for other holders (FIFO). */
+  async lockRow(row: BytesInput, options: CallOptions = {}): Promise<RowLock> {
+    this.#checkOpen();
+    const grant = await this.#locks.lockRow(checkRow(row), options);
+    return toRowLock(grant);
+  }
+
+  /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
+  tryLockRow(row: BytesInput, owner?: RowLockOwner): RowLock | null {
+    this.#checkOpen();
+    const grant = this.#locks.tryLockRow(checkRow(row), owner);
+    return grant === null ? null : toRowLock(grant);
+  }
+
+  /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
+  unlockRow(lock: RowLock | string): void {
+    this.#locks.unlockRow(lockIdOf(lock));
+  }
+
+  /** Renews a lock's lease without an operation. */
+  renewLease(lock: RowLock | string): void {
+    this.#locks.renewLease(lockIdOf(lock));
+  }
+
+  // ---- reads -----------------------------------------------------------------------------
+
+  /** Reads one row. Never waits for row locks; a lock id on the Get is checked and renewed. */
+  async get(get: Get): Promise<Result> {
+    this.#checkOpen();
+    if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
+    this.#checkQuery(get);
+    if (get.rowLock !== undefined) this.#locks.useLock(lockIdOf(get.rowLock), get.row);
+    return new Result(
+      get.row,
+      this.#memstore.read(get.row, get, this.#readPointNow(), this.#familyOrder),
+    );
+  }
+
+  /**
+   * Rows of `[startRow, stopRow)` in byte order. The scan reads as of the moment it opens
+   * (plus nothing later: each row is one consistent state). Close it early by breaking out of
+   * the loop.
+   */
+  async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
+    this.#checkOpen();
+    if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
+    this.#checkQuery(scan);
+    const readPoint = this.#readPointNow();
+    this.#scanners.set(readPoint, (this.#scanners.get(readPoint) ?? 0) + 1);
+    try {
+      let key: string | undefined;
+      for (;;) {
+        key = this.#memstore.nextRow(scan.startRow, key, scan.stopRow);
+        if (key === undefined) return;
+        const cells = this.#memstore.read(
+          key,
+          scan,
+          this[rowsInternals].readAll ? Number.MAX_SAFE_INTEGER : readPoint,
+          this.#familyOrder,
+        );
+        if (cells.length > 0) yield new Result(key, cells);
+      }
+    } finally {
+      const left = (this.#scanners.get(readPoint) ?? 1) - 1;
+      if (left === 0) this.#scanners.delete(readPoint);
+      else this.#scanners.set(readPoint, left);
+    }
+  }
+
+  // ---- mutations -------------------------------------------------------------------------
+
+  async put(put: Put, options: CallOptions = {}): Promise<void> {
+    if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
+    this.#checkPut(put);
+    await this.#mutate(put.row, put.rowLock, put.token, options, (now) => ({
+      cells: this.#putCells(put, now),
+      result: undefined,
+    }));
+  }
+
+  async delete(del: Delete, options: CallOptions = {}): Promise<void> {
+    if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
+    this.#checkDelete(del);
+    await this.#mutate(del.row, del.rowLock, del.token, options, (now) => ({
+      cells: this.#deleteCells(del, now),
+      result: undefined,
+    }));
+  }
+
+  /**
+   * Applies `put` if `family:qualifier` of `row` currently holds `expected`; null or empty
+   * `expected` means the cell must be absent. Atomic: both happen under the row lock.
+   */
+  checkAndPut(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+    put: Put,
+    options: CallOptions = {},
+  ): Promise<boolean> {
+    if (!(put instanceof Put)) throw new InvalidArgumentError('checkAndPut() takes a Put');
+    this.#checkPut(put);
+    return this.#checkAndMutate(row, family, qualifier, expected, put, options, (now) =>
+      this.#putCells(put, now),
+    );
+  }
+
+  /** Applies `del` if `family:qualifier` currently holds `expected` (null: absent). */
+  checkAndDelete(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+    del: Delete,
+    options: CallOptions = {},
+  ): Promise<boolean> {
+    if (!(del instanceof Delete)) throw new InvalidArgumentError('checkAndDelete() takes a Delete');
+    this.#checkDelete(del);
+    return this.#checkAndMutate(row, family, qualifier, expected, del, options, (now) =>
+      this.#deleteCells(del, now),
+    );
+  }
+
+  /**
+   * Adds to 64-bit counters of one row atomically; returns their new values. On a row the
+   * caller has locked, pass the lock in the Increment: it runs under it instead of waiting for
+   * it (HBase 0.90 deadlocked itself here until the lease ran out).
+   */
+  async increment(inc: Increment, options: CallOptions = {}): Promise<Result> {
+    if (!(inc instanceof Increment))
+      throw new InvalidArgumentError('increment() takes an Increment');
+    if (inc.columns.length === 0)
+      throw new InvalidArgumentError('An Increment needs at least one column');
+    for (const c of inc.columns) this.#checkFamily(c.family);
+    return this.#mutate(inc.row, inc.rowLock, inc.token, options, (now) => {
+      const cells: Draft[] = [];
+      const readPoint = this.#mvcc.readPoint;
+      for (const { family, qualifier, amount } of inc.columns) {
+        const current =
+          cells.find((c) => c.family === family && c.qualifier === qualifier)?.value ??
+          this.#memstore.latest(inc.row, family, qualifier, readPoint)?.value;
+        let value = 0n;
+        if (current !== undefined) {
+          if (current.length !== 8) {
+            throw new InvalidArgumentError(
+              `Attempted to increment field ${family}:${toStringBinary(qualifier)} that isn't 64 bits wide (${current.length} bytes)`,
+            );
+          }
+          value = current.readBigInt64BE(0);
+        }
+        const next = Buffer.allocUnsafe(8);
+        next.writeBigInt64BE(BigInt.asIntN(64, value + amount));
+        const draft: Draft = {
+          row: inc.row,
+          family,
+          qualifier,
+          timestamp: now,
+          type: 'Put',
+          value: next,
+        };
+        const at = cells.findIndex((c) => c.family === family && c.qualifier === qualifier);
+        if (at >= 0) cells[at] = draft;
+        else cells.push(draft);
+      }
+      // The write number is internal; a result's cells carry 0.
+      return {
+        cells,
+        result: new Result(
+          inc.row,
+          cells.map((c) => ({ ...c, seq: 0 })),
+        ),
+      };
+    });
+  }
+
+  /** Adds `amount` to one counter; returns its new value. */
+  async incrementColumnValue(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    amount: bigint | number,
+    options: CallOptions & { rowLock?: RowLock } = {},
+  ): Promise<bigint> {
+    const inc = new Increment(
+      row,
+      options.rowLock === undefined ? {} : { rowLock: options.rowLock },
+    );
+    inc.addColumn(family, qualifier, amount);
+    const result = await this.increment(inc, options);
+    return (result.cells[0] as Cell).value.readBigInt64BE(0);
+  }
+
+  /** Puts and deletes on one row, applied atomically and in order. */
+  async mutateRow(mutations: RowMutations, options: CallOptions = {}): Promise<void> {
+    if (!(mutations instanceof RowMutations))
+      throw new InvalidArgumentError('mutateRow() takes RowMutations');
+    if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
+    let rowLock: RowLock | undefined;
+    let token: number | undefined;
+    for (const m of mutations.mutations) {
+      if (m instanceof Put) this.#checkPut(m);
+      else this.#checkDelete(m);
+      if (m.rowLock !== undefined) {
+        if (rowLock !== undefined && rowLock.lockId !== m.rowLock.lockId) {
+          throw new InvalidArgumentError(
+            'The mutations of one RowMutations carry different row locks',
+          );
+        }
+        rowLock = m.rowLock;
+      }
+      if (m.token !== undefined) token = Math.max(token ?? m.token, m.token);
+    }
+    await this.#mutate(mutations.row, rowLock, token, options, (now) => ({
+      cells: mutations.mutations.flatMap((m) =>
+        m instanceof Put ? this.#putCells(m, now) : this.#deleteCells(m, now),
+      ),
+      result: undefined,
+    }));
+  }
+
+  // ---- lifecycle -------------------------------------------------------------------------
+
+  /**
+   * Checkpoint: writes a snapshot of the live cells and drops the log before it, compacting
+   * as HBase's major compaction does (hidden versions and delete markers go).
+   */
+  flush(): Promise<void> {
+    this.#checkOpen();
+    return this.#runCheckpoint();
+  }
+
+  /** Waits for writes in flight, fails lock waiters, and closes the storage. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await Promise.allSettled([...this.#inflight]);
+      if (this.#checkpoint !== undefined) await this.#checkpoint.catch(() => undefined);
+      this.#locks.close();
+      await this.#storage?.close();
+    })();
+    return this.#closing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  #checkOpen(): void {
+    if (this.#closing !== undefined) throw new AlreadyClosedError('This region is closed');
+    if (this.#failure !== undefined) {
+      throw new LocksmithError('IO_ERROR', 'This region stopped writing after a storage failure', {
+        cause: this.#failure,
+      });
+    }
+  }
+
+  #checkFamily(family: string): void {
+    if (!this.#families.has(family)) {
+      throw new InvalidArgumentError(
+        `Column family ${family} does not exist in this region (it has ${this.#familyOrder.join(', ')})`,
+      );
+    }
+  }
+
+  #checkQuery(query: Query): void {
+    for (const family of query.columns.keys()) this.#checkFamily(family);
+  }
+
+  #checkPut(put: Put): void {
+    if (put.cells.length === 0) throw new InvalidArgumentError('A Put needs at least one cell');
+    for (const cell of put.cells) this.#checkFamily(cell.family);
+  }
+
+  #checkDelete(del: Delete): void {
+    for (const entry of del.entries) this.#checkFamily(entry.family);
+  }
+
+  #readPointNow(): number {
+    return this[rowsInternals].readAll ? Number.MAX_SAFE_INTEGER : this.#mvcc.readPoint;
+  }
+
+  #oldestReadPoint(): number {
+    let oldest = this.#mvcc.readPoint;
+    for (const readPoint of this.#scanners.keys()) if (readPoint < oldest) oldest = readPoint;
+    return oldest;
+  }
+
+  /** The server time for a mutation of `row`: never behind the previous one given to it. */
+  #timeFor(row: string): number {
+    const now = Math.floor(this.#clock.wall());
+    const last = this.#lastTs.get(row);
+    const ts = last === undefined || now > last ? now : last + 1;
+    this.#lastTs.set(row, ts);
+    if (this.#lastTs.size > 65536) {
+      // Entries the clock has passed no longer constrain anything.
+      for (const [key, value] of this.#lastTs) if (value < now) this.#lastTs.delete(key);
+    }
+    return ts;
+  }
+
+  #putCells(put: Put, now: number): Draft[] {
+    return put.cells.map((c) => ({
+      row: put.row,
+      family: c.family,
+      qualifier: c.qualifier,
+      timestamp: c.timestamp ?? now,
+      type: 'Put' as const,
+      value: c.value,
+    }));
+  }
+
+  #deleteCells(del: Delete, now: number): Draft[] {
+    const marker = (
+      type: CellType,
+      family: string,
+      qualifier: string,
+      timestamp: number,
+    ): Draft => ({
+      row: del.row,
+      family,
+      qualifier,
+      timestamp,
+      type,
+      value: EMPTY,
+    });
+    if (del.entries.length === 0) {
+      return this.#familyOrder.map((f) => marker('DeleteFamily', f, '', del.timestamp ?? now));
+    }
+    return del.entries.map((e) => {
+      if (e.type !== 'Delete' || e.timestamp !== undefined) {
+        return marker(e.type, e.family, e.qualifier, e.timestamp ?? now);
+      }
+      // HBase: a version delete without a timestamp hides the newest version (or "now").
+      const latest = this.#memstore.latest(del.row, e.family, e.qualifier, this.#mvcc.readPoint);
+      return marker('Delete', e.family, e.qualifier, latest?.timestamp ?? now);
+    });
+  }
+
+  async #checkAndMutate(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+    mutation: Mutation,
+    options: CallOptions,
+    cells: (now: number) => Draft[],
+  ): Promise<boolean> {
+    const key = checkRow(row);
+    this.#checkFamily(checkFamilyName(family));
+    const q = checkQualifier(qualifier);
+    const want = expected === null || expected === undefined ? EMPTY : checkValue(expected);
+    if (mutation.row !== key) {
+      throw new InvalidArgumentError("Action's row must match the passed row");
+    }
+    return this.#mutate(key, mutation.rowLock, mutation.token, options, (now) => {
+      const current = this.#memstore.latest(key, family, q, this.#mvcc.readPoint);
+      // HBase: an empty expectation matches only a missing cell; otherwise bytes must be equal.
+      const matches =
+        want.length === 0
+          ? current === undefined
+          : current !== undefined && current.value.equals(want);
+      return { cells: matches ? cells(now) : [], result: matches };
+    });
+  }
+
+  /**
+   * Runs one mutation of `row`: takes the lock (or checks the caller's), lets `build` turn it
+   * into cells under the lock, and applies them. `build` may throw to refuse (nothing is
+   * written then) and returns what the caller gets back.
+   */
+  async #mutate<T>(
+    row: string,
+    rowLock: RowLock | undefined,
+    token: number | undefined,
+    options: CallOptions,
+    build: (now: number) => { cells: Draft[]; result: T },
+  ): Promise<T> {
+    this.#checkOpen();
+    const arrival = this.#onArrival ? this.#timeFor(row) : undefined;
+    let grant: RowLockGrant | undefined;
+    let implicit = false;
+    if (rowLock !== undefined) {
+      grant = this.#locks.useLock(lockIdOf(rowLock), row);
+      if (token !== undefined && token < grant.token) {
+        throw new StaleTokenError(
+          `Fencing token ${token} for row ${toStringBinary(row)} is older than its lock's ${grant.token}`,
+        );
+      }
+    } else {
+      this.#checkToken(row, token);
+      grant = this.#locks.tryAcquireImplicit(row, options.owner);
+      if (grant === null) grant = await this.#locks.acquireImplicit(row, options);
+      implicit = true;
+    }
+    const work = (async () => {
+      try {
+        // Another grant may have come between the check above and our implicit lock.
+        if (implicit) this.#checkToken(row, token, grant);
+        const { cells, result } = build(arrival ?? this.#timeFor(row));
+        if (cells.length > 0) await this.#apply(cells);
+        return result;
+      } finally {
+        if (implicit) this.#locks.releaseImplicit(grant);
+      }
+    })();
+    this.#inflight.add(work);
+    try {
+      return await work;
+    } finally {
+      this.#inflight.delete(work);
+    }
+  }
+
+  /** Rejects a mutation whose fencing token is older than the row's newest explicit grant. */
+  #checkToken(row: string, token: number | undefined, own?: RowLockGrant): void {
+    if (token === undefined) return;
+    const newest = this.#locks.newestToken(row);
+    if (newest !== undefined && newest !== own?.token && token < newest) {
+      throw new StaleTokenError(
+        `Fencing token ${token} for row ${toStringBinary(row)} is older than ${newest}: the row was locked by someone else since`,
+      );
+    }
+  }
+
+  async #apply(drafts: Draft[]): Promise<void> {
+    const seq = this.#mvcc.begin();
+    const cells: Cell[] = drafts.map((d) => ({ ...d, seq }));
+    this.#inserting.add(seq);
+    let durable: Promise<void> | undefined;
+    try {
+      const hook = this[rowsInternals].insertYield;
+      for (let i = 0; i < cells.length; i++) {
+        this.#memstore.insert(cells[i] as Cell);
+        if (hook !== undefined) await hook(i);
+        else if ((i + 1) % INSERT_CHUNK === 0) await new Promise((r) => setImmediate(r));
+      }
+      if (this.#storage !== undefined)
+        durable = this.#storage.append(encodeCells('mutation', drafts));
+    } catch (err) {
+      this.#memstore.remove(cells);
+      this.#mvcc.complete(seq);
+      throw err;
+    } finally {
+      this.#inserting.delete(seq);
+    }
+    if (durable !== undefined) {
+      try {
+        await durable;
+      } catch (err) {
+        // Not acknowledged, so not applied; later writes cannot be made durable either.
+        this.#failure ??= err;
+        this.#memstore.remove(cells);
+        this.#mvcc.complete(seq);
+        throw err;
+      }
+    }
+    this.#mvcc.complete(seq);
+    await this.#mvcc.waitVisible(seq);
+    const oldest = this.#oldestReadPoint();
+    for (const c of cells) {
+      if (c.type !== 'DeleteFamily') {
+        this.#memstore.trimColumn(
+          c.row,
+          c.family,
+          c.qualifier,
+          (this.#families.get(c.family) as ColumnFamily).maxVersions,
+          oldest,
+        );
+      }
+    }
+    if (
+      this.#storage !== undefined &&
+      this.#storage.logBytes > this.#checkpointBytes &&
+      this.#checkpoint === undefined
+    ) {
+      this.#runCheckpoint().catch((err: unknown) => {
+        this.#failure ??= err;
+      });
+    }
+  }
+
+  #runCheckpoint(): Promise<void> {
+    if (this.#checkpoint !== undefined) return this.#checkpoint;
+    const storage = this.#storage;
+    if (storage === undefined) {
+      this.#memstore.compact((f) => this.#maxVersions(f), this.#oldestReadPoint());
+      return Promise.resolve();
+    }
+    const checkpoint = storage
+      .checkpoint(() => this.#capture())
+      .finally(() => {
+        this.#checkpoint = undefined;
+      });
+    this.#checkpoint = checkpoint;
+    return checkpoint;
+  }
+
+  #maxVersions(family: string): number {
+    return this.#families.get(family)?.maxVersions ?? 1;
+  }
+
+  /** The snapshot records: every cell whose mutation's log record is already queued. */
+  #capture(): Uint8Array[] {
+    this.#memstore.compact((f) => this.#maxVersions(f), this.#oldestReadPoint());
+    const records: Uint8Array[] = [];
+    let batch: Draft[] = [];
+    let bytes = 0;
+    for (const cell of this.#memstore.cells()) {
+      if (this.#inserting.has(cell.seq)) continue;
+      batch.push(cell);
+      bytes += 32 + cell.row.length + cell.qualifier.length + cell.value.length;
+      if (bytes >= SNAPSHOT_RECORD_BYTES) {
+        records.push(encodeCells('snapshot', batch));
+        batch = [];
+        bytes = 0;
+      }
+    }
+    if (batch.length > 0) records.push(encodeCells('snapshot', batch));
+    return records;
+  }
+}
+
+function lockIdOf(lock: RowLock | string): string {
+  if (typeof lock === 'string') return lock;
+  if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
+    return lock.lockId;
+  throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
+}
+
+function toRowLock(grant: RowLockGrant): RowLock {
+  return {
+    row: Buffer.from(grant.row, 'latin1'),
+    lockId: grant.lockId as string,
+    token: grant.token,
+  };
+}

@@ -1,0 +1,81 @@
+import { InvalidArgumentError } from '../core/errors.js';
+import { rowKey } from './bytes.js';
+
+/** Rows, qualifiers and values are bytes; strings are taken as their UTF-8 encoding. */
+export type BytesInput = string | Uint8Array;
+
+/** HBase's limits: a row key is 1..Short.MAX_VALUE bytes; a cell's value is capped (10 MiB). */
+export const MAX_ROW_BYTES = 32767;
+export const MAX_QUALIFIER_BYTES = 65535;
+export const MAX_VALUE_BYTES = 10 * 1024 * 1024;
+
+function isBytes(input: unknown): input is BytesInput {
+  return typeof input === 'string' || input instanceof Uint8Array;
+}
+
+/** A row key as the latin1 string used internally; empty or oversized rows are rejected. */
+export function checkRow(input: BytesInput, what = 'row'): string {
+  if (!isBytes(input)) {
+    throw new InvalidArgumentError(
+      `The ${what} must be a string or Uint8Array, got ${typeof input}`,
+    );
+  }
+  const row = rowKey(input);
+  if (row.length === 0) throw new InvalidArgumentError(`The ${what} must not be empty`);
+  if (row.length > MAX_ROW_BYTES) {
+    throw new InvalidArgumentError(
+      `The ${what} is ${row.length} bytes; the maximum is ${MAX_ROW_BYTES}`,
+    );
+  }
+  return row;
+}
+
+export function checkQualifier(input: BytesInput): string {
+  if (!isBytes(input)) {
+    throw new InvalidArgumentError(
+      `A qualifier must be a string or Uint8Array, got ${typeof input}`,
+    );
+  }
+  const qualifier = rowKey(input);
+  if (qualifier.length > MAX_QUALIFIER_BYTES) {
+    throw new InvalidArgumentError(
+      `A qualifier is ${qualifier.length} bytes; the maximum is ${MAX_QUALIFIER_BYTES}`,
+    );
+  }
+  return qualifier;
+}
+
+export function checkValue(input: BytesInput): Buffer {
+  if (!isBytes(input)) {
+    throw new InvalidArgumentError(`A value must be a string or Uint8Array, got ${typeof input}`);
+  }
+  const value =
+    typeof input === 'string'
+      ? Buffer.from(input, 'utf8')
+      : Buffer.from(Uint8Array.prototype.slice.call(input));
+  if (value.length > MAX_VALUE_BYTES) {
+    throw new InvalidArgumentError(
+      `A value is ${value.length} bytes; the maximum is ${MAX_VALUE_BYTES}`,
+    );
+  }
+  return value;
+}
+
+export function checkFamilyName(family: unknown): string {
+  if (typeof family !== 'string' || family.length === 0) {
+    throw new InvalidArgumentError(
+      `A column family must be a non-empty string, got ${String(family)}`,
+    );
+  }
+  return family;
+}
+
+/** Timestamps are non-negative integer milliseconds. */
+export function checkTimestamp(ts: unknown, what = 'timestamp'): number {
+  if (typeof ts !== 'number' || !Number.isSafeInteger(ts) || ts < 0) {
+    throw new InvalidArgumentError(
+      `The ${what} must be a non-negative integer number of milliseconds, got ${String(ts)}`,
+    );
+  }
+  return ts;
+}
