@@ -1,0 +1,624 @@
+import { EventEmitter } from 'node:events';
+import { type Clock, systemClock } from '../core/clock.js';
+import {
+  AbortedError,
+  AlreadyClosedError,
+  DeadlockError,
+  InvalidArgumentError,
+  LockTimeoutError,
+  UnknownRowLockError,
+} from '../core/errors.js';
+import { nextFencingToken } from '../core/fencing.js';
+import { toStringBinary } from './bytes.js';
+import { LeaseQueue } from './lease-queue.js';
+import { newLockId } from './lock-id.js';
+import { describeOwner, type PendingWait, WaitForGraph } from './wait-for-graph.js';
+
+/**
+ * Identity of a client or session, compared with `===`. Requests without an owner are
+ * anonymous: each is its own owner, holding nothing else while it waits.
+ */
+export type RowLockOwner = object | string;
+
+/** What a holder has. */
+export interface RowLockGrant {
+  /** The row key as a latin1 string (one character per byte; see `rowKey`). */
+  readonly row: string;
+  /** The id of an explicit lock (see `newLockId` for its format); `undefined` for implicit. */
+  readonly lockId: string | undefined;
+  /**
+   * Fencing token. Tokens increase strictly over all grants of one manager, implicit and
+   * explicit, whatever the row (`max(previous + 1, wall clock in µs)`), so they increase per
+   * row too.
+   */
+  readonly token: number;
+}
+
+export interface RowLockManagerOptions {
+  /** Lease of an explicit lock, renewed by every use (HBase `hbase.regionserver.lease.period`). */
+  leasePeriodMs?: number;
+  /**
+   * Default limit on a wait for a row (HBase 0.94.16 `hbase.rowlock.wait.duration`): then
+   * {@link LockTimeoutError}. `Infinity` waits forever (HBase 0.90); 0 never waits.
+   */
+  rowLockWaitMs?: number;
+  /** Leases and wait limits run on `clock.monotonic()`; tokens use `clock.wall()`. */
+  clock?: Clock;
+}
+
+export interface AcquireOptions {
+  /** Cancels the wait with an {@link AbortedError} (cause: the signal's reason). */
+  signal?: AbortSignal;
+  /** Overrides `rowLockWaitMs` for this call: 0 means try once, `Infinity` wait forever. */
+  waitMs?: number;
+  /** Who asks; needed for deadlock detection across calls (see {@link RowLockOwner}). */
+  owner?: RowLockOwner;
+}
+
+export interface RowLockManagerEvents {
+  /** An explicit lock's lease ran out; the lock is gone and its row handed on. */
+  expired: [RowLockGrant];
+}
+
+/** HBase's maximum row length (`Short.MAX_VALUE`). */
+export const MAX_ROW_LENGTH = 32_767;
+export const DEFAULT_LEASE_PERIOD_MS = 60_000;
+export const DEFAULT_ROW_LOCK_WAIT_MS = 30_000;
+
+const HELD = 0;
+const RELEASED = 1;
+const EXPIRED = 2;
+
+/** A grant. Also the row's entry: a row is in the manager's map exactly while it is held. */
+class Hold implements RowLockGrant {
+  readonly row: string;
+  readonly lockId: string | undefined;
+  readonly token: number;
+  readonly owner: RowLockOwner | undefined;
+  /** Lease deadline on the monotonic clock; explicit locks only. */
+  deadline: number;
+  state: number = HELD;
+  /** Requests waiting for this row, handed to the next holder along with the row. */
+  queue: WaitQueue | undefined = undefined;
+
+  constructor(
+    row: string,
+    lockId: string | undefined,
+    token: number,
+    owner: RowLockOwner | undefined,
+    deadline: number,
+  ) {
+    this.row = row;
+    this.lockId = lockId;
+    this.token = token;
+    this.owner = owner;
+    this.deadline = deadline;
+  }
+}
+
+/** A row's FIFO of waiting requests, a doubly linked list so that any request leaves in O(1). */
+class WaitQueue {
+  head: Waiter | undefined = undefined;
+  tail: Waiter | undefined = undefined;
+}
+
+/** A request waiting for a row; also the listener of its abort signal (no closure). */
+class Waiter implements PendingWait {
+  readonly row: string;
+  readonly owner: RowLockOwner | undefined;
+  readonly explicit: boolean;
+  readonly queue: WaitQueue;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: (waiter: Waiter) => void;
+  prev: Waiter | undefined;
+  next: Waiter | undefined = undefined;
+  /** Wait limit on the monotonic clock, when finite. */
+  deadline = Number.POSITIVE_INFINITY;
+  settled = false;
+  resolve: (grant: Hold) => void = noop;
+  reject: (err: Error) => void = noop;
+
+  constructor(
+    row: string,
+    owner: RowLockOwner | undefined,
+    explicit: boolean,
+    queue: WaitQueue,
+    signal: AbortSignal | undefined,
+    onAbort: (waiter: Waiter) => void,
+  ) {
+    this.row = row;
+    this.owner = owner;
+    this.explicit = explicit;
+    this.queue = queue;
+    this.signal = signal;
+    this.onAbort = onAbort;
+    this.prev = queue.tail;
+    if (queue.tail === undefined) queue.head = this;
+    else queue.tail.next = this;
+    queue.tail = this;
+  }
+
+  handleEvent(): void {
+    this.onAbort(this);
+  }
+
+  unlink(): void {
+    const queue = this.queue;
+    if (this.prev === undefined) queue.head = this.next;
+    else this.prev.next = this.next;
+    if (this.next === undefined) queue.tail = this.prev;
+    else this.next.prev = this.prev;
+    this.prev = undefined;
+    this.next = undefined;
+  }
+}
+
+function noop(): void {}
+
+/**
+ * In-process row locks with HBase's contract (0.94.16 semantics) and what HBase lacked.
+ *
+ * - Explicit locks (`lockRow`/`unlockRow`) carry an unguessable id and a lease of
+ *   `leasePeriodMs`, renewed by {@link useLock} and {@link renewLease}. An expired lease frees
+ *   the row (the next waiter gets it), emits `expired`, and the id then fails with
+ *   {@link UnknownRowLockError}, as do released and unknown ids and an id used on another row.
+ * - Implicit locks guard one operation: no id, no lease; the caller releases them.
+ * - One lock per row, explicit or implicit; no re-entrance. Waiters are served in FIFO order.
+ *   A wait ends with the grant, {@link LockTimeoutError} after `waitMs` (default
+ *   `rowLockWaitMs`), {@link AbortedError} from the signal, or at once with
+ *   {@link DeadlockError} when it would close a cycle of owners waiting for each other (see
+ *   {@link WaitForGraph}); failing leaves the caller's other locks and waits alone.
+ * - Leases and wait limits share two {@link LeaseQueue}s: one timer each, whatever the number of
+ *   locks. Lease timers never keep the process alive; a pending wait limit does.
+ * - Rows are latin1 strings of 1 to {@link MAX_ROW_LENGTH} characters (see `rowKey`).
+ * - Free rows are forgotten: memory is proportional to held locks plus waiting requests.
+ *
+ * After {@link close}, pending waits reject with {@link AlreadyClosedError}, and so does every
+ * later call, except {@link releaseImplicit} (a no-op, so `finally` blocks stay quiet).
+ */
+export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
+  readonly #clock: Clock;
+  readonly #leasePeriodMs: number;
+  readonly #rowLockWaitMs: number;
+  readonly #rows = new Map<string, Hold>();
+  readonly #ids = new Map<string, Hold>();
+  readonly #leases: LeaseQueue<Hold>;
+  readonly #waitLimits: LeaseQueue<Waiter>;
+  readonly #graph: WaitForGraph;
+  readonly #onAbort = (waiter: Waiter): void => this.#abortWait(waiter);
+  #lastToken: number | undefined;
+  #waiting = 0;
+  #closed = false;
+
+  constructor(options: RowLockManagerOptions = {}) {
+    super();
+    this.#leasePeriodMs = options.leasePeriodMs ?? DEFAULT_LEASE_PERIOD_MS;
+    if (
+      typeof this.#leasePeriodMs !== 'number' ||
+      !Number.isFinite(this.#leasePeriodMs) ||
+      this.#leasePeriodMs <= 0
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid leasePeriodMs ${String(this.#leasePeriodMs)}: must be a finite number of milliseconds > 0`,
+      );
+    }
+    this.#rowLockWaitMs = checkWaitMs(
+      options.rowLockWaitMs ?? DEFAULT_ROW_LOCK_WAIT_MS,
+      'rowLockWaitMs',
+    );
+    this.#clock = options.clock ?? systemClock;
+    this.#leases = new LeaseQueue<Hold>(
+      this.#clock,
+      (hold) => hold.state === HELD,
+      (hold) => this.#expire(hold),
+    );
+    this.#waitLimits = new LeaseQueue<Waiter>(
+      this.#clock,
+      (waiter) => !waiter.settled,
+      (waiter) => this.#timeOut(waiter),
+      true,
+    );
+    this.#graph = new WaitForGraph((row) => this.#rows.get(row)?.owner);
+  }
+
+  get leasePeriodMs(): number {
+    return this.#leasePeriodMs;
+  }
+
+  get rowLockWaitMs(): number {
+    return this.#rowLockWaitMs;
+  }
+
+  /** Rows held, explicitly or implicitly. */
+  get heldCount(): number {
+    return this.#rows.size;
+  }
+
+  /** Requests waiting for a row. */
+  get waitingCount(): number {
+    return this.#waiting;
+  }
+
+  /**
+   * Explicit lock (HBase `lockRow`): resolves once `row` is ours, with a lease of
+   * `leasePeriodMs`. Waits behind the holder and earlier waiters (see the class comment for how
+   * a wait ends). Argument errors reject the promise.
+   */
+  lockRow(row: string, options?: AcquireOptions): Promise<RowLockGrant> {
+    return this.#acquire(row, options, true);
+  }
+
+  /** Explicit lock without waiting: `null` when the row is held (then nobody can skip ahead). */
+  tryLockRow(row: string, owner?: RowLockOwner): RowLockGrant | null {
+    this.#checkOpen();
+    checkRow(row);
+    if (owner !== undefined) checkOwner(owner);
+    if (this.#rows.has(row)) return null;
+    return this.#grant(row, owner, true);
+  }
+
+  /**
+   * Releases an explicit lock and hands the row to the first waiter. Never waits. Throws
+   * {@link UnknownRowLockError} for an unknown, released or expired id (a lease that ran out
+   * moments ago but whose timer has not fired yet counts as expired).
+   */
+  unlockRow(lockId: string): void {
+    this.#checkOpen();
+    const hold = this.#liveLock(lockId);
+    this.#ids.delete(lockId);
+    hold.state = RELEASED;
+    this.#leases.remove();
+    this.#handOn(hold);
+  }
+
+  /**
+   * Checks the id an operation on `row` carries and renews its lease (HBase `getLockFromId`,
+   * 0.94.16 semantics: an id granted for another row is rejected, like an unknown one).
+   */
+  useLock(lockId: string, row: string): RowLockGrant {
+    this.#checkOpen();
+    checkRow(row);
+    const hold = this.#liveLock(lockId);
+    if (hold.row !== row) {
+      throw new UnknownRowLockError(
+        `Row lock ${lockId} was granted for row=${toStringBinary(hold.row)}, not row=${toStringBinary(row)}`,
+      );
+    }
+    hold.deadline = this.#clock.monotonic() + this.#leasePeriodMs;
+    return hold;
+  }
+
+  /** Renews the lease of an explicit lock without an operation (a heartbeat). */
+  renewLease(lockId: string): void {
+    this.#checkOpen();
+    const hold = this.#liveLock(lockId);
+    hold.deadline = this.#clock.monotonic() + this.#leasePeriodMs;
+  }
+
+  /**
+   * Implicit lock for one operation: the waiting rules of {@link lockRow}, no id, no lease.
+   * When the row is free it allocates only the grant and a resolved promise; callers on a hot
+   * path try {@link tryAcquireImplicit} first.
+   */
+  acquireImplicit(row: string, options?: AcquireOptions): Promise<RowLockGrant> {
+    return this.#acquire(row, options, false);
+  }
+
+  /** Implicit lock without waiting: `null` when the row is held. */
+  tryAcquireImplicit(row: string, owner?: RowLockOwner): RowLockGrant | null {
+    this.#checkOpen();
+    checkRow(row);
+    if (owner !== undefined) checkOwner(owner);
+    if (this.#rows.has(row)) return null;
+    return this.#grant(row, owner, false);
+  }
+
+  /**
+   * Releases an implicit lock and hands the row to the first waiter. Releasing again is
+   * harmless; so is releasing after {@link close}. An explicit grant is an
+   * {@link InvalidArgumentError}: those end with {@link unlockRow}.
+   */
+  releaseImplicit(grant: RowLockGrant): void {
+    if (!(grant instanceof Hold)) {
+      throw new InvalidArgumentError('releaseImplicit: not a grant of a RowLockManager');
+    }
+    if (grant.lockId !== undefined) {
+      throw new InvalidArgumentError(
+        `releaseImplicit: row=${toStringBinary(grant.row)} is held by explicit lock ${grant.lockId}; use unlockRow`,
+      );
+    }
+    if (grant.state !== HELD || this.#closed) return;
+    if (this.#rows.get(grant.row) !== grant) {
+      throw new InvalidArgumentError('releaseImplicit: the grant belongs to another manager');
+    }
+    grant.state = RELEASED;
+    this.#handOn(grant);
+  }
+
+  /**
+   * Implicit locks on several rows for one multi-row operation (HBase `mutateRowsWithLocks`):
+   * duplicates are merged and rows locked one by one in byte order (latin1 string order), so
+   * two such calls never deadlock each other. All or nothing: on failure every lock taken is
+   * released and the error is rethrown. `waitMs` bounds the whole call, not each row. Without
+   * an owner the call gets a fresh one, since it holds rows while it waits for others.
+   * Resolves with the grants in that sorted order.
+   */
+  async acquireImplicitMany(
+    rows: readonly string[],
+    options: AcquireOptions = {},
+  ): Promise<RowLockGrant[]> {
+    this.#checkOpen();
+    if (!Array.isArray(rows)) {
+      throw new InvalidArgumentError('acquireImplicitMany: rows must be an array of row keys');
+    }
+    for (const row of rows) checkRow(row);
+    const waitMs =
+      options.waitMs === undefined ? this.#rowLockWaitMs : checkWaitMs(options.waitMs, 'waitMs');
+    const owner = options.owner ?? {};
+    checkOwner(owner);
+    const sorted = [...new Set(rows)].sort();
+    const deadline = this.#clock.monotonic() + waitMs;
+    const grants: RowLockGrant[] = [];
+    try {
+      for (const row of sorted) {
+        let grant = this.tryAcquireImplicit(row, owner);
+        if (grant === null) {
+          const remaining = Math.max(0, deadline - this.#clock.monotonic());
+          const rowOptions: AcquireOptions = { owner, waitMs: remaining };
+          if (options.signal !== undefined) rowOptions.signal = options.signal;
+          grant = await this.acquireImplicit(row, rowOptions);
+        }
+        grants.push(grant);
+      }
+    } catch (err) {
+      for (const grant of grants) this.releaseImplicit(grant);
+      throw err;
+    }
+    return grants;
+  }
+
+  /**
+   * The token of the current grant of `row`, or `undefined` when the row is free (free rows are
+   * forgotten; any later grant has a larger token than every earlier one, on any row).
+   */
+  newestToken(row: string): number | undefined {
+    this.#checkOpen();
+    return this.#rows.get(row)?.token;
+  }
+
+  /** Whether `grant` still holds its row (not released, expired, or closed). */
+  isHeld(grant: RowLockGrant): boolean {
+    return grant instanceof Hold && grant.state === HELD && this.#rows.get(grant.row) === grant;
+  }
+
+  /**
+   * Stops both timers, rejects every pending wait with {@link AlreadyClosedError} and forgets
+   * every lock. Idempotent.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#leases.close();
+    this.#waitLimits.close();
+    const closed = new AlreadyClosedError('RowLockManager closed while waiting for a row lock');
+    for (const hold of this.#rows.values()) {
+      hold.state = RELEASED;
+      const queue = hold.queue;
+      hold.queue = undefined;
+      for (let waiter = queue?.head; waiter !== undefined; waiter = queue?.head) {
+        this.#finishWait(waiter);
+        waiter.reject(closed);
+      }
+    }
+    this.#rows.clear();
+    this.#ids.clear();
+  }
+
+  #acquire(
+    row: string,
+    options: AcquireOptions | undefined,
+    explicit: boolean,
+  ): Promise<RowLockGrant> {
+    let waitMs = this.#rowLockWaitMs;
+    let owner: RowLockOwner | undefined;
+    let signal: AbortSignal | undefined;
+    try {
+      this.#checkOpen();
+      checkRow(row);
+      if (options !== undefined) {
+        if (options.waitMs !== undefined) waitMs = checkWaitMs(options.waitMs, 'waitMs');
+        owner = options.owner;
+        if (owner !== undefined) checkOwner(owner);
+        signal = options.signal;
+        if (signal?.aborted) {
+          throw new AbortedError(`Wait for row lock row=${toStringBinary(row)} aborted`, {
+            cause: signal.reason,
+          });
+        }
+      }
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const holder = this.#rows.get(row);
+    if (holder === undefined) return Promise.resolve(this.#grant(row, owner, explicit));
+    return this.#wait(holder, owner, explicit, waitMs, signal);
+  }
+
+  #wait(
+    holder: Hold,
+    owner: RowLockOwner | undefined,
+    explicit: boolean,
+    waitMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<RowLockGrant> {
+    const row = holder.row;
+    if (waitMs === 0) return Promise.reject(timedOut(row));
+    holder.queue ??= new WaitQueue();
+    const waiter = new Waiter(row, owner, explicit, holder.queue, signal, this.#onAbort);
+    this.#waiting++;
+    if (owner !== undefined) {
+      const named = waiter as Waiter & { owner: RowLockOwner };
+      this.#graph.add(named);
+      const cycle = this.#graph.findCycle(named);
+      if (cycle !== undefined) {
+        this.#finishWait(waiter);
+        return Promise.reject(deadlock(cycle));
+      }
+    }
+    const promise = new Promise<Hold>((resolve, reject) => {
+      waiter.resolve = resolve;
+      waiter.reject = reject;
+    });
+    if (waitMs !== Number.POSITIVE_INFINITY) {
+      waiter.deadline = this.#clock.monotonic() + waitMs;
+      this.#waitLimits.add(waiter);
+    }
+    signal?.addEventListener('abort', waiter);
+    return promise;
+  }
+
+  #grant(row: string, owner: RowLockOwner | undefined, explicit: boolean): Hold {
+    const token = nextFencingToken(this.#lastToken, this.#clock.wall());
+    this.#lastToken = token;
+    let hold: Hold;
+    if (explicit) {
+      const lockId = newLockId();
+      hold = new Hold(row, lockId, token, owner, this.#clock.monotonic() + this.#leasePeriodMs);
+      this.#ids.set(lockId, hold);
+      this.#leases.add(hold);
+    } else {
+      hold = new Hold(row, undefined, token, owner, 0);
+    }
+    this.#rows.set(row, hold);
+    return hold;
+  }
+
+  /** After `hold` stopped holding: the first waiter gets the row, else the row is forgotten. */
+  #handOn(hold: Hold): void {
+    const queue = hold.queue;
+    hold.queue = undefined;
+    const waiter = queue?.head;
+    if (queue === undefined || waiter === undefined) {
+      this.#rows.delete(hold.row);
+      return;
+    }
+    this.#finishWait(waiter);
+    const next = this.#grant(hold.row, waiter.owner, waiter.explicit);
+    if (queue.head !== undefined) next.queue = queue;
+    waiter.resolve(next);
+  }
+
+  /** Takes a waiter out of its queue, the graph, the limit queue and its signal. */
+  #finishWait(waiter: Waiter): void {
+    waiter.settled = true;
+    waiter.unlink();
+    this.#waiting--;
+    if (waiter.owner !== undefined) {
+      this.#graph.delete(waiter as Waiter & { owner: RowLockOwner });
+    }
+    if (waiter.deadline !== Number.POSITIVE_INFINITY) {
+      waiter.deadline = Number.POSITIVE_INFINITY;
+      this.#waitLimits.remove();
+    }
+    waiter.signal?.removeEventListener('abort', waiter);
+  }
+
+  #abortWait(waiter: Waiter): void {
+    if (waiter.settled) return;
+    this.#finishWait(waiter);
+    waiter.reject(
+      new AbortedError(`Wait for row lock row=${toStringBinary(waiter.row)} aborted`, {
+        cause: waiter.signal?.reason,
+      }),
+    );
+  }
+
+  /** From the wait-limit queue, which has already counted the waiter out. */
+  #timeOut(waiter: Waiter): void {
+    waiter.deadline = Number.POSITIVE_INFINITY;
+    this.#finishWait(waiter);
+    waiter.reject(timedOut(waiter.row));
+  }
+
+  /** From the lease queue, which has already counted the lease out. */
+  #expire(hold: Hold): void {
+    hold.state = EXPIRED;
+    this.#ids.delete(hold.lockId as string);
+    this.#handOn(hold);
+    try {
+      this.emit('expired', hold);
+    } catch (err) {
+      // A listener's failure must not escape from a timer, nor stop the other expiries.
+      process.emitWarning(
+        `An 'expired' listener of RowLockManager threw: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+  }
+
+  /** The held lock with this id; an overdue lease is expired on the spot and rejected. */
+  #liveLock(lockId: string): Hold {
+    if (typeof lockId !== 'string' || lockId === '') {
+      throw new InvalidArgumentError(
+        `Invalid row lock id ${JSON.stringify(lockId)}: must be a non-empty string`,
+      );
+    }
+    const hold = this.#ids.get(lockId);
+    if (hold !== undefined && hold.deadline <= this.#clock.monotonic()) {
+      hold.state = EXPIRED;
+      this.#leases.remove();
+      this.#expire(hold);
+    } else if (hold !== undefined) {
+      return hold;
+    }
+    throw new UnknownRowLockError(
+      `Unknown row lock ${lockId}: never granted, already released, or its lease expired`,
+    );
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new AlreadyClosedError('RowLockManager is closed');
+  }
+}
+
+function checkRow(row: string): void {
+  if (typeof row !== 'string' || row.length === 0 || row.length > MAX_ROW_LENGTH) {
+    throw new InvalidArgumentError(
+      typeof row === 'string'
+        ? `Invalid row key of length ${row.length}: must be 1 to ${MAX_ROW_LENGTH} bytes`
+        : `Invalid row key: expected a latin1 string (see rowKey), got ${typeof row}`,
+    );
+  }
+}
+
+function checkOwner(owner: RowLockOwner): void {
+  const type = typeof owner;
+  if (type !== 'string' && type !== 'function' && (type !== 'object' || owner === null)) {
+    throw new InvalidArgumentError(
+      `Invalid row lock owner ${String(owner)}: must be an object or a string`,
+    );
+  }
+}
+
+/** A wait limit: a number of milliseconds >= 0, `Infinity` included. */
+function checkWaitMs(ms: number, what: string): number {
+  if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) {
+    throw new InvalidArgumentError(
+      `Invalid ${what} ${String(ms)}: must be a number of milliseconds >= 0 (Infinity waits forever)`,
+    );
+  }
+  return ms;
+}
+
+function timedOut(row: string): LockTimeoutError {
+  return new LockTimeoutError(`Timed out on getting lock for row=${toStringBinary(row)}`);
+}
+
+function deadlock(cycle: readonly { owner: RowLockOwner; row: string }[]): DeadlockError {
+  const first = cycle[0] as { owner: RowLockOwner; row: string };
+  const path = cycle
+    .map((step) => `${describeOwner(step.owner)} -[row=${toStringBinary(step.row)}]->`)
+    .join(' ');
+  return new DeadlockError(
+    `Deadlock: ${describeOwner(first.owner)} waiting for row=${toStringBinary(first.row)} would close the cycle ${path} ${describeOwner(first.owner)}; this request gives up`,
+  );
+}
