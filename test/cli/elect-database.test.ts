@@ -1,17 +1,18 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { after, describe, it } from 'node:test';
+import { dropTable, type Kind, uniqueTable, urlOf } from '../fixtures/db-servers.js';
 import {
   type Elect,
-  isDead,
-  poll,
-  readLines,
+  electedPair,
+  killMaster,
   recordingCommand,
-  sleep,
   spawnElect,
+  terminate,
   tokenOf,
 } from '../fixtures/elect-process.js';
-import { cliPath, exitOf, run, tempDir } from '../helpers.js';
+import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
+import { cliPath, run, tempDir } from '../helpers.js';
 
 interface Scenario {
   kind: 'lease-database' | 'database';
@@ -20,37 +21,47 @@ interface Scenario {
   /** The failover bound the locker promises for these timings, with slack, in ms. */
   failoverMs: number;
   /** What `--fail-if-locked` says while another process is master. */
-  busy: RegExp;
+  busy: (table: string) => RegExp;
 }
 
+const SCENARIOS: Scenario[] = [
+  {
+    kind: 'lease-database',
+    // A 1 s lease renewed every 250 ms: a kill -9 failover takes at most one lease (+ a poll).
+    timing: ['--lease', '1s', '--renew', '250ms'],
+    failoverMs: 2500,
+    busy: (table) => new RegExp(`stopped: Lease ${table} .* is held by`),
+  },
+  {
+    kind: 'database',
+    // The row lock frees when the master's connection dies; the slave retries every 200 ms (on
+    // PostgreSQL and MariaDB it waits in the database) and pauses renew + query timeout
+    // (300 ms + 2 s) before it reports mastership.
+    timing: ['--renew', '300ms', '--acquire-interval', '200ms'],
+    failoverMs: 4000,
+    busy: () => /stopped: /,
+  },
+];
+
 /**
- * Two contenders on one SQLite database: one master; kill -9 of the master kills its command
- * at once and the slave takes over within the locker's bound, with a larger token; SIGTERM
- * to the new master releases at once (a `--fail-if-locked` newcomer is master immediately).
+ * Two contenders on one database: one master; kill -9 of the master kills its command at
+ * once and the slave takes over within the locker's bound, with a larger token; SIGTERM to
+ * the new master releases at once (a `--fail-if-locked` newcomer is master immediately).
  */
-async function failover({ kind, timing, failoverMs, busy: busyPattern }: Scenario): Promise<void> {
-  using tmp = tempDir();
-  const db = `sqlite:${join(tmp.path, 'lock.db')}`;
-  const log = join(tmp.path, 'runs.log');
-  const locker = ['--locker', kind, '--db', db, '--table', 'ELECT_LOCK'];
+async function failover(
+  { kind, timing, failoverMs, busy: busyPattern }: Scenario,
+  db: string,
+  table: string,
+  dir: string,
+): Promise<number> {
+  const log = join(dir, 'runs.log');
+  const locker = ['--locker', kind, '--db', db, '--table', table];
   const start = (id: string): Elect => spawnElect(locker, id, recordingCommand(log), timing);
   const a = start('a');
   const b = start('b');
   try {
-    const [first, second] = await Promise.race([
-      a.line(/became master/).then(() => [a, b] as const),
-      b.line(/became master/).then(() => [b, a] as const),
-    ]);
-    await second.line(/waiting as slave/);
-    await poll(
-      () => readLines(log)[0],
-      5000,
-      () => 'the first command',
-    );
-    await sleep(1500); // several renewals and acquire attempts: the slave stays out
-    assert.equal(readLines(log).length, 1, 'only the master runs its command');
-    const [token1, pid1] = (readLines(log)[0] as string).split(' ').map(Number) as [number, number];
-    assert.equal(tokenOf(await first.line(/became master/)), token1);
+    // 1.5 s: several renewals and acquire attempts; the slave stays out.
+    const { first, second, command: run1 } = await electedPair(a, b, log, 1500);
 
     // While a master holds the lock, --fail-if-locked gives up at once.
     const busy = await run([
@@ -64,36 +75,19 @@ async function failover({ kind, timing, failoverMs, busy: busyPattern }: Scenari
       'true',
     ]);
     assert.equal(busy.code, 1);
-    assert.match(busy.stderr, busyPattern);
+    assert.match(busy.stderr, busyPattern(table));
 
-    first.child.kill('SIGKILL');
-    const killedAt = Date.now();
-    await poll(
-      () => (isDead(pid1) ? true : undefined),
-      1000,
-      () => `command ${pid1} to die`,
+    const { failover, command: run2 } = await killMaster(
+      first,
+      second,
+      log,
+      run1,
+      failoverMs + 2000,
     );
-    const line = await second.line(/became master/, 1, failoverMs + 2000);
-    const failover = Date.now() - killedAt;
-    const next = await poll(
-      () => readLines(log).find((l, i) => i > 0 && !l.startsWith('overlap')),
-      5000,
-      () => 'the second command',
-    );
-    assert.ok(!readLines(log).some((l) => l.startsWith('overlap')), readLines(log).join(' | '));
-    const [token2, pid2] = next.split(' ').map(Number) as [number, number];
-    assert.ok(token2 > token1, `${token2} > ${token1}`);
-    assert.equal(tokenOf(line), token2);
     assert.ok(failover < failoverMs, `failover took ${failover} ms (bound ${failoverMs} ms)`);
 
     // A graceful stop releases the lock: the next contender is master at once.
-    second.child.kill('SIGTERM');
-    assert.deepEqual(await exitOf(second.child), { code: 143, signal: null });
-    await poll(
-      () => (isDead(pid2) ? true : undefined),
-      2000,
-      () => `command ${pid2} to stop`,
-    );
+    await terminate(second, run2);
     const t0 = Date.now();
     const after = await run([
       cliPath,
@@ -111,28 +105,59 @@ async function failover({ kind, timing, failoverMs, busy: busyPattern }: Scenari
     assert.equal(after.code, 4, after.stderr);
     assert.ok(Date.now() - t0 < failoverMs, `the newcomer took ${Date.now() - t0} ms`);
     assert.match(after.stderr, /became master with token (\d+)/);
-    assert.ok(tokenOf(after.stderr) > token2);
+    assert.ok(tokenOf(after.stderr) > run2.token);
+    return failover;
   } finally {
     a.child.kill('SIGKILL');
     b.child.kill('SIGKILL');
   }
 }
 
-test('elect --locker lease-database (sqlite): one master, kill -9 failover within a lease, larger token, graceful release', () =>
-  failover({
-    kind: 'lease-database',
-    // A 1 s lease renewed every 250 ms: a kill -9 failover takes at most one lease (+ a poll).
-    timing: ['--lease', '1s', '--renew', '250ms'],
-    failoverMs: 2500,
-    busy: /stopped: Lease ELECT_LOCK .* is held by/,
-  }));
+const CONTENDERS = 3;
 
-test('elect --locker database (sqlite): one master, kill -9 failover, larger token, graceful release', () =>
-  failover({
-    kind: 'database',
-    // The row lock frees when the master's connection dies; the slave retries every 200 ms
-    // and pauses renew + query timeout (300 ms + 2 s) before it reports mastership.
-    timing: ['--renew', '300ms', '--acquire-interval', '200ms'],
-    failoverMs: 4000,
-    busy: /stopped: /,
-  }));
+for (const db of ['sqlite', 'postgres', 'mysql'] as const satisfies readonly Kind[]) {
+  describe(`elect on ${db}`, () => {
+    const tmp = tempDir();
+    const tables: string[] = [];
+    const table = () => {
+      const t = db === 'sqlite' ? 'ELECT_LOCK' : uniqueTable();
+      tables.push(t);
+      return t;
+    };
+    after(async () => {
+      for (const t of tables) await dropTable(db, t);
+      tmp[Symbol.dispose]();
+    });
+
+    for (const scenario of SCENARIOS) {
+      it(`elect --locker ${scenario.kind} (${db}): one master, kill -9 failover within the bound, larger token, graceful release`, async (t) => {
+        using dir = tempDir();
+        const ms = await failover(scenario, urlOf(db, dir.path), table(), dir.path);
+        t.diagnostic(`failover after kill -9: ${ms} ms (bound ${scenario.failoverMs} ms)`);
+      });
+
+      if (db === 'sqlite') continue; // SQLite's witness run is the store tests' (db-contender)
+      // Each round is a new elect process that runs its command once; the database locker's
+      // rounds each take a takeover pause (renew + query timeout), hence fewer of them.
+      const rounds = scenario.kind === 'lease-database' ? 3 : 2;
+      it(`${CONTENDERS} elect --locker ${scenario.kind} processes (${db}) over ${rounds} rounds each: the verify server sees no two commands at once`, async (t) => {
+        const tb = table();
+        const t0 = Date.now();
+        const run = await verifyRun('elect-contender', CONTENDERS, (port, id) => [
+          String(port),
+          String(id),
+          String(rounds),
+          '--locker',
+          scenario.kind,
+          '--db',
+          urlOf(db, tmp.path),
+          '--table',
+          tb,
+          ...scenario.timing,
+        ]);
+        assertCleanRun(run, rounds);
+        t.diagnostic(`${CONTENDERS * rounds} masterships in ${Date.now() - t0} ms`);
+      });
+    }
+  });
+}

@@ -4,12 +4,15 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import {
   type Elect,
+  electedPair,
   isDead,
+  killMaster,
   poll,
   readLines,
   recordingCommand,
   sleep,
   spawnElect,
+  terminate,
   tokenOf,
 } from '../fixtures/elect-process.js';
 import { cliPath, exitOf, run, tempDir } from '../helpers.js';
@@ -29,55 +32,10 @@ test('elect: one master at a time; kill -9 of the master kills its command and t
   const a = elect(join(tmp.path, 'store'), 'a', command);
   const b = elect(join(tmp.path, 'store'), 'b', command);
   try {
-    const [first] = await Promise.race([
-      a.line(/became master/).then(() => [a, b] as const),
-      b.line(/became master/).then(() => [b, a] as const),
-    ]);
-    const second = first === a ? b : a;
-    await second.line(/waiting as slave/);
-    await poll(
-      () => readLines(log)[0],
-      5000,
-      () => 'the first command',
-    );
-    await sleep(800); // several keep-alives and acquire retries of the slave
-    assert.equal(readLines(log).length, 1, 'only the master runs its command');
-    assert.equal(second.lines.filter((l) => /became master/.test(l)).length, 0);
-    const [token1, pid1] = (readLines(log)[0] as string).split(' ').map(Number) as [number, number];
-    assert.equal(tokenOf(await first.line(/became master/)), token1);
-    assert.ok(!isDead(pid1));
-
-    first.child.kill('SIGKILL');
-    const killedAt = Date.now();
-    await poll(
-      () => (isDead(pid1) ? true : undefined),
-      1000,
-      () => `command ${pid1} to die`,
-    );
-    const diedAfter = Date.now() - killedAt;
-
-    const line = await second.line(/became master/);
-    const next = await poll(
-      () => readLines(log).find((l, i) => i > 0 && !l.startsWith('overlap')),
-      5000,
-      () => 'the second command',
-    );
-    assert.ok(
-      !readLines(log).some((l) => l.startsWith('overlap')),
-      `the old command still ran when the new one started: ${readLines(log).join(' | ')}`,
-    );
-    const [token2, pid2] = next.split(' ').map(Number) as [number, number];
-    assert.ok(token2 > token1, `${token2} > ${token1}`);
-    assert.equal(tokenOf(line), token2);
-    assert.ok(diedAfter < 1000, `command died ${diedAfter} ms after its elect`);
-
-    second.child.kill('SIGTERM');
-    assert.deepEqual(await exitOf(second.child), { code: 143, signal: null });
-    await poll(
-      () => (isDead(pid2) ? true : undefined),
-      2000,
-      () => `command ${pid2} to stop`,
-    );
+    // 800 ms: several keep-alives and acquire retries of the slave.
+    const { first, second, command: run1 } = await electedPair(a, b, log, 800);
+    const { command: run2 } = await killMaster(first, second, log, run1);
+    await terminate(second, run2);
     assert.match(second.lines.at(-1) ?? '', /stopped \(received SIGTERM\)/);
   } finally {
     a.child.kill('SIGKILL');

@@ -1,29 +1,11 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { LockViolationError } from '../../src/core/errors.js';
-import { LockVerifyServer } from '../../src/directory/lock-verify-server.js';
 import { dropTable, KINDS, type Kind, uniqueTable, urlOf } from '../fixtures/db-servers.js';
-import { exitOf, fixture, orphanProof, tempDir } from '../helpers.js';
+import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
+import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
+import { exitOf, tempDir } from '../helpers.js';
 import { until } from './store-helpers.js';
-
-/** A child whose stdout lines are all kept, so no line is missed between waits. */
-function child(name: string, args: string[]): { proc: ChildProcess; lines: string[] } {
-  const proc = orphanProof(
-    spawn(process.execPath, [fixture(name), ...args], { stdio: ['pipe', 'pipe', 'inherit'] }),
-  );
-  const lines: string[] = [];
-  let buffer = '';
-  proc.stdout?.on('data', (chunk: Buffer) => {
-    buffer += chunk.toString();
-    const parts = buffer.split('\n');
-    buffer = parts.pop() ?? '';
-    lines.push(...parts);
-  });
-  return { proc, lines };
-}
-
-const line = (lines: string[], pattern: RegExp) => lines.find((l) => pattern.test(l));
 
 const CONTENDERS = 3;
 const ROUNDS = 10;
@@ -45,47 +27,31 @@ describe('database lockers across processes', () => {
     for (const kind of KINDS) {
       it(`${CONTENDERS} ${locker} contenders on ${kind} over ${ROUNDS} rounds each: the verify server sees no overlap`, async () => {
         const t = table(kind);
-        const server = await LockVerifyServer.listen({ clients: CONTENDERS });
-        const children = Array.from({ length: CONTENDERS }, (_, id) =>
-          child('db-contender', [
-            locker,
-            urlOf(kind, dir.path),
-            t,
-            String(server.port),
-            String(id),
-            String(ROUNDS),
-            '100',
-          ]),
-        );
-        const result = await server.done;
-        const exits = await Promise.all(children.map((c) => exitOf(c.proc)));
-        assert.deepEqual(result.failures, []);
-        assert.equal(result.ok, true);
-        assert.equal(result.acquisitions, CONTENDERS * ROUNDS);
-        for (const [i, c] of children.entries()) {
-          assert.equal(exits[i]?.code, 0, c.lines.join('\n'));
-          assert.ok(line(c.lines, new RegExp(`^done ${ROUNDS}$`)));
-        }
+        const run = await verifyRun('db-contender', CONTENDERS, (port, id) => [
+          locker,
+          urlOf(kind, dir.path),
+          t,
+          String(port),
+          String(id),
+          String(ROUNDS),
+          '100',
+        ]);
+        assertCleanRun(run, ROUNDS);
       });
     }
   }
 
   it('the same witness catches a broken lease locker that ignores expiry', async () => {
     const t = table('postgres');
-    const server = await LockVerifyServer.listen({ clients: CONTENDERS });
-    const children = Array.from({ length: CONTENDERS }, (_, id) =>
-      child('db-contender', [
-        'broken-lease',
-        urlOf('postgres', dir.path),
-        t,
-        String(server.port),
-        String(id),
-        String(40),
-        '100',
-      ]),
-    );
-    const result = await server.done;
-    await Promise.all(children.map((c) => exitOf(c.proc)));
+    const { result } = await verifyRun('db-contender', CONTENDERS, (port, id) => [
+      'broken-lease',
+      urlOf('postgres', dir.path),
+      t,
+      String(port),
+      String(id),
+      String(40),
+      '100',
+    ]);
     assert.equal(result.ok, false);
     assert.ok(result.failures[0] instanceof LockViolationError, String(result.failures[0]));
   });
@@ -93,21 +59,21 @@ describe('database lockers across processes', () => {
   it('SIGSTOP of the lease master past its lease, then SIGCONT: the slave took over, the old master demotes at once with an older token', async (t) => {
     const tb = table('postgres');
     const args = ['lease', urlOf('postgres', dir.path), tb, '1000', '250'];
-    const a = child('db-supervised', args);
-    await until(() => line(a.lines, /^master \d+/) !== undefined, 10_000);
-    const tokenA = Number(line(a.lines, /^master \d+/)?.split(' ')[1]);
-    const b = child('db-supervised', args);
-    await until(() => line(b.lines, /^waiting$/) !== undefined, 10_000);
+    const a = spawnFixture('db-supervised', args);
+    await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+    const tokenA = masterToken(a);
+    const b = spawnFixture('db-supervised', args);
+    await until(() => b.line(/^waiting$/) !== undefined, 10_000);
     a.proc.kill('SIGSTOP');
-    await until(() => line(b.lines, /^master \d+/) !== undefined, 5_000);
-    const tokenB = Number(line(b.lines, /^master \d+/)?.split(' ')[1]);
+    await until(() => b.line(/^master \d+/) !== undefined, 5_000);
+    const tokenB = masterToken(b);
     const t0 = performance.now();
     a.proc.kill('SIGCONT');
-    await until(() => line(a.lines, /^demoted/) !== undefined, 3_000);
+    await until(() => a.line(/^demoted/) !== undefined, 3_000);
     t.diagnostic(`old master demoted ${(performance.now() - t0).toFixed(0)} ms after SIGCONT`);
-    assert.match(line(a.lines, /^demoted/) ?? '', new RegExp(`^demoted ${tokenA} LOCK_LOST$`));
+    assert.match(a.line(/^demoted/) ?? '', new RegExp(`^demoted ${tokenA} LOCK_LOST$`));
     assert.ok(tokenB > tokenA);
-    assert.equal(line(b.lines, /^demoted/), undefined, 'the new master kept its lease');
+    assert.equal(b.line(/^demoted/), undefined, 'the new master kept its lease');
     for (const c of [a, b]) c.proc.stdin?.write('stop\n');
     await Promise.all([exitOf(a.proc), exitOf(b.proc)]);
   });
@@ -121,18 +87,18 @@ describe('database lockers across processes', () => {
     it(`kill -9 of the ${locker} master on ${kind}: a slave takes over within the stated bound`, async (t) => {
       const tb = table(kind);
       const args = [locker, urlOf(kind, dir.path), tb, String(lease), String(period)];
-      const a = child('db-supervised', args);
-      await until(() => line(a.lines, /^master \d+/) !== undefined, 10_000);
-      const tokenA = Number(line(a.lines, /^master \d+/)?.split(' ')[1]);
-      const b = child('db-supervised', args);
-      await until(() => line(b.lines, /^waiting$/) !== undefined, 10_000);
+      const a = spawnFixture('db-supervised', args);
+      await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+      const tokenA = masterToken(a);
+      const b = spawnFixture('db-supervised', args);
+      await until(() => b.line(/^waiting$/) !== undefined, 10_000);
       await new Promise((r) => setTimeout(r, 400));
-      assert.equal(line(b.lines, /^master/), undefined);
+      assert.equal(b.line(/^master/), undefined);
       const t0 = performance.now();
       a.proc.kill('SIGKILL');
-      await until(() => line(b.lines, /^master \d+/) !== undefined, 10_000);
+      await until(() => b.line(/^master \d+/) !== undefined, 10_000);
       const failover = performance.now() - t0;
-      const tokenB = Number(line(b.lines, /^master \d+/)?.split(' ')[1]);
+      const tokenB = masterToken(b);
       // Lease: the dead master's lease runs out at most one lease after its last renewal; the
       // slave sleeps until that expiry (database clock). Held transaction: the database frees
       // the row when the connection drops; the slave (blocked in the database, or polling
