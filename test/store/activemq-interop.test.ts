@@ -1,0 +1,733 @@
+// Interoperability with a real ActiveMQ Classic 5.17 broker (Debian packages `activemq` and
+// `libpostgresql-jdbc-java`), run as a plain child JVM with the configurations in
+// test/fixtures/activemq/ (never the system service):
+//
+// - the lease row ACTIVEMQ_LOCK of a PostgreSQL database, shared by our LeaseDatabaseLocker
+//   and the broker's lease-database-locker (each test in a database of its own, so ActiveMQ's
+//   fixed table names collide with nothing), with either side creating the table;
+// - the KahaDB `lock` file, shared by our SharedFileLocker and the broker's shared-file-locker.
+//
+// Through every handover, in both directions, a witness samples who holds the lock (the row or
+// the lock file, our supervisor's state, the broker's log) and records any moment where both
+// sides held it. Without Java, the jars or PostgreSQL the tests skip with a message.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, openSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it, type TestContext } from 'node:test';
+import pg from 'pg';
+import { LeaseDatabaseLocker } from '../../src/store/lease-database-locker.js';
+import type { Locker } from '../../src/store/locker.js';
+import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
+import { redactUrl } from '../../src/store/sql/database-url.js';
+import { Supervisor } from '../../src/store/supervisor.js';
+import { POSTGRES_URL } from '../fixtures/db-servers.js';
+import { exitOf, orphanProof, repoRoot, tempDir } from '../helpers.js';
+
+const ACTIVEMQ_HOME = process.env.LOCKSMITH_ACTIVEMQ_HOME ?? '/usr/share/activemq';
+const ACTIVEMQ_JAR = join(ACTIVEMQ_HOME, 'bin/activemq.jar');
+const PG_JDBC_JAR = process.env.LOCKSMITH_PG_JDBC_JAR ?? '/usr/share/java/postgresql.jar';
+const FIXTURES = join(repoRoot, 'test/fixtures/activemq');
+const INSTALL = 'apt-get install activemq libpostgresql-jdbc-java';
+
+/** Broker timing: the lease (= acquire poll) and the renewal / keep-alive period, in ms. */
+const AMQ_LEASE = 1000;
+const AMQ_RENEW = 250;
+const AMQ_FILE_POLL = 500;
+const AMQ_FILE_KEEP_ALIVE = 500;
+/** Ours. */
+const OUR_LEASE = 1000;
+const OUR_RENEW = 250;
+const OUR_FILE_POLL = 250;
+const OUR_FILE_KEEP_ALIVE = 250;
+/** How long a contender must keep waiting while the other side is master. */
+const OBSERVE = 3000;
+/** A JVM on a busy 2-core machine: time to start a broker. */
+const BROKER_START = 30_000;
+
+/** Why the broker cannot run here, or undefined. */
+function brokerMissing(needJdbc: boolean): string | undefined {
+  const java = spawnSync('java', ['-version'], { stdio: 'ignore' });
+  if (java.error !== undefined || java.status !== 0) {
+    return `ActiveMQ not installed (no java): ${INSTALL}`;
+  }
+  if (!existsSync(ACTIVEMQ_JAR)) return `ActiveMQ not installed (${ACTIVEMQ_JAR}): ${INSTALL}`;
+  if (needJdbc && !existsSync(PG_JDBC_JAR)) {
+    return `PostgreSQL JDBC driver not installed (${PG_JDBC_JAR}): ${INSTALL}`;
+  }
+  return undefined;
+}
+
+async function postgresMissing(): Promise<string | undefined> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return undefined;
+  } catch (err) {
+    return `PostgreSQL not answering at ${redactUrl(POSTGRES_URL)}: ${(err as Error).message}`;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Skips `t` (and returns true) when the broker or PostgreSQL is not available. */
+async function skipUnlessAvailable(t: TestContext, needPostgres: boolean): Promise<boolean> {
+  const reason =
+    brokerMissing(needPostgres) ?? (needPostgres ? await postgresMissing() : undefined);
+  if (reason === undefined) return false;
+  t.skip(reason);
+  return true;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------------
+// The broker
+
+interface LogLine {
+  /** When the line reached us (Date.now()). */
+  readonly received: number;
+  /** The broker's own timestamp of the line (it runs with -Duser.timezone=UTC). */
+  readonly logged: number | undefined;
+  readonly text: string;
+}
+
+/** `2026-12-02 13:53:33,411 INFO ...` (UTC) → epoch ms. */
+function logTime(text: string): number | undefined {
+  const m = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d),(\d{3}) /.exec(text);
+  return m === null ? undefined : Date.parse(`${m[1]}T${m[2]}.${m[3]}Z`);
+}
+
+/**
+ * An ActiveMQ broker in a child JVM (the Debian package's `activemq.jar` launcher, in the
+ * foreground), its log kept line by line. `masterLine` is the log line that says it now acts as
+ * master; `lostLine` the one that says it gave up.
+ */
+class Broker {
+  readonly proc: ChildProcess;
+  readonly lines: LogLine[] = [];
+  readonly name: string;
+  readonly spawnedAt = Date.now();
+  readonly #masterLine: RegExp;
+  /** Set once the test stops or kills it: from then on not counted as a settled master. */
+  #leaving = false;
+
+  constructor(
+    config: string,
+    dir: string,
+    props: Record<string, string | number>,
+    masterLine: RegExp,
+  ) {
+    this.name = String(props.brokerName);
+    this.#masterLine = masterLine;
+    const data = join(dir, 'broker-data');
+    mkdirSync(data, { recursive: true });
+    const args = [
+      '-Xmx160m',
+      '-XX:+UseSerialGC',
+      '-XX:TieredStopAtLevel=1',
+      '-Duser.timezone=UTC',
+      `-Dlog4j.configuration=file:${join(FIXTURES, 'log4j.properties')}`,
+      `-Dactivemq.classpath=${PG_JDBC_JAR}`,
+      `-Dactivemq.home=${ACTIVEMQ_HOME}`,
+      `-Dactivemq.base=${dir}`,
+      `-Dactivemq.conf=${dir}`,
+      `-Dactivemq.data=${data}`,
+      `-Dlocksmith.dataDirectory=${data}`,
+      ...Object.entries(props).map(([k, v]) => `-Dlocksmith.${k}=${v}`),
+      '-jar',
+      ACTIVEMQ_JAR,
+      'start',
+      `xbean:file:${join(FIXTURES, config)}?validate=false`,
+    ];
+    this.proc = orphanProof(spawn('java', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] }));
+    for (const stream of [this.proc.stdout, this.proc.stderr]) {
+      let buffer = '';
+      stream?.on('data', (chunk: Buffer) => {
+        const received = Date.now();
+        buffer += chunk.toString();
+        const parts = buffer.split('\n');
+        buffer = parts.pop() ?? '';
+        for (const text of parts) this.lines.push({ received, logged: logTime(text), text });
+      });
+    }
+  }
+
+  get alive(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  /** Master by its own log (the master line seen, no give-up line), and not being stopped. */
+  get master(): boolean {
+    return (
+      !this.#leaving &&
+      this.alive &&
+      this.find(this.#masterLine) !== undefined &&
+      this.find(/giving up being a master/) === undefined
+    );
+  }
+
+  find(pattern: RegExp, from = 0): LogLine | undefined {
+    for (let i = from; i < this.lines.length; i++) {
+      const line = this.lines[i];
+      if (line !== undefined && pattern.test(line.text)) return line;
+    }
+    return undefined;
+  }
+
+  count(pattern: RegExp, from = 0): number {
+    return this.lines.slice(from).filter((l) => pattern.test(l.text)).length;
+  }
+
+  async waitFor(pattern: RegExp, timeoutMs: number, from = 0): Promise<LogLine> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const line = this.find(pattern, from);
+      if (line !== undefined) return line;
+      if (!this.alive) throw new Error(`broker exited before ${pattern}\n${this.tail()}`);
+      if (Date.now() > deadline)
+        throw new Error(`no ${pattern} in ${timeoutMs} ms\n${this.tail()}`);
+      await sleep(5);
+    }
+  }
+
+  /** The last lines of its log, without stack frames, for assertion messages. */
+  tail(n = 40): string {
+    return this.lines
+      .filter((l) => !/^\s+at |^\s+\.\.\. \d+ more/.test(l.text))
+      .slice(-n)
+      .map((l) => l.text)
+      .join('\n');
+  }
+
+  /** Sends `signal` (SIGKILL unless told) and waits for the exit; harmless once gone. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL') {
+    this.#leaving = true;
+    if (this.alive) this.proc.kill(signal);
+    return exitOf(this.proc);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Our side
+
+/** A supervisor around `locker` with a service that does nothing; its transitions timed. */
+function ours(locker: Locker, lockKeepAlivePeriod: number, onMaster: () => void = () => {}) {
+  const supervisor = new Supervisor({
+    locker,
+    lockKeepAlivePeriod,
+    restartAllowed: false,
+    service: { start() {}, stop() {} },
+  });
+  const events: { event: string; at: number }[] = [];
+  for (const event of ['waiting', 'master', 'keepalive-failed', 'demoted', 'stopped'] as const) {
+    supervisor.on(event, () => {
+      events.push({ event, at: Date.now() });
+      // Synchronously, before anything else can look at the supervisor's state.
+      if (event === 'master') onMaster();
+    });
+  }
+  const started = supervisor.start();
+  // A rejection is asserted by whoever awaits `started`; never unhandled here.
+  started.catch(() => {});
+  return {
+    supervisor,
+    started,
+    get master() {
+      return supervisor.state === 'master';
+    },
+    at(event: string): number | undefined {
+      return events.find((e) => e.event === event)?.at;
+    },
+    /** A failed keep-alive or a demotion: mastership was not kept. */
+    troubles() {
+      return events.filter((e) => e.event === 'keepalive-failed' || e.event === 'demoted');
+    },
+  };
+}
+
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let settled = false;
+  const done = promise.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  await Promise.race([done, sleep(ms)]);
+  return settled;
+}
+
+/** Resolves with Date.now() once `condition` holds; rejects after `timeoutMs`. */
+async function when(condition: () => boolean, timeoutMs: number, what: string): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await sleep(2);
+  }
+  return Date.now();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The witness
+
+interface Shared {
+  /** Who the shared state names: the row's BROKER_NAME, or the lock file's writer. */
+  holder: string | undefined;
+  /** The row's TIME (the lease's expiry), or the lock file's acquire time (its first 8 bytes). */
+  time: number | undefined;
+}
+
+interface Sample extends Shared {
+  at: number;
+  oursMaster: boolean;
+  brokerMaster: boolean;
+}
+
+/**
+ * Every ~20 ms reads the shared state between two looks at each side's own view of its role.
+ * A side is counted as master in a sample only if it was master both before and after the
+ * read. Violations: both master; or a side master while the shared state names someone else.
+ */
+function witness(
+  read: () => Promise<Shared>,
+  side: { ours: () => { master: boolean; name: string }; broker: () => Broker | undefined },
+) {
+  const samples: Sample[] = [];
+  const violations: string[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const o0 = side.ours();
+      const b0 = side.broker();
+      const bm0 = b0?.master ?? false;
+      let shared: Shared;
+      try {
+        shared = await read();
+      } catch (err) {
+        violations.push(`could not read the shared state: ${(err as Error).message}`);
+        return;
+      }
+      const o1 = side.ours();
+      const bm1 = b0 !== undefined && side.broker() === b0 && b0.master;
+      const at = Date.now();
+      const oursMaster = o0.master && o1.master && o0.name === o1.name;
+      const brokerMaster = bm0 && bm1;
+      samples.push({ at, oursMaster, brokerMaster, ...shared });
+      if (oursMaster && brokerMaster) violations.push(`${at}: both master (${shared.holder})`);
+      if (oursMaster && shared.holder !== o0.name) {
+        violations.push(`${at}: we are master but the shared state names ${shared.holder}`);
+      }
+      if (brokerMaster && shared.holder !== b0?.name) {
+        violations.push(`${at}: the broker is master but the shared state names ${shared.holder}`);
+      }
+      await sleep(20);
+    }
+  })();
+  return {
+    samples,
+    violations,
+    /** Samples in [from, to] (Date.now() values). */
+    between(from: number, to = Number.POSITIVE_INFINITY) {
+      return samples.filter((s) => s.at >= from && s.at <= to);
+    },
+    async stop() {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL: a database per test
+
+interface TestDatabase {
+  name: string;
+  /** For our locker (`pg`). */
+  url: string;
+  /** For the broker (PGSimpleDataSource). */
+  jdbcUrl: string;
+  user: string;
+  /** A pool for the test's own reads of the lock row. */
+  pool: pg.Pool;
+  drop(): Promise<void>;
+}
+
+async function adminQuery(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+async function createDatabase(): Promise<TestDatabase> {
+  const name = `locksmith_amq_${randomBytes(5).toString('hex')}`;
+  await adminQuery(`CREATE DATABASE ${name}`);
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${name}`;
+  const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+  pool.on('error', () => {});
+  return {
+    name,
+    url: url.toString(),
+    jdbcUrl: `jdbc:postgresql://${url.hostname}:${url.port === '' ? '5432' : url.port}/${name}`,
+    user: decodeURIComponent(url.username) || 'postgres',
+    pool,
+    async drop() {
+      await pool.end().catch(() => {});
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+}
+
+/** The lease row, read straight from the database (ActiveMQ's columns, EPOCH when present). */
+async function leaseRow(db: TestDatabase) {
+  const r = await db.pool.query('SELECT * FROM ACTIVEMQ_LOCK WHERE ID = 1');
+  const row = (r.rows[0] ?? {}) as Record<string, unknown>;
+  const num = (v: unknown) => (v === null || v === undefined ? undefined : Number(v));
+  return {
+    holder: typeof row.broker_name === 'string' ? row.broker_name : undefined,
+    time: num(row.time),
+    epoch: num(row.epoch),
+  };
+}
+
+/** The lease row for the witness: nobody while the table does not exist yet. */
+async function leaseRowOrNobody(db: TestDatabase): Promise<Shared> {
+  try {
+    return await leaseRow(db);
+  } catch (err) {
+    if ((err as { code?: unknown }).code === '42P01') return { holder: undefined, time: undefined };
+    throw err;
+  }
+}
+
+async function lockTableColumns(db: TestDatabase): Promise<string[]> {
+  const r = await db.pool.query(
+    "SELECT column_name FROM information_schema.columns WHERE table_name = 'activemq_lock' ORDER BY ordinal_position",
+  );
+  return r.rows.map((row: { column_name: string }) => row.column_name);
+}
+
+function leaseBroker(dir: string, db: TestDatabase, name: string): Broker {
+  return new Broker(
+    'lease-database.xml',
+    dir,
+    {
+      brokerName: name,
+      jdbcUrl: db.jdbcUrl,
+      jdbcUser: db.user,
+      lockAcquireSleepInterval: AMQ_LEASE,
+      lockKeepAlivePeriod: AMQ_RENEW,
+    },
+    /becoming master with lease expiry/,
+  );
+}
+
+function leaseLocker(db: TestDatabase, leaseHolderId: string): LeaseDatabaseLocker {
+  return new LeaseDatabaseLocker({
+    database: db.url,
+    lockTableName: 'ACTIVEMQ_LOCK',
+    leaseHolderId,
+    lockAcquireSleepInterval: OUR_LEASE,
+  });
+}
+
+const ACQUIRE_ATTEMPT = /attempting to acquire exclusive lease to become the master/;
+const LEASE_HELD_BY = (holder: string) => new RegExp(`Lease held by ${holder} till`);
+
+// ---------------------------------------------------------------------------------------------
+
+describe('ActiveMQ Classic 5.17 lease-database-locker and our LeaseDatabaseLocker on ACTIVEMQ_LOCK', () => {
+  it('ours creates the table; the broker waits while ours holds, takes over on release; ours waits while the broker holds, takes over after kill -9 once the lease expired', async (t) => {
+    if (await skipUnlessAvailable(t, true)) return;
+    using dir = tempDir('locksmith-amq-');
+    const db = await createDatabase();
+    let broker: Broker | undefined;
+    let us: ReturnType<typeof ours> | undefined;
+    let ourName = 'locksmith-a';
+    const w = witness(() => leaseRowOrNobody(db), {
+      ours: () => ({ master: us?.master ?? false, name: ourName }),
+      broker: () => broker,
+    });
+    try {
+      // 1. Ours first: it creates ACTIVEMQ_LOCK (ActiveMQ's columns plus EPOCH) and the seed row.
+      us = ours(leaseLocker(db, ourName), OUR_RENEW);
+      await us.started;
+      assert.deepEqual(await lockTableColumns(db), ['id', 'time', 'broker_name', 'epoch']);
+      const first = await leaseRow(db);
+      assert.equal(first.holder, 'locksmith-a');
+
+      // 2. The broker starts on the same table (its CREATE TABLE/INSERT fail harmlessly) and
+      //    waits: for several of its acquire intervals it sees our lease and never becomes master.
+      broker = leaseBroker(dir.path, db, 'amq-a');
+      const attempt = await broker.waitFor(ACQUIRE_ATTEMPT, BROKER_START);
+      const observeFrom = Date.now();
+      // Half a poll more, so that our release below falls between two of its attempts (a
+      // whole number of polls would release just before one and measure the best case).
+      await sleep(OBSERVE + AMQ_LEASE / 2);
+      assert.equal(broker.find(/becoming master/), undefined, broker.tail());
+      assert.equal(broker.find(/BrokerService - Apache ActiveMQ .* started/), undefined);
+      const refusals = broker.count(LEASE_HELD_BY('locksmith-a'));
+      assert.ok(refusals >= 3, `broker saw our lease only ${refusals} times\n${broker.tail()}`);
+      assert.ok(us.master);
+      assert.deepEqual(us.troubles(), []);
+      const ourRenewals = new Set(w.between(observeFrom).map((s) => s.time));
+      assert.ok(ourRenewals.size >= 6, `our renewals moved TIME ${ourRenewals.size} times`);
+      assert.ok(w.between(observeFrom).every((s) => s.holder === 'locksmith-a'));
+
+      // 3. Ours releases: the broker becomes master within about one of its acquire intervals.
+      const releasing = Date.now();
+      await us.supervisor.stop();
+      const released = Date.now();
+      const became = await broker.waitFor(/becoming master/, AMQ_LEASE * 3);
+      await broker.waitFor(/BrokerService - Apache ActiveMQ .* started/, 10_000);
+      const becameAt = became.logged ?? became.received;
+      assert.ok(becameAt >= releasing, 'the broker became master before ours released');
+      const takeoverByBroker = becameAt - released;
+      t.diagnostic(
+        `broker JVM up and polling the lease ${attempt.received - broker.spawnedAt} ms after spawn; became master ${takeoverByBroker} ms after our release (its poll: ${AMQ_LEASE} ms)`,
+      );
+      assert.ok(takeoverByBroker <= AMQ_LEASE + 1000, `broker took ${takeoverByBroker} ms`);
+      assert.equal((await leaseRow(db)).holder, 'amq-a');
+
+      // 4. Ours again (another holder id): start() does not resolve while the broker renews.
+      ourName = 'locksmith-b';
+      us = ours(leaseLocker(db, ourName), OUR_RENEW);
+      const waitFrom = Date.now();
+      assert.equal(await settlesWithin(us.started, OBSERVE), false, 'ours became master');
+      assert.equal(us.supervisor.state, 'waiting');
+      const during = w.between(waitFrom);
+      assert.ok(during.length >= 20, `only ${during.length} samples`);
+      assert.ok(during.every((s) => s.holder === 'amq-a'));
+      const brokerRenewals = new Set(during.map((s) => s.time));
+      assert.ok(brokerRenewals.size >= 6, `broker renewed ${brokerRenewals.size} times`);
+      assert.equal(broker.find(/failed to update lease|giving up being a master/), undefined);
+
+      // 5. kill -9 the broker: ours becomes master once the broker's lease has expired.
+      const killed = Date.now();
+      await broker.kill('SIGKILL');
+      const leftBehind = await leaseRow(db);
+      assert.equal(leftBehind.holder, 'amq-a', 'the dead broker still holds the lease row');
+      await us.started;
+      const masterAt = us.at('master') ?? Number.NaN;
+      const expiry = leftBehind.time ?? Number.NaN;
+      assert.ok(masterAt >= expiry, `ours took over ${expiry - masterAt} ms before expiry`);
+      const takeoverByUs = masterAt - killed;
+      t.diagnostic(
+        `ours took over ${takeoverByUs} ms after kill -9 (${masterAt - expiry} ms after the broker's lease expired)`,
+      );
+      assert.ok(takeoverByUs <= AMQ_LEASE + 1000, `ours took ${takeoverByUs} ms`);
+      const final = await leaseRow(db);
+      assert.equal(final.holder, 'locksmith-b');
+      assert.ok((final.epoch ?? 0) > (first.epoch ?? 0), 'EPOCH grew at our takeover');
+      await sleep(300);
+      await w.stop();
+      assert.deepEqual(w.violations, []);
+      assert.ok(w.samples.some((s) => s.oursMaster) && w.samples.some((s) => s.brokerMaster));
+    } finally {
+      await w.stop();
+      await broker?.kill('SIGKILL');
+      await us?.supervisor.stop();
+      await db.drop();
+    }
+  });
+
+  it('the broker creates the table; ours adds EPOCH, waits while the broker holds, and takes over when the broker shuts down', async (t) => {
+    if (await skipUnlessAvailable(t, true)) return;
+    using dir = tempDir('locksmith-amq-');
+    const db = await createDatabase();
+    let broker: Broker | undefined;
+    let us: ReturnType<typeof ours> | undefined;
+    const w = witness(() => leaseRowOrNobody(db), {
+      ours: () => ({ master: us?.master ?? false, name: 'locksmith-c' }),
+      broker: () => broker,
+    });
+    try {
+      // 1. The broker first, on an empty database: ActiveMQ's own schema, then master.
+      broker = leaseBroker(dir.path, db, 'amq-b');
+      await broker.waitFor(/becoming master/, BROKER_START);
+      assert.deepEqual(await lockTableColumns(db), ['id', 'time', 'broker_name']);
+
+      // 2. Ours: adds EPOCH to ActiveMQ's table and waits; the broker keeps renewing.
+      us = ours(leaseLocker(db, 'locksmith-c'), OUR_RENEW);
+      const waitFrom = Date.now();
+      assert.equal(await settlesWithin(us.started, OBSERVE), false, 'ours became master');
+      assert.deepEqual(await lockTableColumns(db), ['id', 'time', 'broker_name', 'epoch']);
+      const during = w.between(waitFrom);
+      assert.ok(during.every((s) => s.holder === 'amq-b'));
+      assert.ok(new Set(during.map((s) => s.time)).size >= 6, 'the broker renewed');
+      assert.equal(broker.find(/failed to update lease|giving up being a master/), undefined);
+      assert.ok(broker.master);
+
+      // 3. A graceful shutdown (SIGTERM: the broker releases its lease): ours takes over fast.
+      const terminating = Date.now();
+      await broker.kill('SIGTERM');
+      const released = broker.find(/released lease/);
+      assert.ok(released !== undefined, broker.tail());
+      await us.started;
+      const masterAt = us.at('master') ?? Number.NaN;
+      assert.ok(masterAt >= terminating);
+      t.diagnostic(
+        `ours took over ${masterAt - terminating} ms after SIGTERM, ${masterAt - (released.logged ?? released.received)} ms after the broker's "released lease"`,
+      );
+      assert.ok(masterAt - terminating <= OUR_LEASE + 5000);
+      const row = await leaseRow(db);
+      assert.equal(row.holder, 'locksmith-c');
+      assert.ok((row.epoch ?? 0) > 0);
+
+      // 4. Ours releases the way ActiveMQ does (holder NULL, TIME 0).
+      await us.supervisor.stop();
+      const after = await leaseRow(db);
+      assert.equal(after.holder, undefined);
+      assert.equal(after.time, 0);
+      await w.stop();
+      assert.deepEqual(w.violations, []);
+    } finally {
+      await w.stop();
+      await broker?.kill('SIGKILL');
+      await us?.supervisor.stop();
+      await db.drop();
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+/** The first 8 bytes of the lock file: the acquire time its last holder wrote (ActiveMQ's format). */
+function lockStamp(path: string): number | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    const b = Buffer.alloc(8);
+    return readSync(fd, b, 0, 8, 0) === 8 ? Number(b.readBigInt64BE(0)) : undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLocker', () => {
+  it('exclude each other on <kahadb>/lock: the broker waits while ours holds and starts on release; ours waits while the broker holds and takes over after kill -9', async (t) => {
+    if (await skipUnlessAvailable(t, false)) return;
+    using dir = tempDir('locksmith-amq-');
+    const kahadb = join(dir.path, 'kahadb');
+    const lockPath = join(kahadb, 'lock');
+    let broker: Broker | undefined;
+    let us: ReturnType<typeof ours> | undefined;
+    // Whose stamp the file carries: each side's acquire writes its time at offset 0.
+    const ourStamps = new Set<number>();
+    const recordOurStamp = () => {
+      const stamp = lockStamp(lockPath);
+      if (stamp !== undefined) ourStamps.add(stamp);
+    };
+    const w = witness(
+      async () => {
+        const time = lockStamp(lockPath);
+        const holder = time === undefined ? undefined : ourStamps.has(time) ? 'locksmith' : 'amq-k';
+        return { holder, time };
+      },
+      { ours: () => ({ master: us?.master ?? false, name: 'locksmith' }), broker: () => broker },
+    );
+    const fileLocker = () =>
+      new SharedFileLocker({ directory: kahadb, lockAcquireSleepInterval: OUR_FILE_POLL });
+    try {
+      // 1. Ours holds the KahaDB lock file.
+      us = ours(fileLocker(), OUR_FILE_KEEP_ALIVE, recordOurStamp);
+      await us.started;
+      const ourStamp = lockStamp(lockPath);
+      assert.ok(ourStamp !== undefined && ourStamps.has(ourStamp));
+
+      // 2. The broker on the same KahaDB waits (slave) and does not start.
+      broker = new Broker(
+        'kahadb.xml',
+        dir.path,
+        {
+          brokerName: 'amq-k',
+          kahadbDirectory: kahadb,
+          lockAcquireSleepInterval: AMQ_FILE_POLL,
+          lockKeepAlivePeriod: AMQ_FILE_KEEP_ALIVE,
+        },
+        /SharedFileLocker - keepAlive result: true/,
+      );
+      await broker.waitFor(
+        /is locked by another server. This broker is now in slave mode/,
+        BROKER_START,
+      );
+      const observeFrom = Date.now();
+      await sleep(OBSERVE + AMQ_FILE_POLL / 2); // mid-poll release, as above
+      const attempts = broker.count(/is locked\.\.\. waiting/);
+      assert.ok(attempts >= 4, `the broker tried ${attempts} times\n${broker.tail()}`);
+      assert.equal(
+        broker.find(/keepAlive result|BrokerService - Apache ActiveMQ .* started/),
+        undefined,
+      );
+      assert.ok(us.master);
+      assert.deepEqual(us.troubles(), [], 'our keep-alive saw the file untouched');
+      assert.ok(w.between(observeFrom).every((s) => s.time === ourStamp));
+
+      // 3. Ours releases: the broker takes the lock (writing its stamp), pauses one keep-alive
+      //    period (AMQ-4705), then starts.
+      const releasing = Date.now();
+      await us.supervisor.stop();
+      const stampedAt = await when(
+        () => {
+          const s = lockStamp(lockPath);
+          return s !== undefined && !ourStamps.has(s);
+        },
+        AMQ_FILE_POLL * 4,
+        'the broker stamps the lock file',
+      );
+      const brokerStamp = lockStamp(lockPath) ?? Number.NaN;
+      assert.ok(brokerStamp >= releasing, 'the broker took the lock before ours released it');
+      const started = await broker.waitFor(/BrokerService - Apache ActiveMQ .* started/, 10_000);
+      const startedAt = started.logged ?? started.received;
+      t.diagnostic(
+        `broker took the lock ${brokerStamp - releasing} ms after our release (seen ${stampedAt - releasing} ms), started ${startedAt - releasing} ms after it (poll ${AMQ_FILE_POLL} + pause ${AMQ_FILE_KEEP_ALIVE} ms)`,
+      );
+      assert.ok(brokerStamp - releasing <= AMQ_FILE_POLL + 500);
+
+      // 4. Ours again: waits while the broker holds the file.
+      us = ours(fileLocker(), OUR_FILE_KEEP_ALIVE, recordOurStamp);
+      const waitFrom = Date.now();
+      assert.equal(await settlesWithin(us.started, OBSERVE), false, 'ours became master');
+      assert.equal(us.supervisor.state, 'waiting');
+      assert.ok(w.between(waitFrom).every((s) => s.time === brokerStamp));
+      assert.ok(broker.count(/keepAlive result: true/) >= 4, 'the broker kept its lock');
+      assert.equal(broker.find(/keepAlive result: false|giving up being a master/), undefined);
+
+      // 5. kill -9 the broker: the kernel frees its lock and ours takes over.
+      const killed = Date.now();
+      await broker.kill('SIGKILL');
+      await us.started;
+      const masterAt = us.at('master') ?? Number.NaN;
+      const ours2 = lockStamp(lockPath) ?? Number.NaN;
+      assert.ok(ourStamps.has(ours2) && ours2 >= killed, 'ours stamped the file after the kill');
+      t.diagnostic(
+        `ours took the lock ${ours2 - killed} ms after kill -9, master ${masterAt - killed} ms after it (poll ${OUR_FILE_POLL} + pause ${OUR_FILE_KEEP_ALIVE} ms)`,
+      );
+      assert.ok(masterAt - killed <= OUR_FILE_POLL + OUR_FILE_KEEP_ALIVE + 1000);
+      await sleep(300);
+      await w.stop();
+      assert.deepEqual(w.violations, []);
+      assert.ok(w.samples.some((s) => s.oursMaster) && w.samples.some((s) => s.brokerMaster));
+    } finally {
+      await w.stop();
+      await broker?.kill('SIGKILL');
+      await us?.supervisor.stop();
+    }
+  });
+});
