@@ -1,24 +1,14 @@
-import {
-  InvalidArgumentError,
-  LockIOError,
-  LockLostError,
-  LockObtainFailedError,
-} from '../core/errors.js';
+import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { abortableSleep } from '../core/wait.js';
+import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
-  AbstractLocker,
-  type AbstractLockerOptions,
-  type AcquireContext,
-  checkOptionsObject,
-} from './abstract-locker.js';
+  checkDatabaseLockerOptions,
+  checkMilliseconds,
+  checkStatement,
+  type DatabaseLockerCommonOptions,
+} from './database-locker-options.js';
 import { type Dialect, type SqlConnection, withTimeout } from './sql/dialect.js';
-import { checkIdentifier } from './sql/identifier.js';
-import {
-  DEFAULT_LOCK_TABLE_NAME,
-  describe,
-  ensureLockTable,
-  readLockRow,
-} from './sql/lock-table.js';
+import { describe, ensureLockTable, readLockRow } from './sql/lock-table.js';
 import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
 
 /**
@@ -31,13 +21,7 @@ export const DEFAULT_DATABASE_KEEP_ALIVE_PERIOD = 5_000;
 /** Limit on the keep-alive statement (ms): past it the keep-alive is false. */
 export const DEFAULT_DATABASE_QUERY_TIMEOUT = 2_000;
 
-export interface DatabaseLockerOptions extends AbstractLockerOptions {
-  /** `sqlite:<path>`, `postgres://…`, `mysql://…`, or the user's own pool/handle. */
-  database: DatabaseSource;
-  /** Validated SQL identifier (`ACTIVEMQ_LOCK`). */
-  lockTableName?: string | undefined;
-  /** Create the table and seed row if missing (true). */
-  createTablesOnStartup?: boolean | undefined;
+export interface DatabaseLockerOptions extends DatabaseLockerCommonOptions {
   /**
    * Override of the lock statement run inside the transaction (default
    * `SELECT * FROM <table> WHERE ID = 1 FOR UPDATE`; SQLite `SELECT ID FROM <table> WHERE
@@ -99,41 +83,26 @@ export class DatabaseLocker extends AbstractLocker {
   #everStarted = false;
 
   constructor(options: DatabaseLockerOptions) {
-    const o = checkOptionsObject(options, 'DatabaseLocker options');
-    const table = checkIdentifier(o.lockTableName ?? DEFAULT_LOCK_TABLE_NAME, 'lockTableName');
+    const { o, table, createTablesOnStartup } = checkDatabaseLockerOptions(
+      options,
+      'DatabaseLocker options',
+    );
     super(o, `database lock ${table}`);
-    const timeout = o.queryTimeout ?? DEFAULT_DATABASE_QUERY_TIMEOUT;
-    if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0) {
-      throw new InvalidArgumentError(
-        `queryTimeout must be a number of milliseconds > 0, got ${String(timeout)}`,
-      );
-    }
-    const pause = o.takeoverPause;
-    if (
-      pause !== undefined &&
-      (typeof pause !== 'number' || !Number.isFinite(pause) || pause < 0)
-    ) {
-      throw new InvalidArgumentError(
-        `takeoverPause must be a number of milliseconds >= 0, got ${String(pause)}`,
-      );
-    }
-    const create = o.createTablesOnStartup ?? true;
-    if (typeof create !== 'boolean') {
-      throw new InvalidArgumentError(
-        `createTablesOnStartup must be a boolean, got ${String(create)}`,
-      );
-    }
-    if (
-      o.lockStatement !== undefined &&
-      (typeof o.lockStatement !== 'string' || o.lockStatement.trim() === '')
-    ) {
-      throw new InvalidArgumentError('lockStatement must be a non-empty SQL string');
-    }
+    const timeout = checkMilliseconds(
+      o.queryTimeout ?? DEFAULT_DATABASE_QUERY_TIMEOUT,
+      'queryTimeout',
+      false,
+    );
+    const pause =
+      o.takeoverPause === undefined
+        ? undefined
+        : checkMilliseconds(o.takeoverPause, 'takeoverPause', true);
+    checkStatement(o.lockStatement, 'lockStatement');
     this.#dialect = openDialect(o.database);
     this.#source = o.database;
     this.#lockStatement = o.lockStatement;
     this.lockTableName = table;
-    this.createTablesOnStartup = create;
+    this.createTablesOnStartup = createTablesOnStartup;
     this.queryTimeout = timeout;
     this.takeoverPause = pause;
   }

@@ -7,17 +7,17 @@ import {
   LockObtainFailedError,
 } from '../core/errors.js';
 import { abortableSleep } from '../core/wait.js';
+import { AbstractLocker, type AcquireContext, checkOptionsObject } from './abstract-locker.js';
 import {
-  AbstractLocker,
-  type AbstractLockerOptions,
-  type AcquireContext,
-  checkOptionsObject,
-} from './abstract-locker.js';
+  checkBoolean,
+  checkDatabaseLockerOptions,
+  checkMilliseconds,
+  checkStatement,
+  type DatabaseLockerCommonOptions,
+} from './database-locker-options.js';
 import { type IOErrorPolicy, isIOErrorPolicy, stopOnUnknownOwnership } from './io-error-policy.js';
 import { type Dialect, withTimeout } from './sql/dialect.js';
-import { checkIdentifier } from './sql/identifier.js';
 import {
-  DEFAULT_LOCK_TABLE_NAME,
   describe,
   ensureLockTable,
   isUnreachable,
@@ -63,11 +63,7 @@ export function defaultLeaseStatements(dialect: Dialect, table: string): LeaseSt
   };
 }
 
-export interface LeaseDatabaseLockerOptions extends AbstractLockerOptions {
-  /** `sqlite:<path>`, `postgres://…`, `mysql://…`, or the user's own pool/handle. */
-  database: DatabaseSource;
-  /** Validated SQL identifier (`ACTIVEMQ_LOCK`). */
-  lockTableName?: string | undefined;
+export interface LeaseDatabaseLockerOptions extends DatabaseLockerCommonOptions {
   /**
    * Who holds the lease; must be unique among the contenders (at most 250 characters).
    * Default `<hostname>:<pid>:<8 random hex digits>`: unique per locker instance, readable in
@@ -162,8 +158,10 @@ export class LeaseDatabaseLocker extends AbstractLocker {
   #timeOffset = 0;
 
   constructor(options: LeaseDatabaseLockerOptions) {
-    const o = checkOptionsObject(options, 'LeaseDatabaseLocker options');
-    const table = checkIdentifier(o.lockTableName ?? DEFAULT_LOCK_TABLE_NAME, 'lockTableName');
+    const { o, table, createTablesOnStartup } = checkDatabaseLockerOptions(
+      options,
+      'LeaseDatabaseLocker options',
+    );
     const holder = o.leaseHolderId ?? defaultLeaseHolderId();
     if (typeof holder !== 'string' || holder.length === 0 || holder.length > 250) {
       throw new InvalidArgumentError(
@@ -183,17 +181,21 @@ export class LeaseDatabaseLocker extends AbstractLocker {
         `selfFencingMargin must be > 0 and < the lease (${lease} ms), got ${String(margin)}`,
       );
     }
-    this.maxAllowableDiffFromDBTime = nonNegative(
+    this.maxAllowableDiffFromDBTime = checkMilliseconds(
       o.maxAllowableDiffFromDBTime ?? 0,
       'maxAllowableDiffFromDBTime',
+      true,
     );
-    this.maxEventLoopLag = nonNegative(o.maxEventLoopLag ?? margin, 'maxEventLoopLag');
+    this.maxEventLoopLag = checkMilliseconds(o.maxEventLoopLag ?? margin, 'maxEventLoopLag', true);
     if (this.maxEventLoopLag === 0) {
       throw new InvalidArgumentError('maxEventLoopLag must be > 0');
     }
-    this.queryTimeout = nonNegative(o.queryTimeout ?? lease, 'queryTimeout');
-    this.handleStartException = bool(o.handleStartException ?? false, 'handleStartException');
-    this.createTablesOnStartup = bool(o.createTablesOnStartup ?? true, 'createTablesOnStartup');
+    this.queryTimeout = checkMilliseconds(o.queryTimeout ?? lease, 'queryTimeout', true);
+    this.handleStartException = checkBoolean(
+      o.handleStartException ?? false,
+      'handleStartException',
+    );
+    this.createTablesOnStartup = createTablesOnStartup;
     const policy = o.ioErrorPolicy ?? stopOnUnknownOwnership;
     if (!isIOErrorPolicy(policy)) {
       throw new InvalidArgumentError('ioErrorPolicy must have a name and a handle() method');
@@ -203,9 +205,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       if (!['acquire', 'renew', 'release', 'select', 'dbTime'].includes(key)) {
         throw new InvalidArgumentError(`Unknown statement ${JSON.stringify(key)}`);
       }
-      if (value !== undefined && (typeof value !== 'string' || value.trim().length === 0)) {
-        throw new InvalidArgumentError(`Statement ${key} must be a non-empty SQL string`);
-      }
+      checkStatement(value, `Statement ${key}`);
     }
     this.#dialect = openDialect(o.database);
     this.#source = o.database;
@@ -522,22 +522,6 @@ export class LeaseDatabaseLocker extends AbstractLocker {
 /** `<hostname>:<pid>:<random>`: readable, and unique per locker even within one process. */
 export function defaultLeaseHolderId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`.slice(0, 250);
-}
-
-function nonNegative(value: unknown, what: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidArgumentError(
-      `${what} must be a finite number of milliseconds >= 0, got ${String(value)}`,
-    );
-  }
-  return value;
-}
-
-function bool(value: unknown, what: string): boolean {
-  if (typeof value !== 'boolean') {
-    throw new InvalidArgumentError(`${what} must be a boolean, got ${String(value)}`);
-  }
-  return value;
 }
 
 function definedOnly<T extends object>(o: Partial<T>): Partial<T> {

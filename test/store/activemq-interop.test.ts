@@ -104,7 +104,7 @@ function logTime(text: string): number | undefined {
 /**
  * An ActiveMQ broker in a child JVM (the Debian package's `activemq.jar` launcher, in the
  * foreground), its log kept line by line. `masterLine` is the log line that says it now acts as
- * master; `lostLine` the one that says it gave up.
+ * master; "giving up being a master" is ActiveMQ's line when it loses the lock.
  */
 class Broker {
   readonly proc: ChildProcess;
@@ -114,6 +114,7 @@ class Broker {
   readonly #masterLine: RegExp;
   /** Set once the test stops or kills it: from then on not counted as a settled master. */
   #leaving = false;
+  #spawnFailed = false;
 
   constructor(
     config: string,
@@ -144,6 +145,11 @@ class Broker {
       `xbean:file:${join(FIXTURES, config)}?validate=false`,
     ];
     this.proc = orphanProof(spawn('java', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] }));
+    // A failed spawn shows up as a broker that exits before the awaited line, with this line.
+    this.proc.on('error', (err) => {
+      this.#spawnFailed = true;
+      this.lines.push({ received: Date.now(), logged: undefined, text: `spawn: ${err.message}` });
+    });
     for (const stream of [this.proc.stdout, this.proc.stderr]) {
       let buffer = '';
       stream?.on('data', (chunk: Buffer) => {
@@ -157,7 +163,7 @@ class Broker {
   }
 
   get alive(): boolean {
-    return this.proc.exitCode === null && this.proc.signalCode === null;
+    return !this.#spawnFailed && this.proc.exitCode === null && this.proc.signalCode === null;
   }
 
   /** Master by its own log (the master line seen, no give-up line), and not being stopped. */
@@ -206,6 +212,7 @@ class Broker {
   /** Sends `signal` (SIGKILL unless told) and waits for the exit; harmless once gone. */
   async kill(signal: NodeJS.Signals = 'SIGKILL') {
     this.#leaving = true;
+    if (this.#spawnFailed) return { code: null, signal: null };
     if (this.alive) this.proc.kill(signal);
     return exitOf(this.proc);
   }

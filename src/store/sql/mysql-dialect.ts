@@ -1,5 +1,6 @@
 import mysql from 'mysql2/promise';
 import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
+import { DialectPool, type PoolSource } from './dialect-pool.js';
 
 function result(out: unknown): SqlResult {
   if (Array.isArray(out)) return { rows: out as Record<string, unknown>[], affected: 0 };
@@ -91,25 +92,21 @@ export class MysqlDialect implements Dialect {
   readonly nowMs = 'CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED)';
   readonly nowUs = 'CAST(FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000000) AS SIGNED)';
   readonly #pool: mysql.Pool;
-  readonly #owned: boolean;
+  readonly #source: DialectPool<mysql.Pool>;
 
-  constructor(source: { url: string; description: string } | { pool: mysql.Pool }) {
-    if ('pool' in source) {
-      this.#pool = source.pool;
-      this.#owned = false;
-      this.description = 'MySQL (user pool)';
-    } else {
-      this.#pool = mysql.createPool({
-        uri: source.url,
+  constructor(source: PoolSource<mysql.Pool>) {
+    this.#source = new DialectPool(source, 'MySQL', (uri) =>
+      mysql.createPool({
+        uri,
         connectionLimit: 4,
         connectTimeout: 10_000,
         supportBigNumbers: true,
         // affectedRows = rows matched, even when the values did not change.
         flags: ['FOUND_ROWS'],
-      });
-      this.#owned = true;
-      this.description = source.description;
-    }
+      }),
+    );
+    this.#pool = this.#source.pool;
+    this.description = this.#source.description;
   }
 
   greatest(a: string, b: string): string {
@@ -165,7 +162,7 @@ export class MysqlDialect implements Dialect {
     return `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS EPOCH BIGINT DEFAULT 0`;
   }
 
-  async close(): Promise<void> {
-    if (this.#owned) await this.#pool.end();
+  close(): Promise<void> {
+    return this.#source.close();
   }
 }

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
+import { DialectPool, type PoolSource } from './dialect-pool.js';
 
 /** `?` → `$1, $2, …` (our statements never contain a literal `?`). */
 function dollars(sql: string): string {
@@ -72,24 +73,23 @@ export class PostgresDialect implements Dialect {
   readonly nowMs = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
   readonly nowUs = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000) AS BIGINT)';
   readonly #pool: pg.Pool;
-  readonly #owned: boolean;
+  readonly #source: DialectPool<pg.Pool>;
 
-  constructor(source: { url: string; description: string } | { pool: pg.Pool }) {
-    if ('pool' in source) {
-      this.#pool = source.pool;
-      this.#owned = false;
-      this.description = 'PostgreSQL (user pool)';
-    } else {
-      this.#pool = new pg.Pool({
-        connectionString: source.url,
-        max: 4,
-        connectionTimeoutMillis: 10_000,
-        idleTimeoutMillis: 30_000,
-        allowExitOnIdle: true,
-      });
-      this.#owned = true;
-      this.description = source.description;
-    }
+  constructor(source: PoolSource<pg.Pool>) {
+    this.#source = new DialectPool(
+      source,
+      'PostgreSQL',
+      (connectionString) =>
+        new pg.Pool({
+          connectionString,
+          max: 4,
+          connectionTimeoutMillis: 10_000,
+          idleTimeoutMillis: 30_000,
+          allowExitOnIdle: true,
+        }),
+    );
+    this.#pool = this.#source.pool;
+    this.description = this.#source.description;
     // An idle pooled connection killed by the server must not crash the process.
     this.#pool.on('error', () => {});
   }
@@ -143,7 +143,7 @@ export class PostgresDialect implements Dialect {
     return `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS EPOCH BIGINT DEFAULT 0`;
   }
 
-  async close(): Promise<void> {
-    if (this.#owned) await this.#pool.end();
+  close(): Promise<void> {
+    return this.#source.close();
   }
 }
