@@ -77,13 +77,8 @@ export class LeaseQueue<T extends Deadlined> {
   remove(): void {
     if (this.#closed) return;
     this.#live--;
-    if (this.#live === 0) {
-      this.#keys.length = 0;
-      this.#items.length = 0;
-      if (this.#keepAlive) this.#disarm();
-    } else if (this.#keys.length > 2 * this.#live + 32) {
-      this.#compact();
-    }
+    if (this.#live === 0 && this.#keepAlive) this.#disarm();
+    if (this.#keys.length > 2 * this.#live + 32) this.#compact();
   }
 
   /** Drops everything and stops the timer for good. */

@@ -28,8 +28,10 @@ export interface RowLockGrant {
   readonly lockId: string | undefined;
   /**
    * Fencing token. Tokens increase strictly over all grants of one manager, implicit and
-   * explicit, whatever the row (`max(previous + 1, wall clock in µs)`), so they increase per
-   * row too.
+   * explicit, whatever the row, so they increase per row too. Each is
+   * `max(previous + 1, wall clock in µs)` ({@link nextFencingToken}), the clock being read on
+   * the first grant and every 128th after (reading it costs a third of a fast lock): tokens
+   * may lag the clock between readings, which keeps them below any later manager's first.
    */
   readonly token: number;
 }
@@ -75,6 +77,8 @@ class Hold implements RowLockGrant {
   readonly lockId: string | undefined;
   readonly token: number;
   readonly owner: RowLockOwner | undefined;
+  /** Tells a foreign grant without a map lookup on the release path. */
+  readonly manager: RowLockManager;
   /** Lease deadline on the monotonic clock; explicit locks only. */
   deadline: number;
   state: number = HELD;
@@ -86,12 +90,14 @@ class Hold implements RowLockGrant {
     lockId: string | undefined,
     token: number,
     owner: RowLockOwner | undefined,
+    manager: RowLockManager,
     deadline: number,
   ) {
     this.row = row;
     this.lockId = lockId;
     this.token = token;
     this.owner = owner;
+    this.manager = manager;
     this.deadline = deadline;
   }
 }
@@ -187,6 +193,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   readonly #graph: WaitForGraph;
   readonly #onAbort = (waiter: Waiter): void => this.#abortWait(waiter);
   #lastToken: number | undefined;
+  #grants = 0;
   #waiting = 0;
   #closed = false;
 
@@ -259,12 +266,15 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
 
   /**
    * Releases an explicit lock and hands the row to the first waiter. Never waits. Throws
-   * {@link UnknownRowLockError} for an unknown, released or expired id (a lease that ran out
-   * moments ago but whose timer has not fired yet counts as expired).
+   * {@link UnknownRowLockError} for an unknown, released or expired id. A lease that ran out
+   * so recently that its timer has not fired yet is simply released (the row is freed either
+   * way); {@link useLock} and {@link renewLease} do treat it as expired.
    */
   unlockRow(lockId: string): void {
     this.#checkOpen();
-    const hold = this.#liveLock(lockId);
+    checkLockId(lockId);
+    const hold = this.#ids.get(lockId);
+    if (hold === undefined) throw unknownLock(lockId);
     this.#ids.delete(lockId);
     hold.state = RELEASED;
     this.#leases.remove();
@@ -284,7 +294,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         `Row lock ${lockId} was granted for row=${toStringBinary(hold.row)}, not row=${toStringBinary(row)}`,
       );
     }
-    hold.deadline = this.#clock.monotonic() + this.#leasePeriodMs;
+    hold.deadline = this.#leaseDeadline();
     return hold;
   }
 
@@ -292,7 +302,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   renewLease(lockId: string): void {
     this.#checkOpen();
     const hold = this.#liveLock(lockId);
-    hold.deadline = this.#clock.monotonic() + this.#leasePeriodMs;
+    hold.deadline = this.#leaseDeadline();
   }
 
   /**
@@ -328,7 +338,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       );
     }
     if (grant.state !== HELD || this.#closed) return;
-    if (this.#rows.get(grant.row) !== grant) {
+    if (grant.manager !== this) {
       throw new InvalidArgumentError('releaseImplicit: the grant belongs to another manager');
     }
     grant.state = RELEASED;
@@ -388,7 +398,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
 
   /** Whether `grant` still holds its row (not released, expired, or closed). */
   isHeld(grant: RowLockGrant): boolean {
-    return grant instanceof Hold && grant.state === HELD && this.#rows.get(grant.row) === grant;
+    return grant instanceof Hold && grant.state === HELD && grant.manager === this;
   }
 
   /**
@@ -478,16 +488,20 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   }
 
   #grant(row: string, owner: RowLockOwner | undefined, explicit: boolean): Hold {
-    const token = nextFencingToken(this.#lastToken, this.#clock.wall());
+    const last = this.#lastToken;
+    const token =
+      last === undefined || (++this.#grants & 127) === 0
+        ? nextFencingToken(last, this.#clock.wall())
+        : last + 1;
     this.#lastToken = token;
     let hold: Hold;
     if (explicit) {
       const lockId = newLockId();
-      hold = new Hold(row, lockId, token, owner, this.#clock.monotonic() + this.#leasePeriodMs);
+      hold = new Hold(row, lockId, token, owner, this, this.#leaseDeadline());
       this.#ids.set(lockId, hold);
       this.#leases.add(hold);
     } else {
-      hold = new Hold(row, undefined, token, owner, 0);
+      hold = new Hold(row, undefined, token, owner, this, 0);
     }
     this.#rows.set(row, hold);
     return hold;
@@ -557,11 +571,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
 
   /** The held lock with this id; an overdue lease is expired on the spot and rejected. */
   #liveLock(lockId: string): Hold {
-    if (typeof lockId !== 'string' || lockId === '') {
-      throw new InvalidArgumentError(
-        `Invalid row lock id ${JSON.stringify(lockId)}: must be a non-empty string`,
-      );
-    }
+    checkLockId(lockId);
     const hold = this.#ids.get(lockId);
     if (hold !== undefined && hold.deadline <= this.#clock.monotonic()) {
       hold.state = EXPIRED;
@@ -570,9 +580,15 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     } else if (hold !== undefined) {
       return hold;
     }
-    throw new UnknownRowLockError(
-      `Unknown row lock ${lockId}: never granted, already released, or its lease expired`,
-    );
+    throw unknownLock(lockId);
+  }
+
+  /**
+   * Rounded up to a whole millisecond: a small integer is stored inline in the grant, a
+   * fraction would cost a 12-byte heap number per held lock.
+   */
+  #leaseDeadline(): number {
+    return Math.ceil(this.#clock.monotonic() + this.#leasePeriodMs);
   }
 
   #checkOpen(): void {
@@ -588,6 +604,20 @@ function checkRow(row: string): void {
         : `Invalid row key: expected a latin1 string (see rowKey), got ${typeof row}`,
     );
   }
+}
+
+function checkLockId(lockId: string): void {
+  if (typeof lockId !== 'string' || lockId === '') {
+    throw new InvalidArgumentError(
+      `Invalid row lock id ${JSON.stringify(lockId)}: must be a non-empty string`,
+    );
+  }
+}
+
+function unknownLock(lockId: string): UnknownRowLockError {
+  return new UnknownRowLockError(
+    `Unknown row lock ${lockId}: never granted, already released, or its lease expired`,
+  );
 }
 
 function checkOwner(owner: RowLockOwner): void {
