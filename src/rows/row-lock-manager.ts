@@ -366,6 +366,9 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       options.waitMs === undefined ? this.#rowLockWaitMs : checkWaitMs(options.waitMs, 'waitMs');
     const owner = options.owner ?? {};
     checkOwner(owner);
+    if (options.signal?.aborted) {
+      throw new AbortedError('Wait for row locks aborted', { cause: options.signal.reason });
+    }
     const sorted = [...new Set(rows)].sort();
     const deadline = this.#clock.monotonic() + waitMs;
     const grants: RowLockGrant[] = [];

@@ -379,6 +379,40 @@ describe('leases (checklist 6)', () => {
     assert.equal(clock.pending, 1);
     queue.close();
   });
+
+  test('on the system clock, leases never keep the process alive; a wait limit does while it waits', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const base = timers();
+    const locks = new RowLockManager();
+    const grant = locks.tryLockRow('x') as RowLockGrant;
+    assert.equal(timers(), base, "the lease timer is unref'd");
+    const waiter = locks.acquireImplicit('x', { waitMs: 5_000 });
+    assert.equal(timers(), base + 1);
+    locks.unlockRow(grant.lockId as string);
+    assert.equal(timers(), base, 'cancelled once nobody waits');
+    locks.releaseImplicit(await waiter);
+    locks.close();
+  });
+
+  test('a clock without setTimer drives leases through sleep', async () => {
+    const fake = new FakeClock();
+    const clock: Clock = {
+      monotonic: () => fake.monotonic(),
+      wall: () => fake.wall(),
+      sleep: (ms, signal) => fake.sleep(ms, signal),
+    };
+    const locks = new RowLockManager({ clock });
+    const grant = await locks.lockRow('r');
+    const waiter = locks.lockRow('r', { waitMs: 100_000 });
+    assert.equal(fake.pending, 2);
+    await fake.advance(60_000);
+    const next = await waiter;
+    assert.throws(() => locks.renewLease(grant.lockId as string), UnknownRowLockError);
+    locks.unlockRow(next.lockId as string);
+    locks.close();
+    await tick();
+    assert.equal(fake.pending, 0);
+  });
 });
 
 describe('implicit locks (checklist 8)', () => {
@@ -447,6 +481,25 @@ describe('implicit locks (checklist 8)', () => {
     await done;
     assert.equal(locks.heldCount, 1);
     assert.equal(locks.tryAcquireImplicit('a') === null, false);
+    locks.releaseImplicit(held);
+    locks.close();
+  });
+
+  test('acquireImplicitMany: an abort mid-way gives back the rows taken; an aborted signal takes none', async () => {
+    const { locks } = manager();
+    const held = locks.tryAcquireImplicit('b') as RowLockGrant;
+    const controller = new AbortController();
+    const many = locks.acquireImplicitMany(['c', 'b', 'a'], { signal: controller.signal });
+    await tick();
+    assert.equal(locks.heldCount, 2);
+    controller.abort();
+    await assert.rejects(many, AbortedError);
+    assert.equal(locks.heldCount, 1);
+    await assert.rejects(
+      locks.acquireImplicitMany(['x'], { signal: controller.signal }),
+      AbortedError,
+    );
+    assert.equal(locks.heldCount, 1);
     locks.releaseImplicit(held);
     locks.close();
   });
