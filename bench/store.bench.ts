@@ -23,7 +23,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, release as kernelRelease, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -61,7 +61,12 @@ const MICRO_WARMUP = 20;
  */
 const MICRO_GAP_MS = 2;
 
-const childScript = join(repoRoot, 'dist-test/bench/store-child.js');
+/**
+ * The children run from a private copy of the compiled tree (git-ignored `bench/.build/`), so
+ * that a rebuild of `dist-test/` during the run (another `npm test`) cannot break them.
+ */
+const snapshot = join(repoRoot, 'bench/.build/store-snapshot');
+const childScript = join(snapshot, 'bench/store-child.js');
 const work = mkdtempSync(join(tmpdir(), 'locksmith-store-bench-'));
 const runId = randomBytes(4).toString('hex').toUpperCase();
 let tableCount = 0;
@@ -1064,12 +1069,21 @@ async function cleanup(): Promise<void> {
     process.stderr.write(`dropping the bench tables failed: ${String(err)}\n`);
   }
   rmSync(work, { recursive: true, force: true });
+  rmSync(snapshot, { recursive: true, force: true });
+}
+
+function takeSnapshot(): void {
+  rmSync(snapshot, { recursive: true, force: true });
+  for (const dir of ['src', 'bench']) {
+    cpSync(join(repoRoot, 'dist-test', dir), join(snapshot, dir), { recursive: true });
+  }
 }
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const wanted = (p: string) => args.length === 0 || args.includes(p);
   const started = performance.now();
+  takeSnapshot();
   await machine();
   say('## 1. Failover');
   say();
