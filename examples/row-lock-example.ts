@@ -29,7 +29,8 @@ async function unlockedPut(): Promise<void> {
 console.log('Taking out lock...');
 const lock = await table.lockRow(ROW1);
 console.log(`Lock ID: ${lock.lockId}`);
-const thread = unlockedPut();
+// Like Java's thread.start(): the second task begins on a later turn of the event loop.
+const thread = new Promise((resolve) => setImmediate(resolve)).then(unlockedPut);
 try {
   console.log('Sleeping 5secs in main()...');
   await sleep(5000);

@@ -61,6 +61,7 @@ type Draft = EncodableCell;
 const EMPTY = Buffer.alloc(0);
 const SNAPSHOT_RECORD_BYTES = 1 << 20;
 const INSERT_CHUNK = 1024;
+const GRANT_MEMORY = 100_000;
 
 /**
  * One region of a table, as HBase's `HRegion`: rows of versioned cells in column families,
@@ -90,6 +91,9 @@ export class Region implements AsyncDisposable {
   /** Read points of open scanners: pruning keeps what they can still see. */
   readonly #scanners = new Map<number, number>();
   readonly #inflight = new Set<Promise<unknown>>();
+  /** Newest explicit grant per row, least recently granted first; bounded by GRANT_MEMORY. */
+  readonly #grants = new Map<string, number>();
+  #grantFloor = -1;
   #checkpoint: Promise<void> | undefined;
   #failure: unknown;
   #closing: Promise<void> | undefined;
@@ -200,15 +204,14 @@ export class Region implements AsyncDisposable {
   /** Locks `row` until `unlockRow` or lease expiry; waits for other holders (FIFO). */
   async lockRow(row: BytesInput, options: CallOptions = {}): Promise<RowLock> {
     this.#checkOpen();
-    const grant = await this.#locks.lockRow(checkRow(row), options);
-    return toRowLock(grant);
+    return this.#granted(await this.#locks.lockRow(checkRow(row), options));
   }
 
   /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
   tryLockRow(row: BytesInput, owner?: RowLockOwner): RowLock | null {
     this.#checkOpen();
     const grant = this.#locks.tryLockRow(checkRow(row), owner);
-    return grant === null ? null : toRowLock(grant);
+    return grant === null ? null : this.#granted(grant);
   }
 
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
@@ -578,7 +581,7 @@ export class Region implements AsyncDisposable {
   ): Promise<T> {
     this.#checkOpen();
     const arrival = this.#onArrival ? this.#timeFor(row) : undefined;
-    let grant: RowLockGrant | undefined;
+    let grant: RowLockGrant | null;
     let implicit = false;
     if (rowLock !== undefined) {
       grant = this.#locks.useLock(lockIdOf(rowLock), row);
@@ -612,11 +615,35 @@ export class Region implements AsyncDisposable {
     }
   }
 
+  /** Remembers an explicit grant's token as the row's newest (see {@link #newestGrant}). */
+  #granted(grant: RowLockGrant): RowLock {
+    this.#grants.delete(grant.row);
+    this.#grants.set(grant.row, grant.token);
+    if (this.#grants.size > GRANT_MEMORY) {
+      // Forget the least recently granted row, raising the floor to its token: tokens rise
+      // across all rows, so the floor can only reject too much (a stale-looking token on a
+      // forgotten row), never admit a token older than a row's real newest grant.
+      const [oldRow, oldToken] = this.#grants.entries().next().value as [string, number];
+      this.#grants.delete(oldRow);
+      if (oldToken > this.#grantFloor) this.#grantFloor = oldToken;
+    }
+    return toRowLock(grant);
+  }
+
+  /** The newest token granted for `row` by an explicit lock, or the floor if forgotten. */
+  #newestGrant(row: string): number {
+    return this.#grants.get(row) ?? this.#grantFloor;
+  }
+
   /** Rejects a mutation whose fencing token is older than the row's newest explicit grant. */
-  #checkToken(row: string, token: number | undefined, own?: RowLockGrant): void {
+  #checkToken(row: string, token: number | undefined, own?: RowLockGrant | null): void {
     if (token === undefined) return;
-    const newest = this.#locks.newestToken(row);
-    if (newest !== undefined && newest !== own?.token && token < newest) {
+    const holder = this.#locks.newestToken(row);
+    const newest = Math.max(
+      this.#newestGrant(row),
+      holder === undefined || holder === own?.token ? -1 : holder,
+    );
+    if (token < newest) {
       throw new StaleTokenError(
         `Fencing token ${token} for row ${toStringBinary(row)} is older than ${newest}: the row was locked by someone else since`,
       );

@@ -108,6 +108,8 @@ async function runAcid(
         reads++;
         await tick();
       }
+      // An empty table scans without a macrotask: yield, or the writers never run.
+      await tick();
     }
   };
   const flusher = async () => {

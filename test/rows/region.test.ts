@@ -275,7 +275,7 @@ describe('Region: row locks around operations', () => {
 
   it('leases: use renews, idleness expires and hands the row to a waiter (fake clock)', async () => {
     const clock = new FakeClock();
-    await using region = await open({ clock, leasePeriodMs: 60_000 });
+    await using region = await open({ clock, leasePeriodMs: 60_000, rowLockWaitMs: 120_000 });
     const lock = await region.lockRow('r');
     clock.advance(40_000);
     await region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'kept'));
