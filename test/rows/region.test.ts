@@ -277,15 +277,15 @@ describe('Region: row locks around operations', () => {
     const clock = new FakeClock();
     await using region = await open({ clock, leasePeriodMs: 60_000, rowLockWaitMs: 120_000 });
     const lock = await region.lockRow('r');
-    clock.advance(40_000);
+    await clock.advance(40_000);
     await region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'kept'));
-    clock.advance(40_000);
+    await clock.advance(40_000);
     await region.get(new Get('r', lock));
     const waiter = region.put(new Put('r').add('colfam1', 'q', 'waiter'));
-    clock.advance(59_999);
+    await clock.advance(59_999);
     await sleep(5);
     assert.deepEqual(values((await region.get(new Get('r'))).cells), ['kept']);
-    clock.advance(1);
+    await clock.advance(1);
     await waiter;
     assert.deepEqual(values((await region.get(new Get('r'))).cells), ['waiter']);
     await assert.rejects(region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'late')), {
