@@ -1,0 +1,255 @@
+import type { FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { LockIOError } from '../core/errors.js';
+import { createSegment, segmentName, writeFully } from './log-segment.js';
+import { encodeFrame, FILE_HEADER_BYTES } from './record-codec.js';
+
+export type Durability = 'fsync' | 'none';
+
+/** Counters for tests and benchmarks; they only ever grow. */
+export interface LogStats {
+  /** Records acknowledged (their batch written, and synced with `fsync`). */
+  records: number;
+  /** Batches written: one `write(2)` each (more only after a short write). */
+  batches: number;
+  /** `fdatasync` calls on segments, for batches and new segment headers. */
+  fileSyncs: number;
+  /** `fsync` calls on the directory made by the log (new segments). */
+  dirSyncs: number;
+  segmentsCreated: number;
+}
+
+/** The records queued for one segment that will go out in one write (+ one sync). */
+interface Batch {
+  seq: number;
+  frames: Buffer[];
+  bytes: number;
+  /** Settles when the batch is durable (or failed); always has a handler attached. */
+  done: Promise<void>;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+/**
+ * The write-ahead log's writer: appends are framed and queued synchronously (call order is log
+ * order) and written by one loop, one batch at a time, on libuv's pool (`FileHandle.write` and
+ * `datasync`), never blocking the event loop.
+ *
+ * Group commit: every record queued while a batch is being written and synced goes out in the
+ * next batch, as a single `write(2)` of the concatenated frames followed by a single
+ * `fdatasync`. A batch never spans two segments: a roll closes the forming batch. After a
+ * failed write or sync the log is **poisoned**: the failing batch and everything queued
+ * behind it reject with an `IO_ERROR`, as do all later appends, because whether later records
+ * could be made durable (after the kernel may have dropped dirty pages) is unknown.
+ */
+export class GroupCommitLog {
+  readonly #dir: string;
+  readonly #dirHandle: FileHandle;
+  readonly #sync: boolean;
+  readonly #segmentBytes: number;
+  readonly #queue: Batch[] = [];
+  /** The batch new appends join; undefined once the writer took it. */
+  #forming: Batch | undefined;
+  #activeSeq = 0;
+  #activeBytes = 0;
+  /** Bytes (header + frames, queued or written) per segment not yet deleted. */
+  readonly #bytesBySeq = new Map<number, number>();
+  #open: { seq: number; handle: FileHandle; size: number } | undefined;
+  #running: Promise<void> | undefined;
+  #poison: LockIOError | undefined;
+  readonly stats: LogStats = {
+    records: 0,
+    batches: 0,
+    fileSyncs: 0,
+    dirSyncs: 0,
+    segmentsCreated: 0,
+  };
+
+  constructor(dir: string, dirHandle: FileHandle, durability: Durability, segmentBytes: number) {
+    this.#dir = dir;
+    this.#dirHandle = dirHandle;
+    this.#sync = durability === 'fsync';
+    this.#segmentBytes = segmentBytes;
+  }
+
+  /** The error that poisoned the log, if any. */
+  get poison(): LockIOError | undefined {
+    return this.#poison;
+  }
+
+  /** Bytes in segments numbered `from` and later. */
+  bytesFrom(from: number): number {
+    let sum = 0;
+    for (const [seq, bytes] of this.#bytesBySeq) if (seq >= from) sum += bytes;
+    return sum;
+  }
+
+  /** Counts an existing segment (found at recovery) in {@link bytesFrom}. */
+  noteExisting(seq: number, bytes: number): void {
+    this.#bytesBySeq.set(seq, bytes);
+  }
+
+  /** Forgets segments below `seq` (deleted by a checkpoint). */
+  forgetBelow(seq: number): void {
+    for (const s of [...this.#bytesBySeq.keys()]) if (s < seq) this.#bytesBySeq.delete(s);
+  }
+
+  /**
+   * Queues one record for the active segment (rolling first if that segment is full) and
+   * returns a promise of its durability. The payload is copied before this returns.
+   */
+  append(payload: Uint8Array): Promise<void> {
+    if (this.#poison !== undefined) return Promise.reject(this.#poisoned());
+    if (this.#activeBytes >= this.#segmentBytes) this.roll();
+    const batch = this.#forming ?? this.#newBatch(this.#activeSeq);
+    const frame = encodeFrame(payload, batch.bytes);
+    batch.frames.push(frame);
+    batch.bytes += frame.length;
+    this.#activeBytes += frame.length;
+    this.#bytesBySeq.set(this.#activeSeq, this.#activeBytes);
+    // A promise of its own per caller, so a caller that drops it still gets an unhandled
+    // rejection report, while the batch's shared promise is always handled.
+    return batch.done.then();
+  }
+
+  /**
+   * Switches appends, from this call on, to a new segment numbered one past the active one,
+   * which is created even if nothing is appended to it. Resolves with that number once the
+   * segment exists (so every earlier batch is done); rejects if the log is or gets poisoned.
+   */
+  roll(): { seq: number; created: Promise<void> } {
+    const seq = this.#activeSeq + 1;
+    this.#activeSeq = seq;
+    this.#activeBytes = FILE_HEADER_BYTES;
+    this.#bytesBySeq.set(seq, FILE_HEADER_BYTES);
+    if (this.#poison !== undefined) {
+      const created = Promise.reject(this.#poisoned());
+      created.catch(() => {});
+      return { seq, created };
+    }
+    return { seq, created: this.#newBatch(seq).done };
+  }
+
+  /** Makes `seq - 1` the active segment number, so the next {@link roll} creates `seq`. */
+  startAt(seq: number): void {
+    this.#activeSeq = seq - 1;
+  }
+
+  /** Resolves when every queued batch has been written (or failed). */
+  async drain(): Promise<void> {
+    while (this.#running !== undefined) await this.#running;
+  }
+
+  /** Drains, then closes the open segment. */
+  async close(): Promise<void> {
+    await this.drain();
+    const open = this.#open;
+    this.#open = undefined;
+    await open?.handle.close();
+  }
+
+  #newBatch(seq: number): Batch {
+    let resolve!: () => void;
+    let reject!: (err: Error) => void;
+    const done = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    done.catch(() => {});
+    const batch: Batch = { seq, frames: [], bytes: 0, done, resolve, reject };
+    this.#queue.push(batch);
+    this.#forming = batch;
+    this.#kick();
+    return batch;
+  }
+
+  /**
+   * Starts the writer loop if it is idle, on the next macrotask, so every append made in the
+   * current tick (and the continuations of the batch just acknowledged) joins the first batch.
+   */
+  #kick(): void {
+    if (this.#running !== undefined) return;
+    this.#running = new Promise<void>((r) => setImmediate(r))
+      .then(() => this.#run())
+      .finally(() => {
+        this.#running = undefined;
+        if (this.#queue.length > 0) this.#kick();
+      });
+  }
+
+  async #run(): Promise<void> {
+    for (let batch = this.#queue.shift(); batch !== undefined; batch = this.#queue.shift()) {
+      if (batch === this.#forming) this.#forming = undefined;
+      try {
+        await this.#write(batch);
+      } catch (err) {
+        this.#fail(err, batch);
+        return;
+      }
+      batch.resolve();
+    }
+  }
+
+  async #write(batch: Batch): Promise<void> {
+    let open = this.#open;
+    if (open?.seq !== batch.seq) {
+      this.#open = undefined;
+      if (open !== undefined) await open.handle.close();
+      const path = join(this.#dir, segmentName(batch.seq));
+      try {
+        const handle = await createSegment(path, batch.seq, this.#sync);
+        open = { seq: batch.seq, handle, size: FILE_HEADER_BYTES };
+        this.#open = open;
+        this.stats.segmentsCreated++;
+        if (this.#sync) {
+          this.stats.fileSyncs++;
+          // The name must be durable before any record in the file is acknowledged.
+          await this.#dirHandle.sync();
+          this.stats.dirSyncs++;
+        }
+      } catch (err) {
+        throw new LockIOError(`Cannot create log segment ${path}: ${message(err)}`, {
+          cause: err,
+        });
+      }
+    }
+    if (batch.frames.length === 0) return;
+    const data =
+      batch.frames.length === 1 ? (batch.frames[0] as Buffer) : Buffer.concat(batch.frames);
+    const path = join(this.#dir, segmentName(batch.seq));
+    try {
+      await writeFully(open.handle, data, open.size);
+      open.size += data.length;
+      if (this.#sync) {
+        await open.handle.datasync();
+        this.stats.fileSyncs++;
+      }
+    } catch (err) {
+      throw new LockIOError(`Cannot append to log segment ${path}: ${message(err)}`, {
+        cause: err,
+      });
+    }
+    this.stats.batches++;
+    this.stats.records += batch.frames.length;
+  }
+
+  #fail(err: unknown, batch: Batch): void {
+    const error = err instanceof LockIOError ? err : new LockIOError(message(err), { cause: err });
+    this.#poison = error;
+    this.#forming = undefined;
+    batch.reject(error);
+    for (const queued of this.#queue.splice(0)) queued.reject(error);
+  }
+
+  #poisoned(): LockIOError {
+    return new LockIOError(
+      `Row storage log in ${this.#dir} is unusable after an earlier I/O error ` +
+        `(${this.#poison?.message}); reopen it to recover`,
+      { cause: this.#poison },
+    );
+  }
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

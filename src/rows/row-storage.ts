@@ -1,0 +1,506 @@
+import { constants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import * as fsp from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  AlreadyClosedError,
+  InvalidArgumentError,
+  LockIOError,
+  LockObtainFailedError,
+} from '../core/errors.js';
+import { WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
+import { FSDirectory } from '../directory/fs-directory.js';
+import type { Lock } from '../directory/lock.js';
+import { type Durability, GroupCommitLog, type LogStats } from './group-commit.js';
+import { parseSegmentName, repairSegment, scanSegment, segmentName } from './log-segment.js';
+import { FILE_HEADER_BYTES } from './record-codec.js';
+import {
+  parseSnapshotName,
+  publishSnapshot,
+  readSnapshot,
+  snapshotName,
+  TEMP_SUFFIX,
+  writeSnapshotTemp,
+} from './snapshot-file.js';
+
+export type { Durability, LogStats } from './group-commit.js';
+
+export interface RowStorageOptions {
+  /**
+   * `'fsync'` (default): an append resolves after `fdatasync`, so it survives power loss.
+   * `'none'`: after `write(2)`, so it survives the process being killed (`kill -9`: the data
+   * is in the kernel's page cache) but not a power cut or kernel crash. Snapshots are fsynced
+   * in both modes.
+   */
+  durability?: Durability;
+  /** Roll to a new log segment once the current one reaches this size (default 64 MiB;
+   * at least 4096, at most 1 GiB). */
+  segmentBytes?: number;
+  /** Largest record accepted by `append` and `checkpoint` (default 64 MiB, from 1 byte to
+   * 512 MiB). Recovery reads any record the format can hold, whatever this is set to. */
+  maxRecordBytes?: number;
+}
+
+export interface Recovered {
+  /** The records of the newest valid snapshot, in the order written (empty if none). */
+  snapshot: Uint8Array[];
+  /** Then every log record appended after that snapshot, in append order. */
+  log: Uint8Array[];
+}
+
+export interface RowStorageStats extends LogStats {
+  checkpoints: number;
+}
+
+const MiB = 1 << 20;
+const DEFAULT_SEGMENT_BYTES = 64 * MiB;
+const DEFAULT_MAX_RECORD_BYTES = 64 * MiB;
+const MAX_SEGMENT_BYTES = 1024 * MiB;
+const MAX_MAX_RECORD_BYTES = 512 * MiB;
+
+/**
+ * The durable storage under the row store: a write-ahead log of opaque, checksummed records
+ * with group commit, plus snapshot (checkpoint) files; the caller keeps all live data in
+ * memory and gets it back from {@link RowStorage.open}'s `recovered`.
+ *
+ * Directory contents: `write.lock` (+ its `.fence`), `log-<seq>.wal` segments and at most one
+ * `snapshot-<seq>.snap` (briefly two during a checkpoint). The state is the newest valid
+ * snapshot plus every segment numbered from its `seq` on, which must all be present; without a
+ * snapshot, every segment from 1 on. See `record-codec.ts` for the byte layout and
+ * `log-segment.ts` for how a damaged record is judged (torn tail dropped, anything else an
+ * error).
+ */
+export class RowStorage {
+  readonly #dir: string;
+  readonly #lock: Lock;
+  readonly #dirHandle: FileHandle;
+  readonly #log: GroupCommitLog;
+  readonly #maxRecordBytes: number;
+  /** The first segment not covered by the newest (possibly still being written) snapshot. */
+  #coveredFrom: number;
+  #checkpoints = 0;
+  #checkpointTail: Promise<void> = Promise.resolve();
+  /** Checkpoints called and not yet settled (running or queued). */
+  #checkpointsInFlight = 0;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  private constructor(
+    dir: string,
+    lock: Lock,
+    dirHandle: FileHandle,
+    log: GroupCommitLog,
+    maxRecordBytes: number,
+    coveredFrom: number,
+  ) {
+    this.#dir = dir;
+    this.#lock = lock;
+    this.#dirHandle = dirHandle;
+    this.#log = log;
+    this.#maxRecordBytes = maxRecordBytes;
+    this.#coveredFrom = coveredFrom;
+  }
+
+  /**
+   * Opens or creates `dir`: obtains `NativeFSLockFactory`'s `write.lock` there first (held by
+   * another process, or already open in this one: {@link LockObtainFailedError}, code
+   * `LOCK_OBTAIN_FAILED`, naming the directory), deletes temporary files left by a crash,
+   * recovers (truncating a torn tail of the last segment, deleting files a finished
+   * checkpoint made obsolete), and starts a new log segment for this session's appends.
+   * Damage a crash cannot explain rejects with an `IO_ERROR` naming the file and offset.
+   */
+  static async open(
+    dir: string,
+    options: RowStorageOptions = {},
+  ): Promise<{ storage: RowStorage; recovered: Recovered }> {
+    const { durability, segmentBytes, maxRecordBytes } = validateOptions(dir, options);
+    const directory = await FSDirectory.open(dir);
+    let lock: Lock;
+    try {
+      lock = await directory.obtainLock(WRITE_LOCK_NAME);
+    } catch (err) {
+      if (!(err instanceof LockObtainFailedError)) throw err;
+      throw new LockObtainFailedError(
+        `Row storage ${directory.path} is already open (in this or another process): ${err.message}`,
+        { cause: err },
+      );
+    }
+    let dirHandle: FileHandle | undefined;
+    try {
+      dirHandle = await fsp.open(directory.path, constants.O_RDONLY | constants.O_DIRECTORY);
+      const log = new GroupCommitLog(directory.path, dirHandle, durability, segmentBytes);
+      const state = await recover(directory.path, dirHandle, log).catch((err: unknown) => {
+        if (err instanceof LockIOError) throw err;
+        throw new LockIOError(
+          `Cannot recover row storage ${directory.path}: ${(err as Error).message}`,
+          { cause: err },
+        );
+      });
+      log.startAt(state.nextSeq);
+      await log.roll().created;
+      const storage = new RowStorage(
+        directory.path,
+        lock,
+        dirHandle,
+        log,
+        maxRecordBytes,
+        state.coveredFrom,
+      );
+      return { storage, recovered: state.recovered };
+    } catch (err) {
+      await dirHandle?.close().catch(() => {});
+      await lock.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The real path of the storage directory. */
+  get directory(): string {
+    return this.#dir;
+  }
+
+  /**
+   * Bytes (headers and frames, queued or written) in log segments not covered by the newest
+   * snapshot; a checkpoint that has started counts as covering (it drops back to 0 when it
+   * starts, and the old bytes come back if it fails).
+   */
+  get logBytes(): number {
+    return this.#log.bytesFrom(this.#coveredFrom);
+  }
+
+  /** True from a `checkpoint()` call until it (and any queued after it) settled. */
+  get checkpointing(): boolean {
+    return this.#checkpointsInFlight > 0;
+  }
+
+  /** Counters (copied) for tests and benchmarks. */
+  get stats(): RowStorageStats {
+    return { ...this.#log.stats, checkpoints: this.#checkpoints };
+  }
+
+  /**
+   * Queues one record. Synchronously, before this returns, the record is validated, copied
+   * and queued, so call order is log order. Resolves once the record is durable per
+   * `durability`; after a crash it is then entirely present, and a record whose append did
+   * not resolve is entirely present or entirely absent (never part of one), with every
+   * record appended before it present if it is.
+   *
+   * Rejects with `InvalidArgumentError` (nothing queued) for a non-`Uint8Array` or a record
+   * over `maxRecordBytes`, `AlreadyClosedError` once `close()` was called, and `LockIOError`
+   * (`IO_ERROR`) when its batch could not be written or synced — after which the storage is
+   * poisoned: every later append and checkpoint rejects too, and it has to be reopened.
+   */
+  append(record: Uint8Array): Promise<void> {
+    if (this.#closed) return Promise.reject(this.#closedError());
+    try {
+      this.#checkRecord(record, 'append');
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#log.append(record);
+  }
+
+  /**
+   * Writes a checkpoint. When it starts it synchronously (in one tick) rolls appends over to a
+   * new segment N and calls `capture()`, which must return records representing everything
+   * appended before this point; the iterable is consumed at once, and the arrays it yields
+   * must not be modified afterwards (they are written later, not copied). Then the records go
+   * to `snapshot-N.snap` (temporary file, fsync, rename after segment N exists, fsync of the
+   * directory), and only then are the older segments and snapshot deleted. A crash at any
+   * point recovers either the old snapshot and every segment, or the new snapshot and the
+   * segments from N: an acknowledged record is never lost.
+   *
+   * One checkpoint runs at a time: a call made while one runs waits for it, then starts its
+   * own (so its `capture` is called later, not during the call; see {@link checkpointing}).
+   * Rejects with `IO_ERROR` if the snapshot could not be written (the log is unaffected: the
+   * old snapshot and segments stay, and `logBytes` counts them again), with whatever
+   * `capture` threw, and with `AlreadyClosedError` if `close()` was called before this call.
+   */
+  checkpoint(capture: () => Iterable<Uint8Array>): Promise<void> {
+    if (this.#closed) return Promise.reject(this.#closedError());
+    if (typeof capture !== 'function') {
+      return Promise.reject(new InvalidArgumentError('checkpoint needs a capture function'));
+    }
+    // Idle: start now, so the roll and `capture()` happen inside this call. Busy: queue.
+    const run =
+      this.#checkpointsInFlight === 0
+        ? this.#checkpoint(capture)
+        : this.#checkpointTail.then(() => this.#checkpoint(capture));
+    this.#checkpointsInFlight++;
+    this.#checkpointTail = run.then(
+      () => {
+        this.#checkpointsInFlight--;
+      },
+      () => {
+        this.#checkpointsInFlight--;
+      },
+    );
+    return run;
+  }
+
+  async #checkpoint(capture: () => Iterable<Uint8Array>): Promise<void> {
+    const poison = this.#log.poison;
+    if (poison !== undefined) {
+      throw new LockIOError(`Row storage ${this.#dir} is unusable after an I/O error`, {
+        cause: poison,
+      });
+    }
+    // Synchronous part: the roll and the capture happen in the same tick.
+    const previous = this.#coveredFrom;
+    const { seq, created } = this.#log.roll();
+    this.#coveredFrom = seq;
+    let records: Uint8Array[];
+    try {
+      records = Array.from(capture());
+      for (const record of records) this.#checkRecord(record, 'checkpoint');
+    } catch (err) {
+      this.#coveredFrom = previous;
+      throw err;
+    }
+    const path = join(this.#dir, snapshotName(seq));
+    try {
+      const temp = await writeSnapshotTemp(path, seq, records);
+      try {
+        // The snapshot may only appear once segment `seq` exists: recovery requires every
+        // segment from the snapshot's number on.
+        await created;
+      } catch (err) {
+        await fsp.rm(temp, { force: true }).catch(() => {});
+        throw err;
+      }
+      await publishSnapshot(temp, path, this.#dirHandle);
+    } catch (err) {
+      this.#coveredFrom = previous;
+      throw err;
+    }
+    this.#checkpoints++;
+    await this.#deleteBelow(seq);
+  }
+
+  /** Deletes segments and snapshots numbered below `seq` (now covered by snapshot `seq`). */
+  async #deleteBelow(seq: number): Promise<void> {
+    this.#log.forgetBelow(seq);
+    try {
+      const names = await fsp.readdir(this.#dir);
+      const doomed = names.filter((name) => {
+        const n = parseSegmentName(name) ?? parseSnapshotName(name);
+        return n !== undefined && n < seq;
+      });
+      // Segments first (oldest first), then snapshots: a crash in between leaves a state
+      // recovery reads correctly from the new snapshot and deletes the rest.
+      const ordered = [
+        ...doomed.filter((name) => name.startsWith('log-')).sort(),
+        ...doomed.filter((name) => name.startsWith('snapshot-')).sort(),
+      ];
+      for (const name of ordered) await fsp.rm(join(this.#dir, name), { force: true });
+      if (doomed.length > 0) await this.#dirHandle.sync();
+    } catch (err) {
+      throw new LockIOError(
+        `Snapshot ${snapshotName(seq)} in ${this.#dir} is in place, but deleting the files it ` +
+          `replaces failed (they are deleted at the next open): ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+
+  /**
+   * Waits for every queued append and a running checkpoint, closes the files and releases
+   * `write.lock`. Idempotent: later calls return the same promise. Appends and checkpoints
+   * called after it reject with `AlreadyClosedError`.
+   */
+  close(): Promise<void> {
+    this.#closed = true;
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    await this.#checkpointTail;
+    const errors: unknown[] = [];
+    await this.#log.close().catch((err: unknown) => errors.push(err));
+    await this.#dirHandle.close().catch((err: unknown) => errors.push(err));
+    await this.#lock.close().catch((err: unknown) => errors.push(err));
+    if (errors.length > 0) {
+      throw new LockIOError(`Closing row storage ${this.#dir} failed`, { cause: errors[0] });
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #checkRecord(record: Uint8Array, what: string): void {
+    if (!(record instanceof Uint8Array)) {
+      throw new InvalidArgumentError(
+        `${what}: a record must be a Uint8Array, got ${typeof record}`,
+      );
+    }
+    if (record.length > this.#maxRecordBytes) {
+      throw new InvalidArgumentError(
+        `${what}: record of ${record.length} bytes exceeds maxRecordBytes ${this.#maxRecordBytes} (${this.#dir})`,
+      );
+    }
+  }
+
+  #closedError(): AlreadyClosedError {
+    return new AlreadyClosedError(`Row storage ${this.#dir} is closed`);
+  }
+}
+
+function validateOptions(
+  dir: string,
+  options: RowStorageOptions,
+): { durability: Durability; segmentBytes: number; maxRecordBytes: number } {
+  if (typeof dir !== 'string' || dir.length === 0) {
+    throw new InvalidArgumentError(`Row storage directory must be a non-empty string`);
+  }
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidArgumentError(`Row storage options for ${dir} must be an object`);
+  }
+  const durability = options.durability ?? 'fsync';
+  if (durability !== 'fsync' && durability !== 'none') {
+    throw new InvalidArgumentError(
+      `durability must be 'fsync' or 'none', got ${JSON.stringify(durability)} (${dir})`,
+    );
+  }
+  const int = (name: string, value: unknown, fallback: number, min: number, max: number) => {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      throw new InvalidArgumentError(
+        `${name} must be an integer from ${min} to ${max}, got ${String(value)} (${dir})`,
+      );
+    }
+    return value;
+  };
+  return {
+    durability,
+    segmentBytes: int(
+      'segmentBytes',
+      options.segmentBytes,
+      DEFAULT_SEGMENT_BYTES,
+      4096,
+      MAX_SEGMENT_BYTES,
+    ),
+    maxRecordBytes: int(
+      'maxRecordBytes',
+      options.maxRecordBytes,
+      DEFAULT_MAX_RECORD_BYTES,
+      1,
+      MAX_MAX_RECORD_BYTES,
+    ),
+  };
+}
+
+interface RecoveredState {
+  recovered: Recovered;
+  coveredFrom: number;
+  nextSeq: number;
+}
+
+/**
+ * Finds the state on disk: the newest snapshot that reads back intact and whose segments are
+ * all present (an older one only if a newer one is damaged and the older one's segments
+ * still exist), then its segments in order. Repairs what a crash leaves (temporary files, a
+ * torn tail, a headerless last segment, files an interrupted checkpoint should have deleted)
+ * and fsyncs the directory after.
+ */
+async function recover(
+  dir: string,
+  dirHandle: FileHandle,
+  log: GroupCommitLog,
+): Promise<RecoveredState> {
+  const names = await fsp.readdir(dir);
+  let changed = false;
+  const segments = new Set<number>();
+  const snapshots: number[] = [];
+  let maxSeq = 0;
+  for (const name of names) {
+    if (name.endsWith(TEMP_SUFFIX) && (name.startsWith('snapshot-') || name.startsWith('log-'))) {
+      await fsp.rm(join(dir, name), { force: true });
+      changed = true;
+      continue;
+    }
+    const seg = parseSegmentName(name);
+    if (seg !== undefined) segments.add(seg);
+    const snap = parseSnapshotName(name);
+    if (snap !== undefined) snapshots.push(snap);
+    maxSeq = Math.max(maxSeq, seg ?? 0, snap ?? 0);
+  }
+  const lastSegment = Math.max(0, ...segments);
+  /** The first missing segment from `from` to the last one, if any. */
+  const missingFrom = (from: number): number | undefined => {
+    if (segments.size === 0) return from === 1 ? undefined : from;
+    if (!segments.has(from)) return from;
+    for (let s = from + 1; s <= lastSegment; s++) if (!segments.has(s)) return s;
+    return undefined;
+  };
+
+  snapshots.sort((a, b) => b - a);
+  let chosen: { seq: number; records: Buffer[] } | undefined;
+  let firstError: unknown;
+  for (const seq of snapshots) {
+    const missing = missingFrom(seq);
+    if (missing !== undefined) {
+      firstError ??= new LockIOError(
+        `Row storage ${dir}: log segment ${segmentName(missing)} is missing (needed after ${snapshotName(seq)})`,
+      );
+      continue;
+    }
+    try {
+      chosen = { seq, records: await readSnapshot(join(dir, snapshotName(seq)), seq) };
+      break;
+    } catch (err) {
+      firstError ??= err;
+    }
+  }
+  if (snapshots.length > 0 && chosen === undefined) throw firstError;
+  const from = chosen?.seq ?? 1;
+  if (chosen === undefined) {
+    const missing = missingFrom(1);
+    if (missing !== undefined) {
+      throw new LockIOError(
+        `Row storage ${dir}: log segment ${segmentName(missing)} is missing and there is no snapshot`,
+      );
+    }
+  }
+
+  const log_: Uint8Array[] = [];
+  for (let seq = from; seq <= lastSegment; seq++) {
+    const path = join(dir, segmentName(seq));
+    let buf: Buffer;
+    try {
+      buf = await fsp.readFile(path, { flag: constants.O_RDONLY | constants.O_NOFOLLOW });
+    } catch (err) {
+      throw new LockIOError(`Cannot read log segment ${path}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    const scanned = scanSegment(buf, path, seq, seq === lastSegment);
+    if (scanned.torn || scanned.headerless) {
+      await repairSegment(path, seq, scanned);
+      changed = true;
+    }
+    for (const record of scanned.records) log_.push(record);
+    log.noteExisting(seq, scanned.headerless ? FILE_HEADER_BYTES : scanned.end);
+  }
+
+  // Files the newest checkpoint made obsolete (a crash interrupted its deletions).
+  for (const seq of segments) {
+    if (seq < from) {
+      await fsp.rm(join(dir, segmentName(seq)), { force: true });
+      changed = true;
+    }
+  }
+  for (const seq of snapshots) {
+    if (seq < from) {
+      await fsp.rm(join(dir, snapshotName(seq)), { force: true });
+      changed = true;
+    }
+  }
+  if (changed) await dirHandle.sync();
+  return {
+    recovered: { snapshot: chosen?.records ?? [], log: log_ },
+    coveredFrom: from,
+    nextSeq: maxSeq + 1,
+  };
+}
