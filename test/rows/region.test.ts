@@ -328,6 +328,83 @@ describe('Region: row locks around operations', () => {
   });
 });
 
+describe('Region: implicit locks, batches and multi-row mutations', () => {
+  it('an implicit lock is released when its operation fails; a caller lock never is', async () => {
+    await using region = await open({ rowLockWaitMs: 100 });
+    await region.put(new Put('r').add('colfam1', 'q', 'abc'));
+    await assert.rejects(region.incrementColumnValue('r', 'colfam1', 'q', 1), {
+      code: 'INVALID_ARGUMENT',
+    });
+    await region.put(new Put('r').add('colfam1', 'q', 'after'));
+    const lock = await region.lockRow('r');
+    await region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'locked'));
+    await assert.rejects(
+      region.increment(new Increment('r', { rowLock: lock }).addColumn('colfam1', 'q', 1)),
+    );
+    assert.equal(
+      region.tryLockRow('r'),
+      null,
+      'the operations must not have released the caller lock',
+    );
+    region.renewLease(lock);
+    region.unlockRow(lock);
+  });
+
+  it('batch reports a status per operation: a bad family fails only its own', async () => {
+    await using region = await open();
+    const statuses = await region.batch([
+      new Put('a').add('colfam1', 'q', '1'),
+      new Put('b').add('nope', 'q', '2'),
+      new Put('c').add('colfam2', 'q', '3'),
+    ]);
+    assert.deepEqual(
+      statuses.map((s) => s.ok),
+      [true, false, true],
+    );
+    assert.match(String((statuses[1] as { error: Error }).error.message), /nope/);
+    assert.equal((await region.get(new Get('c'))).isEmpty, false);
+  });
+
+  it('mutateRows applies several rows as one write, locking in byte order', async () => {
+    await using region = await open();
+    const held = await region.lockRow('b');
+    let done = false;
+    const write = region
+      .mutateRows([
+        new Put('c').add('colfam1', 'q', '1'),
+        new Put('a').add('colfam1', 'q', '1'),
+        new Delete('b'),
+      ])
+      .then(() => {
+        done = true;
+      });
+    await sleep(30);
+    assert.equal(done, false);
+    assert.equal(
+      region.tryLockRow('a'),
+      null,
+      "'a' sorts first, so it is held while waiting for 'b'",
+    );
+    const c = region.tryLockRow('c');
+    assert.ok(c, "'c' sorts after 'b', so it is not taken yet");
+    region.unlockRow(c);
+    region.unlockRow(held);
+    await write;
+    const before = region.readPoint;
+    await region.mutateRows([
+      new Put('x').add('colfam1', 'q', '1'),
+      new Put('y').add('colfam1', 'q', '1'),
+    ]);
+    assert.equal(region.readPoint, before + 1, 'one MVCC write for all rows');
+    await assert.rejects(
+      region.mutateRows([new Put('x', { rowLock: held }).add('colfam1', 'q', '1')]),
+      {
+        code: 'INVALID_ARGUMENT',
+      },
+    );
+  });
+});
+
 describe('Region: timestamps', () => {
   it('one timestamp for all cells of a mutation, never behind the row previous one', async () => {
     const clock = new FakeClock();
