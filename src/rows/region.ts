@@ -636,7 +636,7 @@ export class Region implements AsyncDisposable {
       const matches =
         want.length === 0
           ? current === undefined
-          : current !== undefined && current.value.equals(want);
+          : current?.value.equals(want) === true;
       return { cells: matches ? cells(now) : [], result: matches };
     });
   }
