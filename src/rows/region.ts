@@ -634,9 +634,7 @@ export class Region implements AsyncDisposable {
       const current = this.#memstore.latest(key, family, q, this.#mvcc.readPoint);
       // HBase: an empty expectation matches only a missing cell; otherwise bytes must be equal.
       const matches =
-        want.length === 0
-          ? current === undefined
-          : current?.value.equals(want) === true;
+        want.length === 0 ? current === undefined : current?.value.equals(want) === true;
       return { cells: matches ? cells(now) : [], result: matches };
     });
   }
