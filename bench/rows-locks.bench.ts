@@ -1,5 +1,5 @@
 /**
- * Row-lock benchmarks: `npm run bench:rows-locks` (a script, never a test; needs --expose-gc).
+ * Row-lock benchmarks: `npm run bench:rows` (its first part) (a script, never a test; needs --expose-gc).
  *
  * In-process keyed locks, locksmith's RowLockManager against what a Node user would pick:
  * `async-lock` (keyed: `lock.acquire(key, fn)`) and `async-mutex` (a `Mutex` per key in a Map).
