@@ -114,8 +114,9 @@ export class GroupCommitLog {
 
   /**
    * Switches appends, from this call on, to a new segment numbered one past the active one,
-   * which is created even if nothing is appended to it. Resolves with that number once the
-   * segment exists (so every earlier batch is done); rejects if the log is or gets poisoned.
+   * which is created even if nothing is appended to it. Returns its number, and `created`,
+   * which resolves once the segment exists (so every earlier batch is done, and the records
+   * that joined its first batch are durable) and rejects if the log is or gets poisoned.
    */
   roll(): { seq: number; created: Promise<void> } {
     const seq = this.#activeSeq + 1;

@@ -126,9 +126,10 @@ export class RowStorage {
       );
     }
     let dirHandle: FileHandle | undefined;
+    let log: GroupCommitLog | undefined;
     try {
       dirHandle = await fsp.open(directory.path, constants.O_RDONLY | constants.O_DIRECTORY);
-      const log = new GroupCommitLog(directory.path, dirHandle, durability, segmentBytes);
+      log = new GroupCommitLog(directory.path, dirHandle, durability, segmentBytes);
       const state = await recover(directory.path, dirHandle, log).catch((err: unknown) => {
         if (err instanceof LockIOError) throw err;
         throw new LockIOError(
@@ -148,6 +149,7 @@ export class RowStorage {
       );
       return { storage, recovered: state.recovered };
     } catch (err) {
+      await log?.close().catch(() => {});
       await dirHandle?.close().catch(() => {});
       await lock.close().catch(() => {});
       throw err;

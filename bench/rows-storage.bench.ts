@@ -1,0 +1,149 @@
+/**
+ * RowStorage append throughput: durability fsync / none × 1 / 64 concurrent appenders ×
+ * 100 B / 1 KiB records, each for BENCH_SECONDS (default 2) in a fresh directory under
+ * BENCH_DIR (default the OS temp dir; put it on the disk you care about). Reports appends/s,
+ * write batches and fdatasyncs per second, records per batch and append latency, next to a
+ * floor: a bare `write(100 B) + fdatasync` loop on the same file system.
+ *
+ *   npm run build && npm run build:test && node dist-test/bench/rows-storage.bench.js
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RowStorage } from '../src/rows/row-storage.js';
+import { percentile } from './support.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
+const BASE = process.env.BENCH_DIR ?? tmpdir();
+
+interface Row {
+  case: string;
+  appendsPerSec: number;
+  batchesPerSec: number;
+  fsyncsPerSec: number;
+  perBatch: number;
+  p50us: number;
+  p99us: number;
+}
+
+async function floor(): Promise<Row> {
+  const dir = mkdtempSync(join(BASE, 'rows-storage-bench-'));
+  try {
+    const handle = await fsp.open(join(dir, 'floor'), 'w');
+    const buf = Buffer.alloc(100, 1);
+    const lat: number[] = [];
+    let n = 0;
+    const end = performance.now() + SECONDS * 1000;
+    while (performance.now() < end) {
+      const t0 = performance.now();
+      await handle.write(buf, 0, buf.length, n * buf.length);
+      await handle.datasync();
+      lat.push((performance.now() - t0) * 1000);
+      n++;
+    }
+    await handle.close();
+    const rate = n / SECONDS;
+    return row('floor: write 100 B + fdatasync, 1 at a time', rate, rate, rate, 1, lat);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function measure(durability: 'fsync' | 'none', appenders: number, size: number) {
+  const dir = mkdtempSync(join(BASE, 'rows-storage-bench-'));
+  try {
+    const { storage } = await RowStorage.open(dir, { durability });
+    const record = Buffer.alloc(size, 7);
+    const lat: number[] = [];
+    const before = storage.stats;
+    const start = performance.now();
+    const end = start + SECONDS * 1000;
+    await Promise.all(
+      Array.from({ length: appenders }, async () => {
+        while (performance.now() < end) {
+          const t0 = performance.now();
+          await storage.append(record);
+          lat.push((performance.now() - t0) * 1000);
+        }
+      }),
+    );
+    const elapsed = (performance.now() - start) / 1000;
+    const after = storage.stats;
+    await storage.close();
+    const records = after.records - before.records;
+    const batches = after.batches - before.batches;
+    return row(
+      `${durability}, ${appenders} appender${appenders > 1 ? 's' : ''}, ${size} B`,
+      records / elapsed,
+      batches / elapsed,
+      (after.fileSyncs - before.fileSyncs) / elapsed,
+      records / Math.max(1, batches),
+      lat,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function row(
+  name: string,
+  appendsPerSec: number,
+  batchesPerSec: number,
+  fsyncsPerSec: number,
+  perBatch: number,
+  lat: number[],
+): Row {
+  return {
+    case: name,
+    appendsPerSec,
+    batchesPerSec,
+    fsyncsPerSec,
+    perBatch,
+    p50us: percentile(lat, 50),
+    p99us: percentile(lat, 99),
+  };
+}
+
+const fmt = (n: number) =>
+  n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(n >= 10 ? 1 : 2);
+
+function print(rows: Row[]): void {
+  const header = [
+    'case',
+    'appends/s',
+    'batches/s',
+    'fsyncs/s',
+    'records/batch',
+    'p50 µs',
+    'p99 µs',
+  ];
+  const cells = rows.map((r) => [
+    r.case,
+    fmt(r.appendsPerSec),
+    fmt(r.batchesPerSec),
+    fmt(r.fsyncsPerSec),
+    fmt(r.perBatch),
+    fmt(r.p50us),
+    fmt(r.p99us),
+  ]);
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...cells.map((c) => (c[i] as string).length)),
+  );
+  const line = (c: string[]) =>
+    `| ${c.map((v, i) => (i === 0 ? v.padEnd(widths[i] as number) : v.padStart(widths[i] as number))).join(' | ')} |`;
+  console.log(line(header));
+  console.log(
+    `|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
+  );
+  for (const c of cells) console.log(line(c));
+}
+
+const rows: Row[] = [await floor()];
+for (const durability of ['fsync', 'none'] as const) {
+  for (const appenders of [1, 64]) {
+    for (const size of [100, 1024]) rows.push(await measure(durability, appenders, size));
+  }
+}
+console.log(`RowStorage appends, ${SECONDS} s per case, in ${BASE} (Node ${process.version})\n`);
+print(rows);
