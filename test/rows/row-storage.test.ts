@@ -197,6 +197,19 @@ test('damage in a segment that is not the last one is an IO_ERROR, even at its e
   });
 });
 
+test('a last segment left without its header by a crash is rewritten empty', async () => {
+  for (const content of [Buffer.alloc(0), Buffer.from('LSWL\x01\x00'), Buffer.alloc(4096)]) {
+    using tmp = tempDir();
+    await storageWith(tmp.path, ['a', 'b']);
+    const next = `log-${(segments(tmp.path).length + 1).toString(16).padStart(16, '0')}.wal`;
+    writeFileSync(join(tmp.path, next), content);
+    const recovered = await reopen(tmp.path);
+    assert.deepEqual(strings(recovered.log), ['a', 'b']);
+    assert.equal(statSync(join(tmp.path, next)).size, 20);
+    assert.deepEqual(strings((await reopen(tmp.path)).log), ['a', 'b']);
+  }
+});
+
 test('a missing segment is reported, not skipped', async () => {
   using tmp = tempDir();
   await storageWith(tmp.path, ['a']);
@@ -301,17 +314,21 @@ test('checkpoints run one at a time; a second call waits and then captures', asy
   order.push('first done');
   await second;
   assert.deepEqual(order, ['capture1', 'first done', 'capture2']);
+  await storage.append(enc('b2'));
+  const before = storage.logBytes;
   await assert.rejects(
     storage.checkpoint(() => {
       throw new Error('capture failed');
     }),
     /capture failed/,
   );
+  // The failed checkpoint covers nothing: its log bytes count again (plus a new header).
+  assert.equal(storage.logBytes, before + 20);
   await storage.append(enc('c'));
   await storage.close();
   const recovered = await reopen(tmp.path);
   assert.deepEqual(strings(recovered.snapshot), ['s2']);
-  assert.deepEqual(strings(recovered.log), ['c']);
+  assert.deepEqual(strings(recovered.log), ['b2', 'c']);
 });
 
 test('group commit: appends queued during a write+sync go out together', async () => {
@@ -473,6 +490,11 @@ test('bad options and records are rejected with INVALID_ARGUMENT', async () => {
     return true;
   });
   await assert.rejects(storage.append('text' as never), { code: 'INVALID_ARGUMENT' });
+  const defaults = await RowStorage.open(join(tmp.path, 'defaults'));
+  await assert.rejects(defaults.storage.append(Buffer.alloc(64 * 2 ** 20 + 1)), {
+    code: 'INVALID_ARGUMENT',
+  });
+  await defaults.storage.close();
   await assert.rejects(
     storage.checkpoint(() => [Buffer.alloc(11)]),
     { code: 'INVALID_ARGUMENT' },
