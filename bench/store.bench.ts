@@ -478,9 +478,9 @@ function sec(value: number): string {
   return `${(value / 1000).toFixed(2)} s`;
 }
 
-function range([lo, hi]: [number, number]): string {
-  if (lo === hi) return `≈ ${ms(lo)}`;
-  return `${lo === 0 ? '0' : ms(lo)} – ${ms(hi)}`;
+function range([lo, hi]: [number, number], unit: (v: number) => string = ms): string {
+  if (lo === hi) return `≈ ${unit(lo)}`;
+  return `${lo === 0 ? '0' : unit(lo)} – ${unit(hi)}`;
 }
 
 async function failover(p: Profile, n: number): Promise<FailoverRow[]> {
@@ -559,10 +559,10 @@ function printDefault(rows: FailoverRow[]): void {
       rows.map(({ scenario: s, kill, graceful }) => [
         s.name,
         settingsText(DEFAULT, s),
-        ms(kill.samples[0] ?? Number.NaN),
-        range(expected(DEFAULT, s, 'kill')),
-        ms(graceful.samples[0] ?? Number.NaN),
-        range(expected(DEFAULT, s, 'graceful')),
+        sec(kill.samples[0] ?? Number.NaN),
+        range(expected(DEFAULT, s, 'kill'), sec),
+        sec(graceful.samples[0] ?? Number.NaN),
+        range(expected(DEFAULT, s, 'graceful'), sec),
       ]),
     ),
   );
@@ -610,18 +610,24 @@ function polls(gap: () => number, until: number): number[] {
 interface Model {
   system: string;
   settings: string;
-  kill: string;
+  kill: Simulated;
   killFormula: string;
-  graceful: string;
+  graceful: Simulated;
   gracefulFormula: string;
 }
 
-/** p50 and max of `trials` draws of `f` (ms), formatted. */
-function simulate(f: (rand: () => number) => number, trials = 50_000): string {
+interface Simulated {
+  p50: number;
+  text: string;
+}
+
+/** p50 and max of `trials` draws of `f` (ms). */
+function simulate(f: (rand: () => number) => number, trials = 50_000): Simulated {
   const rand = prng(42);
   const values: number[] = [];
   for (let i = 0; i < trials; i++) values.push(f(rand));
-  return `${sec(percentile(values, 50))} / ${sec(Math.max(...values))}`;
+  const p50 = percentile(values, 50);
+  return { p50, text: `${sec(p50)} / ${sec(Math.max(...values))}` };
 }
 
 /**
@@ -657,10 +663,10 @@ function models(): Model[] {
     {
       system: 'ActiveMQ DefaultDatabaseLocker (JDBC)',
       settings: 'standby blocked in SELECT … FOR UPDATE; sleep 10 s after an error',
-      kill: '≈ 0 s / ≈ 0 s (PostgreSQL); 0 s / 10.00 s (MariaDB)',
+      kill: { p50: 0, text: '≈ 0 s / ≈ 0 s (PostgreSQL); 0 s / 10.00 s (MariaDB)' },
       killFormula:
         'the database frees the row when the session ends; no takeover pause. MariaDB: the wait times out every 50 s (innodb_lock_wait_timeout), then a 10 s sleep',
-      graceful: 'the same',
+      graceful: { p50: 0, text: 'the same' },
       gracefulFormula: 'rollback and close free the row',
     },
     {
@@ -694,8 +700,68 @@ function printModels(list: Model[]): void {
   say(
     table(
       ['system', 'settings', 'kill -9 p50 / max', 'how', 'graceful p50 / max', 'how'],
-      list.map((m) => [m.system, m.settings, m.kill, m.killFormula, m.graceful, m.gracefulFormula]),
+      list.map((m) => [
+        m.system,
+        m.settings,
+        m.kill.text,
+        m.killFormula,
+        m.graceful.text,
+        m.gracefulFormula,
+      ]),
     ),
+  );
+  say();
+}
+
+/**
+ * Ours against the anchors, p50 against p50: our default configuration (one sample, so the
+ * ratio carries that sample's luck), our fast one, the ActiveMQ locker of the same kind and
+ * client-go (graceful: with ReleaseOnCancel).
+ */
+function printComparison(fast: FailoverRow[], dflt: FailoverRow[], list: Model[]): void {
+  const amq = (s: Scenario) => list[s.locker === 'file' ? 0 : s.locker === 'database' ? 1 : 2];
+  const k8s = list[3];
+  if (k8s === undefined) return;
+  const x = (a: number, b: number) => (b > 0 ? ratio(a / b) : '—');
+  for (const mode of ['kill', 'graceful'] as const) {
+    say(
+      `### Ours against ActiveMQ and client-go: ${mode === 'kill' ? 'kill -9' : 'graceful stop'}`,
+    );
+    say();
+    say(
+      table(
+        [
+          'locker',
+          'ours, default (1 sample)',
+          'ours, fast p50',
+          'ActiveMQ counterpart p50 (model)',
+          'default ÷ ActiveMQ',
+          'default ÷ client-go',
+          'fast ÷ client-go',
+        ],
+        dflt.map((row) => {
+          const s = row.scenario;
+          const ours = row[mode].samples[0] ?? Number.NaN;
+          const f = fast.find((r) => r.scenario === s);
+          const fastP50 = f === undefined ? Number.NaN : median(f[mode].samples);
+          const a = amq(s);
+          const anchor = a === undefined ? Number.NaN : a[mode].p50;
+          return [
+            s.name,
+            sec(ours),
+            f === undefined ? '—' : ms(fastP50),
+            a === undefined ? '—' : `${sec(anchor)} (${a.system.replace('ActiveMQ ', '')})`,
+            x(ours, anchor),
+            x(ours, k8s[mode].p50),
+            f === undefined ? '—' : x(fastP50, k8s[mode].p50),
+          ];
+        }),
+      ),
+    );
+    say();
+  }
+  say(
+    `client-go p50 (model): kill -9 ${sec(k8s.kill.p50)}, graceful with ReleaseOnCancel ${sec(k8s.graceful.p50)}.`,
   );
   say();
 }
@@ -1087,21 +1153,25 @@ async function main(): Promise<void> {
   await machine();
   say('## 1. Failover');
   say();
+  let fastRows: FailoverRow[] = [];
+  let defaultRows: FailoverRow[] = [];
   if (wanted('fast')) {
-    let rows: FailoverRow[] = [];
     await part('1. failover, fast configuration', async () => {
-      rows = await failover(FAST, FAST_SAMPLES);
+      fastRows = await failover(FAST, FAST_SAMPLES);
     });
-    printFast(rows);
+    printFast(fastRows);
   }
   if (wanted('default')) {
-    let rows: FailoverRow[] = [];
     await part('1. failover, default configuration', async () => {
-      rows = await failover(DEFAULT, 1);
+      defaultRows = await failover(DEFAULT, 1);
     });
-    printDefault(rows);
+    printDefault(defaultRows);
   }
-  if (wanted('model')) printModels(models());
+  if (wanted('model')) {
+    const list = models();
+    printModels(list);
+    if (defaultRows.length > 0) printComparison(fastRows, defaultRows, list);
+  }
   if (wanted('micro')) {
     say('## 2. Round trips: lease operations against the database’s own lock');
     say();
