@@ -37,11 +37,16 @@ function lowerBound(sorted: readonly string[], key: string): number {
  */
 export class Memstore {
   readonly #rows = new Map<string, RowCells>();
-  readonly #keys: string[] = [];
+  // Row keys in byte order, for scans. New rows go to #newKeys and are merged in only when a
+  // scan needs order: inserting into a sorted array costs O(rows) per new row, which with
+  // 10^5 rows dominated a put. Keys of removed rows may linger until the next merge; readers
+  // skip keys no longer in #rows.
+  #keys: string[] = [];
+  #newKeys: string[] = [];
   #cellCount = 0;
 
   get rowCount(): number {
-    return this.#keys.length;
+    return this.#rows.size;
   }
 
   get cellCount(): number {
@@ -53,7 +58,7 @@ export class Memstore {
     if (row === undefined) {
       row = { families: new Map() };
       this.#rows.set(cell.row, row);
-      this.#keys.splice(lowerBound(this.#keys, cell.row), 0, cell.row);
+      this.#newKeys.push(cell.row);
     }
     let family = row.families.get(cell.family);
     if (family === undefined) {
@@ -134,9 +139,11 @@ export class Memstore {
 
   /** The first row key `>= from` (or `> after` when given) and `< stop`, or undefined. */
   nextRow(from: string, after: string | undefined, stop: string | undefined): string | undefined {
-    let at = after === undefined ? lowerBound(this.#keys, from) : lowerBound(this.#keys, after);
-    if (after !== undefined && this.#keys[at] === after) at++;
-    const key = this.#keys[at];
+    const keys = this.#sortedKeys();
+    let at = after === undefined ? lowerBound(keys, from) : lowerBound(keys, after);
+    if (after !== undefined && keys[at] === after) at++;
+    while (at < keys.length && !this.#rows.has(keys[at] as string)) at++;
+    const key = keys[at];
     if (key === undefined || (stop !== undefined && key >= stop)) return undefined;
     return key;
   }
@@ -175,8 +182,7 @@ export class Memstore {
    * that nothing newer than `oldestReadPoint` could still need, and rows left empty.
    */
   compact(maxVersionsOf: (family: string) => number, oldestReadPoint: number): void {
-    for (const key of [...this.#keys]) {
-      const row = this.#rows.get(key) as RowCells;
+    for (const [key, row] of this.#rows) {
       for (const [name, family] of row.families) {
         const familyDeleteTs = newestFamilyDelete(family, oldestReadPoint);
         let pendingInFamily = false;
@@ -208,12 +214,14 @@ export class Memstore {
       }
       this.#dropIfEmpty(key);
     }
+    this.#keys = this.#keys.filter((key) => this.#rows.has(key));
   }
 
   /** Every cell, row by row, each column oldest write first (the order that rebuilds it). */
   *cells(): Generator<Cell> {
-    for (const key of this.#keys) {
-      const row = this.#rows.get(key) as RowCells;
+    for (const key of this.#sortedKeys()) {
+      const row = this.#rows.get(key);
+      if (row === undefined) continue;
       for (const family of row.families.values()) {
         yield* family.familyDeletes;
         for (const versions of family.columns.values()) {
@@ -221,6 +229,27 @@ export class Memstore {
         }
       }
     }
+  }
+
+  /** The row keys in byte order: merges new rows in, dropping removed and repeated ones. */
+  #sortedKeys(): string[] {
+    if (this.#newKeys.length === 0) return this.#keys;
+    const added = this.#newKeys.sort();
+    const old = this.#keys;
+    const merged: string[] = [];
+    let i = 0;
+    let j = 0;
+    while (i < old.length || j < added.length) {
+      const a = old[i];
+      const b = added[j];
+      const next = b === undefined || (a !== undefined && a <= b) ? (i++, a) : (j++, b);
+      if (next !== undefined && this.#rows.has(next) && merged[merged.length - 1] !== next) {
+        merged.push(next);
+      }
+    }
+    this.#keys = merged;
+    this.#newKeys = [];
+    return merged;
   }
 
   #trimFamilyDeletes(family: FamilyCells, oldestReadPoint: number): void {
@@ -253,7 +282,10 @@ export class Memstore {
     }
     if (row.families.size === 0) {
       this.#rows.delete(key);
-      this.#keys.splice(lowerBound(this.#keys, key), 1);
+      if (this.#rows.size === 0) {
+        this.#keys = [];
+        this.#newKeys = [];
+      }
     }
   }
 }
