@@ -20,7 +20,13 @@ export {
   RowMutations,
 } from './mutation.js';
 export { Get, Query, Scan } from './query.js';
-export { type BatchStatus, type CallOptions, Region, type RegionOptions } from './region.js';
+export {
+  type BatchStatus,
+  type CallOptions,
+  Region,
+  type RegionEvents,
+  type RegionOptions,
+} from './region.js';
 export { Result } from './result.js';
 export {
   type BytesInput,

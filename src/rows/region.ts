@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { Clock } from '../core/clock.js';
 import { systemClock } from '../core/clock.js';
 import { AlreadyClosedError, InvalidArgumentError, LocksmithError } from '../core/errors.js';
@@ -77,7 +78,12 @@ const GRANT_MEMORY = 100_000;
  * group-committed → MVCC complete → wait until visible → release. The lock is held until the
  * write is visible, so a check-and-set on the row always reads the previous write.
  */
-export class Region implements AsyncDisposable {
+export interface RegionEvents {
+  /** An explicit lock's lease ran out: the lock is gone and its id now fails. */
+  'lock-expired': [RowLock];
+}
+
+export class Region extends EventEmitter<RegionEvents> implements AsyncDisposable {
   readonly #families: Map<string, ColumnFamily>;
   readonly #familyOrder: string[];
   readonly #memstore = new Memstore();
@@ -111,6 +117,7 @@ export class Region implements AsyncDisposable {
     clock: Clock,
     memstore: Memstore,
   ) {
+    super();
     this.#families = families;
     this.#familyOrder = [...families.keys()].sort();
     this.#storage = storage;
@@ -124,6 +131,7 @@ export class Region implements AsyncDisposable {
       ...(options.leasePeriodMs === undefined ? {} : { leasePeriodMs: options.leasePeriodMs }),
       ...(options.rowLockWaitMs === undefined ? {} : { rowLockWaitMs: options.rowLockWaitMs }),
     });
+    this.#locks.on('expired', (grant) => this.emit('lock-expired', toRowLock(grant)));
   }
 
   /** Opens (and recovers) or creates a region. */

@@ -277,6 +277,8 @@ describe('Region: row locks around operations', () => {
     const clock = new FakeClock();
     await using region = await open({ clock, leasePeriodMs: 60_000, rowLockWaitMs: 120_000 });
     const lock = await region.lockRow('r');
+    const expired: string[] = [];
+    region.on('lock-expired', (l) => expired.push(l.lockId));
     await clock.advance(40_000);
     await region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'kept'));
     await clock.advance(40_000);
@@ -287,6 +289,7 @@ describe('Region: row locks around operations', () => {
     assert.deepEqual(values((await region.get(new Get('r'))).cells), ['kept']);
     await clock.advance(1);
     await waiter;
+    assert.deepEqual(expired, [lock.lockId]);
     assert.deepEqual(values((await region.get(new Get('r'))).cells), ['waiter']);
     await assert.rejects(region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'late')), {
       code: 'UNKNOWN_ROW_LOCK',
