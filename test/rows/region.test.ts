@@ -459,8 +459,8 @@ describe('Region: timestamps', () => {
 });
 
 describe('Region: MVCC', () => {
-  it('a reader never sees part of a mutation across families, and the write returns only once visible', async () => {
-    await using region = await open();
+  /** Starts a two-family put that stops after its first cell until `release()` is called. */
+  async function halfWrite(region: Region) {
     let release: (() => void) | undefined;
     region[rowsInternals].insertYield = (i) =>
       i === 0
@@ -471,9 +471,15 @@ describe('Region: MVCC', () => {
     const write = region.put(new Put('r').add('colfam1', 'a', 'x').add('colfam2', 'b', 'x'));
     await sleep(10);
     assert.ok(release, 'the write did not start inserting');
+    return { write, release };
+  }
+
+  it('a reader never sees part of a mutation across families, and the write returns only once visible', async () => {
+    await using region = await open();
+    const { write, release } = await halfWrite(region);
     assert.equal((await region.get(new Get('r'))).isEmpty, true);
     const before = region.readPoint;
-    release?.();
+    release();
     await write;
     assert.ok(region.readPoint > before);
     assert.equal((await region.get(new Get('r'))).cells.length, 2);
@@ -482,21 +488,10 @@ describe('Region: MVCC', () => {
   it('the broken read path (MVCC off) is caught by the same check', async () => {
     await using region = await open();
     region[rowsInternals].readAll = true;
-    let release: (() => void) | undefined;
-    region[rowsInternals].insertYield = (i) =>
-      i === 0
-        ? new Promise<void>((r) => {
-            release = r;
-          })
-        : undefined;
-    const write = region.put(new Put('r').add('colfam1', 'a', 'x').add('colfam2', 'b', 'x'));
-    await sleep(10);
-    assert.equal(
-      (await region.get(new Get('r'))).cells.length,
-      1,
-      'a half mutation must be visible without MVCC',
-    );
-    release?.();
+    const { write, release } = await halfWrite(region);
+    const cells = (await region.get(new Get('r'))).cells;
+    assert.equal(cells.length, 1, 'a half mutation must be visible without MVCC');
+    release();
     await write;
   });
 });
