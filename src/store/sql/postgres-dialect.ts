@@ -74,6 +74,7 @@ export class PostgresDialect implements Dialect {
   readonly nowUs = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000) AS BIGINT)';
   readonly #pool: pg.Pool;
   readonly #source: DialectPool<pg.Pool>;
+  #listening = false;
 
   constructor(source: PoolSource<pg.Pool>) {
     this.#source = new DialectPool(
@@ -90,8 +91,20 @@ export class PostgresDialect implements Dialect {
     );
     this.#pool = this.#source.pool;
     this.description = this.#source.description;
-    // An idle pooled connection killed by the server must not crash the process.
-    this.#pool.on('error', () => {});
+  }
+
+  /**
+   * An idle pooled connection killed by the server makes the pool emit 'error', which would
+   * crash the process without a listener. Ours goes on at the first use and comes off in
+   * `close()`: a pool the user handed in outlives this dialect (a locker opens a new one at
+   * every start), and must not gain a listener per start/stop cycle.
+   */
+  #use(): pg.Pool {
+    if (!this.#listening) {
+      this.#listening = true;
+      this.#pool.on('error', ignore);
+    }
+    return this.#pool;
   }
 
   greatest(a: string, b: string): string {
@@ -99,7 +112,7 @@ export class PostgresDialect implements Dialect {
   }
 
   async connect(): Promise<SqlConnection> {
-    const client = await this.#pool.connect();
+    const client = await this.#use().connect();
     const conn = new PgConnection(client);
     try {
       const r = await conn.query('SELECT pg_backend_pid() AS pid');
@@ -112,7 +125,7 @@ export class PostgresDialect implements Dialect {
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
-    const r = await this.#pool.query(dollars(sql), params as unknown[]);
+    const r = await this.#use().query(dollars(sql), params as unknown[]);
     return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
   }
 
@@ -143,7 +156,18 @@ export class PostgresDialect implements Dialect {
     return `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS EPOCH BIGINT DEFAULT 0`;
   }
 
-  close(): Promise<void> {
-    return this.#source.close();
+  /** Ends a pool we opened; takes our 'error' listener off either kind (see `#use`). */
+  async close(): Promise<void> {
+    try {
+      await this.#source.close();
+    } finally {
+      if (this.#listening) {
+        this.#listening = false;
+        this.#pool.off('error', ignore);
+      }
+    }
   }
 }
+
+/** The pool's 'error' listener: the connection concerned is dropped by the pool itself. */
+function ignore(): void {}
