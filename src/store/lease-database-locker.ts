@@ -123,7 +123,12 @@ interface Held {
  *   the lease (ActiveMQ: only when longer), is 0, or exceeds `lease − margin`.
  * - Acquire: the `acquire` statement, then the row is read back (holder = us, EPOCH = the
  *   token) and one renewal confirms it. Held elsewhere: `failIfLocked` rejects; otherwise the
- *   locker sleeps until the lease's expiry on the database's clock, at most one interval.
+ *   locker sleeps until the lease's expiry on the database's clock or for one renew period
+ *   (`lockKeepAlivePeriod`; the lease when that is 0 or longer), whichever is shorter, and
+ *   tries again: a lease released on stop is taken over within about one renew period.
+ * - No post-acquire pause: a previous master that lost its lease without knowing it has
+ *   self-fenced (`lease − margin` after its last renewal) before the lease could expire, and
+ *   a released lease (holder NULL, TIME 0) was given back by a master that had stopped.
  * - `keepAlive()`: the `renew` statement; 1 row → true; 0 → false (owner logged); an error →
  *   the I/O error policy decides (see `io-error-policy.ts`). Resolves false at once when the
  *   self-fencing deadline passes while it waits.
@@ -135,8 +140,9 @@ interface Held {
  *   logged and retried (unless `handleStartException`).
  *
  * Failure windows: after `kill -9` of the master a slave takes over at most one lease after
- * the master's last renewal (plus one poll). A paused or partitioned master stops at
- * `lease − margin` after its last renewal was sent, before the lease can expire.
+ * the master's last renewal (plus one poll); after a graceful stop, within about one renew
+ * period. A paused or partitioned master stops at `lease − margin` after its last renewal was
+ * sent, before the lease can expire.
  */
 export class LeaseDatabaseLocker extends AbstractLocker {
   readonly lockTableName: string;
@@ -272,6 +278,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       this.logger.warn(`Lease locker set-up failed, retrying: ${describe(err)} (${this.name})`);
     }
     const lease = this.lockAcquireSleepInterval;
+    const poll = standbyPollPeriod(lease, lockKeepAlivePeriod);
     let waited = false;
     for (;;) {
       if (signal.aborted) throw signal.reason;
@@ -315,12 +322,14 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       } else {
         this.logger.debug(`Lease still held by ${owner} (${this.name})`);
       }
-      // Wake when the lease expires on the database's clock, but poll at least once an
-      // interval (a graceful release frees it earlier).
+      // Wake when the lease expires on the database's clock, or after one poll period if that
+      // comes first: a graceful release (holder NULL, TIME 0) frees the lease before its expiry
+      // and nothing tells a standby, so it has to look. Waking early is always safe: the
+      // acquire statement still takes the lease only when free or expired on the DB clock.
       const untilExpiry =
-        row.time !== undefined && row.now !== undefined ? row.time - row.now + 1 : lease;
+        row.time !== undefined && row.now !== undefined ? row.time - row.now + 1 : poll;
       await abortableSleep(
-        Math.min(lease, Math.max(1, untilExpiry)),
+        Math.min(poll, Math.max(1, untilExpiry)),
         signal,
         this.clock,
         'lease acquire',
@@ -522,6 +531,16 @@ export class LeaseDatabaseLocker extends AbstractLocker {
 /** `<hostname>:<pid>:<random>`: readable, and unique per locker even within one process. */
 export function defaultLeaseHolderId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`.slice(0, 250);
+}
+
+/**
+ * How often a waiting standby re-reads the lease: the renew period (the supervisor's
+ * `lockKeepAlivePeriod`), or the lease when that is shorter or the period is 0. One standby
+ * then costs the database what the master's renewals cost (one statement per period, plus a
+ * read), and a graceful release is taken over within about one period instead of one lease.
+ */
+export function standbyPollPeriod(lease: number, lockKeepAlivePeriod: number): number {
+  return lockKeepAlivePeriod > 0 ? Math.min(lease, lockKeepAlivePeriod) : lease;
 }
 
 function definedOnly<T extends object>(o: Partial<T>): Partial<T> {

@@ -150,6 +150,38 @@ for (const kind of KINDS) {
       await loser.stop();
     });
 
+    it('a waiting standby takes a released lease within about one renew period, not at its expiry', async (t) => {
+      const tb = table();
+      const LEASE = 3_000;
+      const PERIOD = 250;
+      const a = make(tb, { lockAcquireSleepInterval: LEASE, maxEventLoopLag: 10_000 });
+      await a.start();
+      const b = make(tb, { lockAcquireSleepInterval: LEASE });
+      const logger = recordingLogger();
+      const c = make(tb, { lockAcquireSleepInterval: LEASE, logger });
+      const pb = tracked(b.start({ lockKeepAlivePeriod: PERIOD }));
+      // c has no renew period: it polls once a lease, ActiveMQ's behaviour, and still only
+      // takes the lease when it is free or expired.
+      const pc = tracked(c.start());
+      await new Promise((r) => setTimeout(r, 600)); // both read a's expiry ~2.4 s ahead
+      assert.equal(pb.settled || pc.settled, false);
+      const tokenA = a.token as number;
+      const t0 = performance.now();
+      await a.stop(); // releases: holder NULL, TIME 0
+      await pb.promise;
+      const takeover = performance.now() - t0;
+      t.diagnostic(`standby master ${takeover.toFixed(0)} ms after the release (renew ${PERIOD})`);
+      assert.ok(takeover < PERIOD + 250, `took ${takeover} ms (lease ${LEASE}, renew ${PERIOD})`);
+      assert.ok((b.token as number) > tokenA);
+      // The safety rule holds for the slower poller: b's lease is live, so c keeps waiting.
+      await new Promise((r) => setTimeout(r, PERIOD * 2));
+      assert.equal(pc.settled, false);
+      assert.ok(await b.keepAlive());
+      await b.stop();
+      await pc.promise;
+      assert.ok(logger.count('info') >= 1);
+    });
+
     it('expiry is judged on the database clock: an expired lease is taken, the old holder cannot renew', async () => {
       const t = table();
       const a = make(t, { lockAcquireSleepInterval: 200, maxEventLoopLag: 10_000 });
