@@ -242,7 +242,14 @@ export class Memstore {
     while (i < old.length || j < added.length) {
       const a = old[i];
       const b = added[j];
-      const next = b === undefined || (a !== undefined && a <= b) ? (i++, a) : (j++, b);
+      let next: string | undefined;
+      if (b === undefined || (a !== undefined && a <= b)) {
+        next = a;
+        i++;
+      } else {
+        next = b;
+        j++;
+      }
       if (next !== undefined && this.#rows.has(next) && merged[merged.length - 1] !== next) {
         merged.push(next);
       }

@@ -707,7 +707,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
       this.#grants.delete(oldRow);
       if (oldToken > this.#grantFloor) this.#grantFloor = oldToken;
     }
-    return toRowLock(grant);
+    return toRowLock(grant, this.#locks);
   }
 
   /** The newest token granted for `row` by an explicit lock, or the floor if forgotten. */
@@ -835,10 +835,15 @@ function lockIdOf(lock: RowLock | string): string {
   throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
 }
 
-function toRowLock(grant: RowLockGrant): RowLock {
+function toRowLock(grant: RowLockGrant, locks?: RowLockManager): RowLock {
   return {
     row: Buffer.from(grant.row, 'latin1'),
     lockId: grant.lockId as string,
     token: grant.token,
+    // `await using lock = await region.lockRow(row)`: unlocks at scope exit unless already
+    // unlocked or expired (expiry is reported by the region's `lock-expired` event).
+    [Symbol.asyncDispose]: async () => {
+      if (locks?.isHeld(grant) === true) locks.unlockRow(grant.lockId as string);
+    },
   };
 }

@@ -7,4 +7,6 @@ export interface RowLock {
   readonly row: Buffer;
   readonly lockId: string;
   readonly token: number;
+  /** Unlocks if still held (`await using`); a no-op once unlocked or expired. */
+  [Symbol.asyncDispose](): Promise<void>;
 }

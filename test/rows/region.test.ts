@@ -255,6 +255,20 @@ describe('Region: row locks around operations', () => {
     assert.deepEqual(values((await region.get(new Get('row1'))).cells), ['val3']);
   });
 
+  it('await using unlocks at scope exit, and is a no-op after an explicit unlock', async () => {
+    await using region = await open();
+    {
+      await using lock = await region.lockRow('r');
+      assert.equal(region.tryLockRow('r'), null);
+      assert.ok(lock.lockId);
+    }
+    const again = region.tryLockRow('r');
+    assert.ok(again, 'the scope exit must have unlocked the row');
+    region.unlockRow(again);
+    await again[Symbol.asyncDispose]();
+    assert.ok(region.tryLockRow('r'));
+  });
+
   it('a lock id used on another row, after unlock, or made up fails with UNKNOWN_ROW_LOCK', async () => {
     await using region = await open();
     const lock = await region.lockRow('a');
