@@ -49,12 +49,34 @@ export const DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD = 5_000;
  * ActiveMQ's `LockFile` writes, so ActiveMQ tools read it the same. Then ours: a 16-byte
  * holder nonce (theft is detected by content, not only by mtime) and the fencing token as an
  * unsigned 64-bit big-endian integer.
+ *
+ * Released mark: a holder that stops cleanly (its `stop()` runs once nothing acts on the store
+ * any more, which the supervisor guarantees by stopping the service first) overwrites the
+ * nonce, while it still holds the kernel lock, with the ASCII bytes `released` followed by a
+ * copy of the 8 bytes at offset 0. The next holder skips the post-acquire pause only when it
+ * finds that mark AND the copy still equals offset 0: an ActiveMQ broker that took the lock in
+ * between wrote its own acquire time at offset 0 (and only there), so the copy no longer
+ * matches and the pause applies. A crashed holder (kill -9) never writes the mark, and a
+ * holder whose lock was taken behind its back does not write it either (it writes only while
+ * its keep-alive check still passes). ActiveMQ reads none of these bytes.
  */
 const EPOCH_OFFSET = 0;
 const NONCE_OFFSET = 8;
 const NONCE_LENGTH = 16;
 const TOKEN_OFFSET = NONCE_OFFSET + NONCE_LENGTH;
 const RECORD_LENGTH = TOKEN_OFFSET + 8;
+const RELEASED_MAGIC = Buffer.from('released', 'ascii');
+const RELEASED_EPOCH_OFFSET = NONCE_OFFSET + RELEASED_MAGIC.length;
+
+/** Whether `record` (a whole one) carries a released mark that matches its offset-0 stamp. */
+function releasedCleanly(record: Buffer): boolean {
+  return (
+    record.subarray(NONCE_OFFSET, RELEASED_EPOCH_OFFSET).equals(RELEASED_MAGIC) &&
+    record
+      .subarray(RELEASED_EPOCH_OFFSET, RELEASED_EPOCH_OFFSET + 8)
+      .equals(record.subarray(EPOCH_OFFSET, EPOCH_OFFSET + 8))
+  );
+}
 
 const OPEN_FLAGS = constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW;
 const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
@@ -84,7 +106,15 @@ interface Held {
   ino: bigint;
   mtimeNs: bigint;
   nonce: Buffer;
+  /** The 8 bytes we wrote at offset 0 (copied into the released mark). */
+  epoch: Buffer;
   key: string;
+}
+
+/** An acquisition: the fencing token, and whether the previous holder left the released mark. */
+interface Acquired {
+  token: number;
+  previousReleased: boolean;
 }
 
 /**
@@ -101,10 +131,12 @@ interface Held {
  * - Waiting (not `failIfLocked`): one INFO line, then a DEBUG line per retry; a retry every
  *   `lockAcquireSleepInterval`, earlier on a release hint. After a wait-then-acquire the
  *   locker pauses `lockKeepAlivePeriod` (AMQ-4705: the old master's keep-alive must run first)
- *   and rejects if the lock no longer checks out.
+ *   and rejects if the lock no longer checks out; not when the previous holder left the
+ *   released mark (it stopped before it released, so there is no old master to wait for).
  * - `keepAlive()` is false (and stays false) when the kernel lock is gone, the file was
  *   deleted or replaced, its mtime changed, or its nonce is not ours.
- * - `stop()` releases the kernel lock and leaves the file in place.
+ * - `stop()` writes the released mark if the lock is still ours, releases the kernel lock and
+ *   leaves the file in place.
  *
  * Not for file systems whose locks are unreliable (NFSv3 without a lock manager, OCFS2): the
  * keep-alive narrows the window there, it does not close it.
@@ -140,8 +172,15 @@ export class SharedFileLocker extends AbstractLocker {
     for (;;) {
       if (signal.aborted) throw signal.reason;
       const outcome = this.#tryLock(key);
-      if (typeof outcome === 'number') {
-        if (!waited || lockKeepAlivePeriod === 0) return outcome;
+      if (typeof outcome === 'object') {
+        if (!waited || lockKeepAlivePeriod === 0) return outcome.token;
+        if (outcome.previousReleased) {
+          // The previous holder stopped and then released: no old master left to notice.
+          this.logger.debug(
+            `Lock on ${this.path} was released cleanly by its previous holder; no post-acquire pause (${this.name})`,
+          );
+          return outcome.token;
+        }
         // AMQ-4705: let the previous master's keep-alive notice before we act as master.
         try {
           await abortableSleep(lockKeepAlivePeriod, signal, this.clock, 'post-acquire pause');
@@ -154,7 +193,7 @@ export class SharedFileLocker extends AbstractLocker {
           this.#release();
           throw err;
         }
-        return outcome;
+        return outcome.token;
       }
       if (this.failIfLocked) {
         throw new LockObtainFailedError(`Lock held by ${outcome}: ${this.path} (${this.name})`);
@@ -185,8 +224,8 @@ export class SharedFileLocker extends AbstractLocker {
     }
   }
 
-  /** One attempt: the fencing token when acquired, or who holds the lock. */
-  #tryLock(key: string): number | 'this process' | 'another process' {
+  /** One attempt: the acquisition, or who holds the lock. */
+  #tryLock(key: string): Acquired | 'this process' | 'another process' {
     if (HELD.has(key)) return 'this process';
     // A read-only probe first: waiters that open the file for writing and close it again would
     // wake every other waiter (close-after-write is the release hint).
@@ -222,6 +261,7 @@ export class SharedFileLocker extends AbstractLocker {
       const n = readSync(fd, record, 0, RECORD_LENGTH, 0);
       const previous =
         n === RECORD_LENGTH ? Number(record.readBigUInt64BE(TOKEN_OFFSET)) : undefined;
+      const previousReleased = n === RECORD_LENGTH && releasedCleanly(record);
       const token = nextFencingToken(
         previous !== undefined && Number.isSafeInteger(previous) ? previous : undefined,
         this.clock.wall(),
@@ -233,9 +273,17 @@ export class SharedFileLocker extends AbstractLocker {
       writeSync(fd, record, 0, RECORD_LENGTH, 0);
       fsyncSync(fd);
       const after = fstatSync(fd, { bigint: true });
-      this.#held = { fd, dev: after.dev, ino: after.ino, mtimeNs: after.mtimeNs, nonce, key };
+      this.#held = {
+        fd,
+        dev: after.dev,
+        ino: after.ino,
+        mtimeNs: after.mtimeNs,
+        nonce,
+        epoch: Buffer.from(record.subarray(EPOCH_OFFSET, EPOCH_OFFSET + 8)),
+        key,
+      };
       HELD.set(key, this);
-      return token;
+      return { token, previousReleased };
     } catch (err) {
       closeSync(fd);
       throw asIOError(err, this.directory, this.path);
@@ -267,7 +315,32 @@ export class SharedFileLocker extends AbstractLocker {
     }
   }
 
+  /**
+   * Writes the released mark (see the file layout) if the lock still checks out as ours, then
+   * releases. The caller's contract: nothing acts on the store any more (the supervisor stops
+   * the service before the locker). A failure to write only costs the next holder its pause.
+   */
   protected async doStop(): Promise<void> {
+    const held = this.#held;
+    if (held !== undefined) {
+      let ours = false;
+      try {
+        ours = await this.#check();
+      } catch {
+        // Unknown: leave no mark; the next holder pauses.
+      }
+      if (ours && this.#held === held) {
+        try {
+          const mark = Buffer.concat([RELEASED_MAGIC, held.epoch]);
+          writeSync(held.fd, mark, 0, mark.length, NONCE_OFFSET);
+          fsyncSync(held.fd);
+        } catch (err) {
+          this.logger.warn(
+            `Could not mark ${this.path} released (${describe(err)}); the next holder will pause (${this.name})`,
+          );
+        }
+      }
+    }
     this.#release();
   }
 

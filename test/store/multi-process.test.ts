@@ -65,6 +65,49 @@ describe('store lockers across processes', () => {
     await exitOf(a.proc);
   });
 
+  it('b: a graceful stop leaves the released mark: the standby skips the post-acquire pause; kill -9 still pays it', async (t) => {
+    using dir = tempDir();
+    const INTERVAL = 100;
+    const PAUSE = 1_500; // the keep-alive period, paid after a wait-then-acquire
+    const args = [dir.path, String(INTERVAL), String(PAUSE)];
+    const failover = async (
+      master: ReturnType<typeof spawnFixture>,
+      how: 'graceful' | 'kill',
+    ): Promise<{ ms: number; standby: ReturnType<typeof spawnFixture> }> => {
+      const standby = spawnFixture('store-supervised', args);
+      await until(() => standby.line(/^waiting$/) !== undefined, 10_000);
+      await new Promise((r) => setTimeout(r, 3 * INTERVAL)); // polling as a slave
+      assert.equal(standby.line(/^master/), undefined);
+      const before = masterToken(master);
+      const t0 = performance.now();
+      if (how === 'graceful') master.proc.stdin?.write('stop\n');
+      else master.proc.kill('SIGKILL');
+      await until(() => standby.line(/^master \d+/) !== undefined, 10_000);
+      const ms = performance.now() - t0;
+      assert.ok(masterToken(standby) > before);
+      const exit = await exitOf(master.proc);
+      if (how === 'graceful') assert.equal(exit.code, 0);
+      return { ms, standby };
+    };
+    const a = spawnFixture('store-supervised', args);
+    await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+    // a stops gracefully (service stopped, then the mark, then the release): b serves at once.
+    const graceful = await failover(a, 'graceful');
+    // b is killed: no mark, c pauses the whole keep-alive period.
+    const killed = await failover(graceful.standby, 'kill');
+    // c stops gracefully after a killed predecessor: its own mark counts, d skips the pause.
+    const again = await failover(killed.standby, 'graceful');
+    t.diagnostic(
+      `graceful ${graceful.ms.toFixed(0)} ms, kill -9 ${killed.ms.toFixed(0)} ms, graceful after a kill ${again.ms.toFixed(0)} ms (pause ${PAUSE} ms)`,
+    );
+    assert.ok(graceful.ms < PAUSE / 3, `graceful takeover took ${graceful.ms} ms`);
+    assert.ok(again.ms < PAUSE / 3, `graceful takeover took ${again.ms} ms`);
+    assert.ok(killed.ms >= PAUSE - 5, `kill -9 takeover took ${killed.ms} ms, under the pause`);
+    assert.ok(killed.ms < PAUSE + INTERVAL + 500, `kill -9 takeover took ${killed.ms} ms`);
+    again.standby.proc.stdin?.write('stop\n');
+    assert.equal((await exitOf(again.standby.proc)).code, 0);
+  });
+
   for (const theft of ['rewrite', 'delete'] as const) {
     it(`c: another process that ${theft}s the lock file makes the master demote`, async () => {
       using dir = tempDir();

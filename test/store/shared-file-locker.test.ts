@@ -259,6 +259,10 @@ describe('SharedFileLocker', () => {
     });
     let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
     await until(() => clock.pending === 1);
+    // The holder's lock no longer checks out (its mtime changed behind its back), so its stop
+    // leaves no released mark: the case the pause is for.
+    const lostBehindItsBack = () => utimesSync(holder.path, 1, 1);
+    lostBehindItsBack();
     // The in-process release wakes the waiter at once (no clock needed): it acquires and the
     // pause starts at the current fake time.
     await holder.stop();
@@ -276,6 +280,7 @@ describe('SharedFileLocker', () => {
     await holder.start();
     started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
     await until(() => clock.pending === 1);
+    lostBehindItsBack();
     await holder.stop();
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(clock.pending, 1);
@@ -287,6 +292,67 @@ describe('SharedFileLocker', () => {
     assert.equal(waiter.token, undefined);
     await holder.start();
     await holder.stop();
+  });
+
+  it('17: a clean stop leaves the released mark; the next holder then skips the pause, unless offset 0 changed since', async () => {
+    using dir = tempDir();
+    const clock = new FakeClock(0, WALL);
+    const holder = new SharedFileLocker({ directory: dir.path, clock });
+    await holder.start();
+    const held = readFileSync(holder.path);
+    const token = holder.token;
+    await holder.stop();
+    // The mark: ActiveMQ's stamp and our token untouched, the nonce replaced by
+    // "released" + a copy of the stamp.
+    const released = readFileSync(holder.path);
+    assert.equal(released.length, 32);
+    assert.deepEqual(released.subarray(0, 8), held.subarray(0, 8));
+    assert.equal(released.subarray(8, 16).toString('ascii'), 'released');
+    assert.deepEqual(released.subarray(16, 24), held.subarray(0, 8));
+    assert.equal(Number(released.readBigUInt64BE(24)), token);
+
+    await holder.start();
+    const waiter = new SharedFileLocker({
+      directory: dir.path,
+      clock,
+      lockAcquireSleepInterval: 100,
+      wakeOnHints: false,
+    });
+    let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+    await until(() => clock.pending === 1);
+    await holder.stop();
+    // The in-process release wakes the waiter, which finds the mark: master with no pause
+    // (the fake clock never moves).
+    await started.promise;
+    assert.ok((waiter.token as number) > (token as number) + 1);
+    assert.ok(await waiter.keepAlive());
+
+    // What decides is the file's content when the lock is taken. Here the holder's lock is
+    // overwritten behind its back (so its own stop writes no mark): first with a mark that
+    // matches offset 0 (skip), then as if an ActiveMQ broker had taken the lock after a clean
+    // release, written its stamp at offset 0 only and died (the copy differs: pause).
+    await waiter.stop();
+    const mark = readFileSync(waiter.path);
+    const brokerStamped = Buffer.from(mark);
+    brokerStamped.writeBigInt64BE(BigInt(WALL + 1), 0);
+    for (const [content, pauses] of [
+      [mark, false],
+      [brokerStamped, true],
+    ] as const) {
+      await holder.start();
+      started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+      await until(() => clock.pending === 1);
+      writeFileSync(holder.path, content);
+      await holder.stop();
+      if (pauses) {
+        await until(() => clock.pending === 1 && existsSync(waiter.path));
+        await new Promise((r) => setTimeout(r, 20));
+        assert.equal(started.settled, false, 'pausing');
+        await clock.advance(500);
+      }
+      await started.promise;
+      await waiter.stop();
+    }
   });
 
   it('15: keepAlive is false, and stays false, when the file is deleted', async () => {
