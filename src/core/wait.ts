@@ -1,4 +1,7 @@
-import { type Clock, systemClock } from './clock.js';
+import { type Clock, setClockTimer, systemClock } from './clock.js';
+
+const noop = (): void => {};
+
 import { AbortedError, InvalidArgumentError, LockTimeoutError } from './errors.js';
 
 /** Subscribes `wake` to "the resource may have become free" hints; returns the unsubscribe. */
@@ -55,10 +58,7 @@ export async function waitFor<T>(
 
   let hinted = false;
   let wakeCurrent: (() => void) | undefined;
-  const unsubscribe = options.wake?.(() => {
-    hinted = true;
-    wakeCurrent?.();
-  });
+  let unsubscribe: (() => void) | undefined;
   const aborted = () => new AbortedError(`Wait for ${resource} aborted`, { cause: signal?.reason });
   try {
     let delay = minPoll;
@@ -74,6 +74,15 @@ export async function waitFor<T>(
         });
       }
       if (hinted) continue;
+      if (options.wake !== undefined && unsubscribe === undefined) {
+        // Subscribed only once the resource proved busy, so a free one costs no watcher; then
+        // one more attempt at once, as a release just before the subscription sent no hint.
+        unsubscribe = options.wake(() => {
+          hinted = true;
+          wakeCurrent?.();
+        });
+        continue;
+      }
       // "Equal jitter": half the delay fixed, half random, so waiters spread out without
       // polling twice as often as the delay says.
       const sleepMs = Math.min(
@@ -81,18 +90,20 @@ export async function waitFor<T>(
         Math.max(minPoll, delay / 2 + (Math.random() * delay) / 2),
       );
       delay = Math.min(maxPoll, delay * 2);
-      const pause = new AbortController();
-      const onAbort = () => pause.abort();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      wakeCurrent = () => pause.abort();
-      try {
-        await clock.sleep(sleepMs, pause.signal);
-      } catch {
-        // Woken early by a hint or by the caller's signal; the loop head tells which.
-      } finally {
-        wakeCurrent = undefined;
-        signal?.removeEventListener('abort', onAbort);
-      }
+      // A bare timer and a resolver, not an AbortController: building the controller's abort
+      // reason (an Error with a stack) on every hint was a measurable part of a handoff.
+      let wakeUp = noop;
+      let cancel = noop;
+      await new Promise<void>((resolve) => {
+        wakeUp = () => resolve();
+        wakeCurrent = wakeUp;
+        signal?.addEventListener('abort', wakeUp, { once: true });
+        cancel = setClockTimer(clock, sleepMs, wakeUp, true);
+      });
+      // Woken by the timer, a hint or the caller's signal; the loop head tells which.
+      cancel();
+      wakeCurrent = undefined;
+      signal?.removeEventListener('abort', wakeUp);
       if (hinted) delay = minPoll;
     }
   } finally {
