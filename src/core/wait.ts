@@ -35,7 +35,8 @@ export interface WaitForOptions extends WaitOptions {
  * not synchronise into herds) but wakes at once on any `wake` hint, so a waiter with a good
  * hint source sees a release within microseconds while costing almost nothing. A hint that
  * arrives while an attempt is running is not lost: the next attempt follows immediately.
- * Errors thrown by `attempt` end the wait; the caller decides which failures are retryable by
+ * Hints are subscribed to only after a first attempt failed (a free resource starts no
+ * watcher), followed by one more immediate attempt. Errors thrown by `attempt` end the wait; the caller decides which failures are retryable by
  * returning `undefined` for them. The last retryable failure can be reported through
  * `lastFailure` and becomes the cause of the timeout error.
  */
