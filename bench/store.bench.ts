@@ -354,27 +354,28 @@ function settings(p: Profile, s: Scenario): { interval: number; period: number; 
  * What the settings imply, [low, high] ms from the kill or stop to the standby being master,
  * before process and database latencies:
  * - file: the kernel frees the lock at once and its close is a release hint, so the standby
- *   retries at once and then pauses one keep-alive period (AMQ-4705); without the hint up to
- *   one acquire interval more.
+ *   retries at once; after a kill -9 it then pauses one keep-alive period (AMQ-4705), after a
+ *   graceful stop the released mark lets it skip the pause. Without the hint up to one
+ *   acquire interval more.
  * - database: the server frees the row when the session ends (kill) or commits (stop); a
  *   PostgreSQL/MariaDB standby is blocked in the database and gets it at once, a SQLite standby
  *   polls every interval; then the takeover pause, keep-alive period + query timeout.
  * - lease, kill -9: the lease runs out one lease after the last renewal (renewals every
  *   period), and the standby sleeps exactly until that expiry on the database's clock.
- * - lease, graceful: the release frees the row at once, but the standby sleeps until the expiry
- *   it last read, which is up to one lease away.
+ * - lease, graceful: the release frees the row at once; the standby polls at least once a
+ *   renew period (the lease when shorter), so it sees the release within one period.
  */
 function expected(p: Profile, s: Scenario, mode: StopMode): [number, number] {
   const { interval, period, query } = settings(p, s);
   switch (s.locker) {
     case 'file':
-      return [period, period];
+      return mode === 'kill' ? [period, period] : [0, 0];
     case 'database':
       return s.db === 'sqlite'
         ? [period + query, period + query + interval]
         : [period + query, period + query];
     case 'lease':
-      return mode === 'kill' ? [interval - period, interval] : [0, interval];
+      return mode === 'kill' ? [interval - period, interval] : [0, Math.min(period, interval)];
   }
 }
 

@@ -78,6 +78,31 @@ describe('database lockers across processes', () => {
     await Promise.all([exitOf(a.proc), exitOf(b.proc)]);
   });
 
+  it('graceful stop of the lease master: the standby is master within about one renew period, not at the lease expiry', async (t) => {
+    const LEASE = 3_000;
+    const PERIOD = 250;
+    const tb = table('postgres');
+    const args = ['lease', urlOf('postgres', dir.path), tb, String(LEASE), String(PERIOD)];
+    const a = spawnFixture('db-supervised', args);
+    await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+    const tokenA = masterToken(a);
+    const b = spawnFixture('db-supervised', args);
+    await until(() => b.line(/^waiting$/) !== undefined, 10_000);
+    await new Promise((r) => setTimeout(r, 400)); // b read a lease ~2.6 s from expiry
+    assert.equal(b.line(/^master/), undefined);
+    const t0 = performance.now();
+    a.proc.stdin?.write('stop\n'); // service stopped, then the lease released (holder NULL, TIME 0)
+    await until(() => b.line(/^master \d+/) !== undefined, 10_000);
+    const failover = performance.now() - t0;
+    t.diagnostic(`failover after a graceful stop: ${failover.toFixed(0)} ms (renew ${PERIOD})`);
+    assert.equal((await exitOf(a.proc)).code, 0);
+    assert.ok(masterToken(b) > tokenA);
+    // One poll period, plus the stop's own statements and process scheduling; not a lease.
+    assert.ok(failover < PERIOD + 500, `failover took ${failover} ms (lease ${LEASE})`);
+    b.proc.stdin?.write('stop\n');
+    assert.equal((await exitOf(b.proc)).code, 0);
+  });
+
   for (const [locker, kind, lease, period] of [
     ['lease', 'postgres', 1_000, 250],
     ['lease', 'mysql', 1_000, 250],
