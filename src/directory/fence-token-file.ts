@@ -1,6 +1,7 @@
-import { closeSync, constants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
+import { constants, writeSync } from 'node:fs';
 import { LockIOError } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
+import { fileCalls } from '../os/file-calls.js';
 import { lockPath } from './lock-file.js';
 
 /** Suffix of the file beside a lock that keeps its fencing counter. */
@@ -21,7 +22,10 @@ interface FenceFile {
   last: number | undefined;
 }
 
+/** Keyed by the lock file's path (the very string the caller hashed already), oldest first. */
 const open = new Map<string, FenceFile>();
+/** The key last moved to the end of {@link open}, so a repeat grant skips the reorder. */
+let newest: string | undefined;
 const buf = Buffer.alloc(WIDTH + 1);
 
 /**
@@ -41,8 +45,16 @@ const buf = Buffer.alloc(WIDTH + 1);
  * A missing or torn counter falls back to the clock floor of {@link nextFencingToken}.
  */
 export function advanceFenceToken(dir: string, name: string, wallMs: number): number {
-  const path = lockPath(dir, name + FENCE_SUFFIX);
-  let file = cachedOrOpen(path, undefined);
+  return advanceFenceTokenOf(lockPath(dir, name), wallMs);
+}
+
+/**
+ * {@link advanceFenceToken} for the lock file at `lockFile` (`lockPath(dir, name)`). Taking
+ * the lock's own path string lets the per-grant cache lookup reuse its hash instead of
+ * building and hashing the fence file's path every time.
+ */
+export function advanceFenceTokenOf(lockFile: string, wallMs: number): number {
+  let file = cachedOrOpen(lockFile, undefined);
   try {
     let stored = readCounter(file.fd);
     const floor = Math.floor(wallMs * 1000);
@@ -51,8 +63,8 @@ export function advanceFenceToken(dir: string, name: string, wallMs: number): nu
       ? Math.max((file.last as number) + 1, floor)
       : nextFencingToken(stored, wallMs);
     if (!mine || token > (file.reserved as number)) {
-      if (!isStillLinked(file, path)) {
-        file = reopen(path, file);
+      if (!isStillLinked(file, lockFile)) {
+        file = reopen(lockFile, file);
         stored = readCounter(file.fd);
         token = Math.max(nextFencingToken(stored, wallMs), (file.last ?? 0) + 1);
       }
@@ -64,15 +76,17 @@ export function advanceFenceToken(dir: string, name: string, wallMs: number): nu
     file.last = token;
     return token;
   } catch (err) {
-    forget(path);
+    forget(lockFile);
     if (err instanceof LockIOError) throw err;
-    throw new LockIOError(`Cannot update the fencing-token file ${path}`, { cause: err });
+    throw new LockIOError(`Cannot update the fencing-token file ${lockFile + FENCE_SUFFIX}`, {
+      cause: err,
+    });
   }
 }
 
 /** Parses the fixed-width decimal counter; `undefined` when missing or torn. */
 function readCounter(fd: number): number | undefined {
-  const n = readSync(fd, buf, 0, WIDTH + 1, 0);
+  const n = fileCalls().pread(fd, buf, WIDTH + 1, 0);
   if (n < 1) return undefined;
   let value = 0;
   let digits = 0;
@@ -88,20 +102,24 @@ function readCounter(fd: number): number | undefined {
   return digits > 0 && Number.isSafeInteger(value) ? value : undefined;
 }
 
-function cachedOrOpen(path: string, previous: FenceFile | undefined): FenceFile {
-  const cached = open.get(path);
+function cachedOrOpen(lockFile: string, previous: FenceFile | undefined): FenceFile {
+  const cached = open.get(lockFile);
   if (cached !== undefined) {
-    open.delete(path);
-    open.set(path, cached);
+    if (newest !== lockFile) {
+      open.delete(lockFile);
+      open.set(lockFile, cached);
+      newest = lockFile;
+    }
     return cached;
   }
+  const path = lockFile + FENCE_SUFFIX;
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o644);
+    fd = fileCalls().open(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o644);
   } catch (err) {
     throw new LockIOError(`Cannot open the fencing-token file ${path}`, { cause: err });
   }
-  const st = fstatSync(fd);
+  const st = fileCalls().fstat(fd);
   const file: FenceFile = {
     fd,
     dev: st.dev,
@@ -109,7 +127,8 @@ function cachedOrOpen(path: string, previous: FenceFile | undefined): FenceFile 
     reserved: undefined,
     last: previous?.last,
   };
-  open.set(path, file);
+  open.set(lockFile, file);
+  newest = lockFile;
   if (open.size > MAX_OPEN) {
     const [oldest] = open.keys();
     if (oldest !== undefined) forget(oldest);
@@ -117,31 +136,31 @@ function cachedOrOpen(path: string, previous: FenceFile | undefined): FenceFile 
   return file;
 }
 
-function isStillLinked(file: FenceFile, path: string): boolean {
+function isStillLinked(file: FenceFile, lockFile: string): boolean {
   try {
-    const st = fstatSync(file.fd);
+    const st = fileCalls().fstat(file.fd);
     return st.dev === file.dev && st.ino === file.ino && st.nlink > 0;
   } catch {
     // Closed behind our back: drop it without closing (the number may belong to someone else).
-    open.delete(path);
+    open.delete(lockFile);
     file.fd = -1;
     return false;
   }
 }
 
-function reopen(path: string, stale: FenceFile): FenceFile {
-  forget(path);
-  return cachedOrOpen(path, stale);
+function reopen(lockFile: string, stale: FenceFile): FenceFile {
+  forget(lockFile);
+  return cachedOrOpen(lockFile, stale);
 }
 
-function forget(path: string): void {
-  const file = open.get(path);
+function forget(lockFile: string): void {
+  const file = open.get(lockFile);
   if (file === undefined) return;
-  open.delete(path);
+  open.delete(lockFile);
   if (file.fd < 0) return;
   try {
     // Only close a descriptor that is still the fence file; never someone else's.
-    const st = fstatSync(file.fd);
-    if (st.dev === file.dev && st.ino === file.ino) closeSync(file.fd);
+    const st = fileCalls().fstat(file.fd);
+    if (st.dev === file.dev && st.ino === file.ino) fileCalls().close(file.fd);
   } catch {}
 }

@@ -1,5 +1,6 @@
-import { mkdirSync, openSync, type Stats, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { AlreadyClosedError, LockIOError } from '../core/errors.js';
+import { fileCalls } from '../os/file-calls.js';
 
 /** What identifies one incarnation of a lock file: a deleted and recreated file differs. */
 export interface FileIdentity {
@@ -9,7 +10,8 @@ export interface FileIdentity {
   birthtimeMs: number;
 }
 
-export function identityOf(st: Stats): FileIdentity {
+/** From `fs.Stats` or the equal numbers of `fileCalls().fstat`. */
+export function identityOf(st: FileIdentity): FileIdentity {
   return { dev: st.dev, ino: st.ino, birthtimeMs: st.birthtimeMs };
 }
 
@@ -52,7 +54,7 @@ export function lockFileChanged(
  */
 export function openInLockDir(dir: string, path: string, flags: number): number {
   try {
-    return openSync(path, flags, 0o644);
+    return fileCalls().open(path, flags, 0o644);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw explainOpenError(err, dir, path);
   }
@@ -62,7 +64,7 @@ export function openInLockDir(dir: string, path: string, flags: number): number 
     throw new LockIOError(`Cannot create lock directory ${dir}`, { cause: err });
   }
   try {
-    return openSync(path, flags, 0o644);
+    return fileCalls().open(path, flags, 0o644);
   } catch (err) {
     throw explainOpenError(err, dir, path);
   }

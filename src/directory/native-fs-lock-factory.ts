@@ -1,13 +1,14 @@
-import { closeSync, constants, fstatSync, openSync } from 'node:fs';
+import { constants } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
 import { AlreadyClosedError, LockIOError, LockObtainFailedError } from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
 import type { WakeSource } from '../core/wait.js';
+import { fileCalls } from '../os/file-calls.js';
 import { fileLocks } from '../os/file-lock.js';
 import { fileWakeSource } from '../os/file-watcher.js';
 import type { Directory } from './directory.js';
-import { advanceFenceToken } from './fence-token-file.js';
+import { advanceFenceTokenOf } from './fence-token-file.js';
 import type { FSDirectory } from './fs-directory.js';
 import { FSLockFactory } from './fs-lock-factory.js';
 import { anyWake, InProcessReleases } from './in-process-releases.js';
@@ -64,7 +65,7 @@ export class NativeFSLockFactory extends FSLockFactory {
     if (LOCK_HELD.has(path)) return true;
     let fd: number;
     try {
-      fd = openSync(path, PROBE_FLAGS);
+      fd = fileCalls().open(path, PROBE_FLAGS, 0);
     } catch {
       return false;
     }
@@ -73,7 +74,7 @@ export class NativeFSLockFactory extends FSLockFactory {
     } catch {
       return false;
     } finally {
-      closeSync(fd);
+      fileCalls().close(fd);
     }
   }
 }
@@ -85,13 +86,14 @@ function obtainNative(dir: string, name: string): NativeFSLock {
   if (LOCK_HELD.has(path)) {
     throw new LockObtainFailedError(`Lock held by this virtual machine: ${path}`);
   }
+  const calls = fileCalls();
   const fd = openInLockDir(dir, path, OPEN_FLAGS);
   try {
     if (!fileLocks().tryLock(fd, path)) {
       throw new LockObtainFailedError(`Lock held by another program: ${path}`);
     }
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw new LockIOError(`Lock file ${path} is not a regular file`);
+    const st = calls.fstat(fd);
+    if (!st.isFile) throw new LockIOError(`Lock file ${path} is not a regular file`);
     if (st.nlink === 0) {
       // Deleted between our open and our lock: the lock is on an orphan inode.
       throw new LockObtainFailedError(`Lock file was deleted while being obtained: ${path}`);
@@ -100,12 +102,12 @@ function obtainNative(dir: string, name: string): NativeFSLock {
       path,
       fd,
       identityOf(st),
-      advanceFenceToken(dir, name, systemClock.wall()),
+      advanceFenceTokenOf(path, systemClock.wall()),
     );
     LOCK_HELD.set(path, lock);
     return lock;
   } catch (err) {
-    closeSync(fd);
+    calls.close(fd);
     throw err;
   }
 }
@@ -139,7 +141,7 @@ class NativeFSLock extends LockHandleBase {
       this.#osLockValid = false;
       this.fail(new AlreadyClosedError(`FileLock invalidated by an external force: ${this}`));
     }
-    const size = fstatSync(this.#fd).size;
+    const size = fileCalls().fstat(this.#fd).size;
     if (size !== 0) {
       this.fail(new AlreadyClosedError(`Unexpected lock file size: ${size}, (lock=${this})`));
     }
@@ -155,7 +157,7 @@ class NativeFSLock extends LockHandleBase {
   #ownsKernelLock(): boolean {
     let mine: FileIdentity;
     try {
-      mine = identityOf(fstatSync(this.#fd));
+      mine = identityOf(fileCalls().fstat(this.#fd));
     } catch {
       this.#fdOurs = false;
       return false;
@@ -178,7 +180,7 @@ class NativeFSLock extends LockHandleBase {
     // separate unlock call is made. The file stays: deleting it is unsafe and a leftover is
     // harmless.
     try {
-      if (this.#fdOurs) closeSync(this.#fd);
+      if (this.#fdOurs) fileCalls().close(this.#fd);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EBADF')
         throw new LockIOError(`Cannot close lock file ${this.#path}`, { cause: err });
