@@ -239,7 +239,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
 
   /** Reads one row. Never waits for row locks; a lock id on the Get is checked and renewed. */
   async get(get: Get): Promise<Result> {
-    this.#checkOpen();
+    this.#checkOpen(true);
     if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
     this.#checkQuery(get);
     if (get.rowLock !== undefined) this.#locks.useLock(lockIdOf(get.rowLock), get.row);
@@ -255,7 +255,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    * the loop.
    */
   async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
-    this.#checkOpen();
+    this.#checkOpen(true);
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
     this.#checkQuery(scan);
     const readPoint = this.#readPointNow();
@@ -531,9 +531,10 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
 
   // ---- internals -------------------------------------------------------------------------
 
-  #checkOpen(): void {
+  /** Reads go on after a storage failure (what they see is durable); writes stop. */
+  #checkOpen(reading = false): void {
     if (this.#closing !== undefined) throw new AlreadyClosedError('This region is closed');
-    if (this.#failure !== undefined) {
+    if (!reading && this.#failure !== undefined) {
       throw new LocksmithError('IO_ERROR', 'This region stopped writing after a storage failure', {
         cause: this.#failure,
       });
