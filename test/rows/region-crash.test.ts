@@ -89,3 +89,47 @@ describe('row store: kill -9 at random moments', () => {
     assert.ok(acked > 100, `only ${acked} mutations were acknowledged`);
   });
 });
+
+describe('row store: the disk refuses a write (RLIMIT_FSIZE: EFBIG)', () => {
+  it('the failed put is refused and absent, reads go on, later writes fail, nothing acknowledged is lost', async () => {
+    using dir = tempDir();
+    const child = orphanProof(
+      spawn(
+        '/bin/sh',
+        [
+          '-c',
+          'ulimit -f 2048 && exec "$0" "$@"',
+          process.execPath,
+          fixture('rows-region-filler'),
+          dir.path,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      ),
+    );
+    let stdout = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    const { code } = await exitOf(child);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(code, 0, stdout.slice(-500));
+    const lines = stdout.trim().split('\n');
+    const acked = lines.filter((l) => l.startsWith('ack ')).map((l) => Number(l.slice(4)));
+    const failed = /^failed IO_ERROR r(\d+)$/.exec(lines.find((l) => l.startsWith('failed')) ?? '');
+    assert.ok(failed, stdout.slice(-500));
+    assert.ok(acked.length > 20, `only ${acked.length} puts before the limit`);
+    assert.ok(lines.includes('read ok 2'), 'reads must go on after a storage failure');
+    assert.ok(lines.includes('write IO_ERROR'), 'writes must stop after a storage failure');
+    await using region = await Region.open({ families: ['f'], dir: dir.path });
+    for (const n of acked) {
+      const row = await region.get(new Get(`r${n}`));
+      assert.equal(
+        row.cells.length,
+        2,
+        `acknowledged r${n} is ${row.cells.length ? 'torn' : 'lost'}`,
+      );
+    }
+    const refused = await region.get(new Get(`r${failed[1]}`));
+    assert.ok(refused.cells.length === 0 || refused.cells.length === 2, 'the refused put is torn');
+  });
+});
