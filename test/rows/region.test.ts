@@ -333,15 +333,17 @@ describe('Region: row locks around operations', () => {
     const a1 = await region.lockRow('1', { owner: alice });
     const b2 = await region.lockRow('2', { owner: bob });
     const aliceWaits = region.lockRow('2', { owner: alice });
-    const bobWaits = region.put(new Put('1').add('colfam1', 'q', 'x'), { owner: bob });
-    const results = await Promise.allSettled([aliceWaits, bobWaits]);
-    const deadlocks = results.filter(
-      (r) => r.status === 'rejected' && (r.reason as { code?: string }).code === 'DEADLOCK',
-    );
-    assert.equal(deadlocks.length, 1, JSON.stringify(results.map((r) => r.status)));
-    region.unlockRow(a1);
+    const started = Date.now();
+    // Bob's wait would close the cycle: it fails at once; Alice's wait is untouched.
+    await assert.rejects(region.put(new Put('1').add('colfam1', 'q', 'x'), { owner: bob }), {
+      code: 'DEADLOCK',
+    });
+    assert.ok(Date.now() - started < 1000, 'the deadlock must be reported at once');
     region.unlockRow(b2);
-    for (const r of results) if (r.status === 'fulfilled' && r.value) region.unlockRow(r.value);
+    const a2 = await aliceWaits;
+    assert.equal(a2.row.toString(), '2');
+    region.unlockRow(a1);
+    region.unlockRow(a2);
   });
 });
 
