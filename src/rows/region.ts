@@ -454,14 +454,10 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     const rows = [...new Set(mutations.map((m) => m.row))];
     for (const m of mutations) this.#checkToken(m.row, m.token);
     const grants = await this.#locks.acquireImplicitMany(rows, options);
-    const work = (async () => {
+    return this.#track(async () => {
       try {
-        for (const m of mutations)
-          this.#checkToken(
-            m.row,
-            m.token,
-            grants.find((g) => g.row === m.row),
-          );
+        // An explicit grant may have come while we waited.
+        for (const m of mutations) this.#checkToken(m.row, m.token);
         const cells = mutations.flatMap((m) => {
           const now = this.#timeFor(m.row);
           return m instanceof Put ? this.#putCells(m, now) : this.#deleteCells(m, now);
@@ -470,13 +466,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
       } finally {
         for (const grant of grants) this.#locks.releaseImplicit(grant);
       }
-    })();
-    this.#inflight.add(work);
-    try {
-      await work;
-    } finally {
-      this.#inflight.delete(work);
-    }
+    });
   }
 
   /**
@@ -662,32 +652,32 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   ): Promise<T> {
     this.#checkOpen();
     const arrival = this.#onArrival ? this.#timeFor(row) : undefined;
-    let grant: RowLockGrant | null;
-    let implicit = false;
+    // Checked before any wait, so a stale writer fails at once...
+    this.#checkToken(row, token);
+    let implicit: RowLockGrant | undefined;
     if (rowLock !== undefined) {
-      grant = this.#locks.useLock(lockIdOf(rowLock), row);
-      if (token !== undefined && token < grant.token) {
-        throw new StaleTokenError(
-          `Fencing token ${token} for row ${toStringBinary(row)} is older than its lock's ${grant.token}`,
-        );
-      }
+      this.#locks.useLock(lockIdOf(rowLock), row);
     } else {
-      this.#checkToken(row, token);
-      grant = this.#locks.tryAcquireImplicit(row, options.owner);
-      if (grant === null) grant = await this.#locks.acquireImplicit(row, options);
-      implicit = true;
+      implicit =
+        this.#locks.tryAcquireImplicit(row, options.owner) ??
+        (await this.#locks.acquireImplicit(row, options));
     }
-    const work = (async () => {
+    return this.#track(async () => {
       try {
-        // Another grant may have come between the check above and our implicit lock.
-        if (implicit) this.#checkToken(row, token, grant);
+        // ...and again under the lock: an explicit grant may have come while we waited.
+        if (implicit !== undefined) this.#checkToken(row, token);
         const { cells, result } = build(arrival ?? this.#timeFor(row));
         if (cells.length > 0) await this.#apply(cells);
         return result;
       } finally {
-        if (implicit) this.#locks.releaseImplicit(grant);
+        if (implicit !== undefined) this.#locks.releaseImplicit(implicit);
       }
-    })();
+    });
+  }
+
+  /** Runs a write that holds its row locks, so that `close()` can wait for it. */
+  async #track<T>(write: () => Promise<T>): Promise<T> {
+    const work = write();
     this.#inflight.add(work);
     try {
       return await work;
@@ -716,14 +706,13 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     return this.#grants.get(row) ?? this.#grantFloor;
   }
 
-  /** Rejects a mutation whose fencing token is older than the row's newest explicit grant. */
-  #checkToken(row: string, token: number | undefined, own?: RowLockGrant | null): void {
+  /**
+   * Rejects a mutation whose fencing token is older than the row's newest explicit grant (a
+   * valid explicit lock is that grant, so its holder's token passes).
+   */
+  #checkToken(row: string, token: number | undefined): void {
     if (token === undefined) return;
-    const holder = this.#locks.newestToken(row);
-    const newest = Math.max(
-      this.#newestGrant(row),
-      holder === undefined || holder === own?.token ? -1 : holder,
-    );
+    const newest = this.#newestGrant(row);
     if (token < newest) {
       throw new StaleTokenError(
         `Fencing token ${token} for row ${toStringBinary(row)} is older than ${newest}: the row was locked by someone else since`,

@@ -527,7 +527,20 @@ describe('Region: fencing tokens', () => {
       },
     );
     await region.put(new Put('r', { token: second.token }).add('colfam1', 'q', 'fresh'));
-    assert.deepEqual(values((await region.get(new Get('r').setMaxVersions())).cells), ['fresh']);
+    // Under a valid explicit lock, too, an older token is refused and the lock's own passes.
+    const third = await region.lockRow('r');
+    await assert.rejects(
+      region.put(new Put('r', { rowLock: third, token: second.token }).add('colfam1', 'q', 'x')),
+      { code: 'STALE_TOKEN' },
+    );
+    await region.put(
+      new Put('r', { rowLock: third, token: third.token }).add('colfam1', 'q', 'own'),
+    );
+    region.unlockRow(third);
+    assert.deepEqual(values((await region.get(new Get('r').setMaxVersions())).cells), [
+      'own',
+      'fresh',
+    ]);
   });
 });
 
