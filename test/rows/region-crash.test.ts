@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Get, Region, Scan } from '../../src/rows/index.js';
 import { exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
+import { runWithFileSizeLimit } from './run-with-file-size-limit.js';
 
 function wholeValue(cells: readonly { value: Buffer }[]): string | undefined {
   const first = cells[0]?.value;
@@ -93,25 +94,7 @@ describe('row store: kill -9 at random moments', () => {
 describe('row store: the disk refuses a write (RLIMIT_FSIZE: EFBIG)', () => {
   it('the failed put is refused and absent, reads go on, later writes fail, nothing acknowledged is lost', async () => {
     using dir = tempDir();
-    const child = orphanProof(
-      spawn(
-        '/bin/sh',
-        [
-          '-c',
-          'ulimit -f 2048 && exec "$0" "$@"',
-          process.execPath,
-          fixture('rows-region-filler'),
-          dir.path,
-        ],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      ),
-    );
-    let stdout = '';
-    child.stdout?.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    const { code } = await exitOf(child);
-    await new Promise((r) => setImmediate(r));
+    const { code, stdout } = await runWithFileSizeLimit(2048, 'rows-region-filler', [dir.path]);
     assert.equal(code, 0, stdout.slice(-500));
     const lines = stdout.trim().split('\n');
     const acked = lines.filter((l) => l.startsWith('ack ')).map((l) => Number(l.slice(4)));

@@ -16,6 +16,7 @@ import { crc32, tableCrc32 } from '../../src/rows/crc32.js';
 import { encodeFrame } from '../../src/rows/record-codec.js';
 import { RowStorage } from '../../src/rows/row-storage.js';
 import { exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
+import { runWithFileSizeLimit } from './run-with-file-size-limit.js';
 
 const enc = (s: string) => Buffer.from(s);
 const strings = (records: Uint8Array[]) => records.map((r) => Buffer.from(r).toString());
@@ -409,28 +410,11 @@ test('a second open fails with LOCK_OBTAIN_FAILED, in this process and from anot
 
 test('a failed write poisons the storage (RLIMIT_FSIZE in a child: EFBIG)', async () => {
   using tmp = tempDir();
-  const child = orphanProof(
-    spawn(
-      '/bin/sh',
-      [
-        '-c',
-        `ulimit -f 2048 && exec "$0" "$@"`,
-        process.execPath,
-        fixture('rows-storage-writer'),
-        'fill',
-        tmp.path,
-      ],
-      {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    ),
-  );
-  let output = '';
-  child.stdout?.on('data', (d: Buffer) => {
-    output += d.toString();
-  });
-  assert.equal((await exitOf(child)).code, 0);
-  await new Promise((r) => setImmediate(r));
+  const { code, stdout: output } = await runWithFileSizeLimit(2048, 'rows-storage-writer', [
+    'fill',
+    tmp.path,
+  ]);
+  assert.equal(code, 0);
   const lines = output.trim().split('\n');
   const failed = lines.find((l) => l.startsWith('failed')) ?? '';
   assert.match(failed, /^failed IO_ERROR Cannot append to log segment .*log-.*\.wal: .*EFBIG/);
