@@ -111,8 +111,8 @@ export class Memstore {
     const cells = this.#rows.get(row);
     if (cells === undefined) return out;
     for (const name of families) {
-      const selected = query.columns.size === 0 ? undefined : query.columns.get(name);
       if (query.columns.size > 0 && !query.columns.has(name)) continue;
+      const selected = query.columns.get(name);
       const family = cells.families.get(name);
       if (family === undefined) continue;
       const familyDeleteTs = newestFamilyDelete(family, readPoint);
