@@ -1,7 +1,7 @@
 import { constants, writeSync } from 'node:fs';
 import { LockIOError } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
-import { fileCalls } from '../os/file-calls.js';
+import { type FileStatus, fileCalls } from '../os/file-calls.js';
 import { lockPath } from './lock-file.js';
 
 /** Suffix of the file beside a lock that keeps its fencing counter. */
@@ -13,9 +13,9 @@ const RESERVE = 10_000;
 const MAX_OPEN = 64;
 
 interface FenceFile {
-  fd: number;
-  dev: number;
-  ino: number;
+  readonly fd: number;
+  readonly dev: number;
+  readonly ino: number;
   /** The counter value this process last wrote, if nobody wrote since. */
   reserved: number | undefined;
   /** The last token this process issued for this lock. */
@@ -56,17 +56,14 @@ export function advanceFenceToken(dir: string, name: string, wallMs: number): nu
 export function advanceFenceTokenOf(lockFile: string, wallMs: number): number {
   let file = cachedOrOpen(lockFile, undefined);
   try {
-    let stored = readCounter(file.fd);
-    const floor = Math.floor(wallMs * 1000);
+    const stored = readCounter(file.fd);
+    // While the file still holds our reservation, count on from our own last token.
     const mine = stored !== undefined && stored === file.reserved && file.last !== undefined;
-    let token = mine
-      ? Math.max((file.last as number) + 1, floor)
-      : nextFencingToken(stored, wallMs);
+    let token = nextFencingToken(mine ? file.last : stored, wallMs);
     if (!mine || token > (file.reserved as number)) {
-      if (!isStillLinked(file, lockFile)) {
+      if (!isStillLinked(file)) {
         file = reopen(lockFile, file);
-        stored = readCounter(file.fd);
-        token = Math.max(nextFencingToken(stored, wallMs), (file.last ?? 0) + 1);
+        token = Math.max(nextFencingToken(readCounter(file.fd), wallMs), (file.last ?? 0) + 1);
       }
       const reserved = token + RESERVE;
       buf.write(`${String(reserved).padStart(WIDTH, '0')}\n`, 0, 'latin1');
@@ -136,15 +133,20 @@ function cachedOrOpen(lockFile: string, previous: FenceFile | undefined): FenceF
   return file;
 }
 
-function isStillLinked(file: FenceFile, lockFile: string): boolean {
+function isStillLinked(file: FenceFile): boolean {
+  return (statIfOurs(file)?.nlink ?? 0) > 0;
+}
+
+/**
+ * The fence file's status while `file.fd` is still the descriptor opened for it, else
+ * `undefined` (closed behind our back, or its number reused for another file).
+ */
+function statIfOurs(file: FenceFile): FileStatus | undefined {
   try {
     const st = fileCalls().fstat(file.fd);
-    return st.dev === file.dev && st.ino === file.ino && st.nlink > 0;
+    return st.dev === file.dev && st.ino === file.ino ? st : undefined;
   } catch {
-    // Closed behind our back: drop it without closing (the number may belong to someone else).
-    open.delete(lockFile);
-    file.fd = -1;
-    return false;
+    return undefined;
   }
 }
 
@@ -157,10 +159,9 @@ function forget(lockFile: string): void {
   const file = open.get(lockFile);
   if (file === undefined) return;
   open.delete(lockFile);
-  if (file.fd < 0) return;
+  // Only close a descriptor that is still the fence file; never someone else's.
+  if (statIfOurs(file) === undefined) return;
   try {
-    // Only close a descriptor that is still the fence file; never someone else's.
-    const st = fileCalls().fstat(file.fd);
-    if (st.dev === file.dev && st.ino === file.ino) fileCalls().close(file.fd);
+    fileCalls().close(file.fd);
   } catch {}
 }
