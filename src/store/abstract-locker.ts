@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../core/clock.js';
+import { checkDuration } from '../core/duration.js';
 import { AbortedError, InvalidArgumentError, type LockLostError } from '../core/errors.js';
 import {
   DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
@@ -76,16 +77,11 @@ export abstract class AbstractLocker
   constructor(options: AbstractLockerOptions | undefined, defaultName: string) {
     super();
     const o = checkOptionsObject(options, 'Locker options');
-    const interval = o.lockAcquireSleepInterval ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
-    if (typeof interval !== 'number' || !Number.isFinite(interval) || interval < 0) {
-      throw new InvalidArgumentError(
-        `lockAcquireSleepInterval must be a finite number of milliseconds >= 0, got ${String(interval)}`,
-      );
-    }
-    const failIfLocked = o.failIfLocked ?? false;
-    if (typeof failIfLocked !== 'boolean') {
-      throw new InvalidArgumentError(`failIfLocked must be a boolean, got ${String(failIfLocked)}`);
-    }
+    const interval = checkDuration(
+      o.lockAcquireSleepInterval ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
+      'lockAcquireSleepInterval',
+    );
+    const failIfLocked = checkBoolean(o.failIfLocked ?? false, 'failIfLocked');
     const name = o.name ?? defaultName;
     if (typeof name !== 'string' || name.length === 0) {
       throw new InvalidArgumentError(`name must be a non-empty string, got ${String(name)}`);
@@ -121,12 +117,7 @@ export abstract class AbstractLocker
     let signal: AbortSignal | undefined;
     try {
       const o = checkOptionsObject(options, 'start options');
-      period = o.lockKeepAlivePeriod ?? 0;
-      if (typeof period !== 'number' || !Number.isFinite(period) || period < 0) {
-        throw new InvalidArgumentError(
-          `lockKeepAlivePeriod must be a finite number of milliseconds >= 0, got ${String(period)}`,
-        );
-      }
+      period = checkDuration(o.lockKeepAlivePeriod ?? 0, 'lockKeepAlivePeriod');
       signal = o.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         throw new InvalidArgumentError('signal must be an AbortSignal');
@@ -246,4 +237,12 @@ export function checkOptionsObject<T extends object>(options: T | undefined, wha
     throw new InvalidArgumentError(`${what} must be an object, got ${String(options)}`);
   }
   return options;
+}
+
+/** A boolean option, or an {@link InvalidArgumentError} naming it. */
+export function checkBoolean(value: unknown, what: string): boolean {
+  if (typeof value !== 'boolean') {
+    throw new InvalidArgumentError(`${what} must be a boolean, got ${String(value)}`);
+  }
+  return value;
 }

@@ -1,5 +1,6 @@
+import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { type AbstractLockerOptions, checkOptionsObject } from './abstract-locker.js';
+import { type AbstractLockerOptions, checkBoolean, checkOptionsObject } from './abstract-locker.js';
 import { checkIdentifier } from './sql/identifier.js';
 import { DEFAULT_LOCK_TABLE_NAME } from './sql/lock-table.js';
 import type { DatabaseSource } from './sql/open-dialect.js';
@@ -31,19 +32,10 @@ export function checkDatabaseLockerOptions<T extends DatabaseLockerCommonOptions
   };
 }
 
-export function checkBoolean(value: unknown, what: string): boolean {
-  if (typeof value !== 'boolean') {
-    throw new InvalidArgumentError(`${what} must be a boolean, got ${String(value)}`);
-  }
-  return value;
-}
-
-/** A duration option: a finite number of ms, > 0 or (with `zero`) >= 0. */
-export function checkMilliseconds(value: unknown, what: string, zero: boolean): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!zero && value === 0)) {
-    throw new InvalidArgumentError(
-      `${what} must be a finite number of milliseconds ${zero ? '>=' : '>'} 0, got ${String(value)}`,
-    );
+/** A duration option that must not be 0: {@link checkDuration}, then > 0. */
+export function checkPositiveDuration(value: number, what: string): number {
+  if (checkDuration(value, what) === 0) {
+    throw new InvalidArgumentError(`Invalid ${what} 0: must be > 0`);
   }
   return value;
 }

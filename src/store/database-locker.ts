@@ -1,9 +1,10 @@
+import { checkDuration } from '../core/duration.js';
 import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { abortableSleep } from '../core/wait.js';
 import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
   checkDatabaseLockerOptions,
-  checkMilliseconds,
+  checkPositiveDuration,
   checkStatement,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';
@@ -88,15 +89,12 @@ export class DatabaseLocker extends AbstractLocker {
       'DatabaseLocker options',
     );
     super(o, `database lock ${table}`);
-    const timeout = checkMilliseconds(
+    const timeout = checkPositiveDuration(
       o.queryTimeout ?? DEFAULT_DATABASE_QUERY_TIMEOUT,
       'queryTimeout',
-      false,
     );
     const pause =
-      o.takeoverPause === undefined
-        ? undefined
-        : checkMilliseconds(o.takeoverPause, 'takeoverPause', true);
+      o.takeoverPause === undefined ? undefined : checkDuration(o.takeoverPause, 'takeoverPause');
     checkStatement(o.lockStatement, 'lockStatement');
     this.#dialect = openDialect(o.database);
     this.#source = o.database;

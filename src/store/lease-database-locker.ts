@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { checkDuration } from '../core/duration.js';
 import {
   InvalidArgumentError,
   LockIOError,
@@ -7,11 +8,15 @@ import {
   LockObtainFailedError,
 } from '../core/errors.js';
 import { abortableSleep } from '../core/wait.js';
-import { AbstractLocker, type AcquireContext, checkOptionsObject } from './abstract-locker.js';
 import {
+  AbstractLocker,
+  type AcquireContext,
   checkBoolean,
+  checkOptionsObject,
+} from './abstract-locker.js';
+import {
   checkDatabaseLockerOptions,
-  checkMilliseconds,
+  checkPositiveDuration,
   checkStatement,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';
@@ -187,16 +192,12 @@ export class LeaseDatabaseLocker extends AbstractLocker {
         `selfFencingMargin must be > 0 and < the lease (${lease} ms), got ${String(margin)}`,
       );
     }
-    this.maxAllowableDiffFromDBTime = checkMilliseconds(
+    this.maxAllowableDiffFromDBTime = checkDuration(
       o.maxAllowableDiffFromDBTime ?? 0,
       'maxAllowableDiffFromDBTime',
-      true,
     );
-    this.maxEventLoopLag = checkMilliseconds(o.maxEventLoopLag ?? margin, 'maxEventLoopLag', true);
-    if (this.maxEventLoopLag === 0) {
-      throw new InvalidArgumentError('maxEventLoopLag must be > 0');
-    }
-    this.queryTimeout = checkMilliseconds(o.queryTimeout ?? lease, 'queryTimeout', true);
+    this.maxEventLoopLag = checkPositiveDuration(o.maxEventLoopLag ?? margin, 'maxEventLoopLag');
+    this.queryTimeout = checkDuration(o.queryTimeout ?? lease, 'queryTimeout');
     this.handleStartException = checkBoolean(
       o.handleStartException ?? false,
       'handleStartException',

@@ -29,6 +29,7 @@ import {
   AbstractLocker,
   type AbstractLockerOptions,
   type AcquireContext,
+  checkBoolean,
   checkOptionsObject,
 } from './abstract-locker.js';
 
@@ -157,10 +158,7 @@ export class SharedFileLocker extends AbstractLocker {
     }
     const directory = resolve(o.directory);
     super(o, directory);
-    const wake = o.wakeOnHints ?? true;
-    if (typeof wake !== 'boolean') {
-      throw new InvalidArgumentError(`wakeOnHints must be a boolean, got ${String(wake)}`);
-    }
+    const wake = checkBoolean(o.wakeOnHints ?? true, 'wakeOnHints');
     this.directory = directory;
     this.path = join(directory, LOCK_FILE_NAME);
     this.#wakeOnHints = wake;

@@ -1,12 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../core/clock.js';
+import { checkDuration } from '../core/duration.js';
 import {
   AbortedError,
   AlreadyClosedError,
   InvalidArgumentError,
   LockLostError,
 } from '../core/errors.js';
-import { checkOptionsObject } from './abstract-locker.js';
+import { checkBoolean, checkOptionsObject } from './abstract-locker.js';
 import type { Locker } from './locker.js';
 import { isStoreLogger, type StoreLogger, silentLogger } from './logger.js';
 import type { Service } from './service.js';
@@ -98,10 +99,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
   constructor(options: SupervisorOptions) {
     super();
     const o = checkOptionsObject(options, 'Supervisor options');
-    const useLock = o.useLock ?? true;
-    if (typeof useLock !== 'boolean') {
-      throw new InvalidArgumentError(`useLock must be a boolean, got ${String(useLock)}`);
-    }
+    const useLock = checkBoolean(o.useLock ?? true, 'useLock');
     const service = o.service;
     if (
       typeof service !== 'object' ||
@@ -127,18 +125,12 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
         );
       }
     }
-    const period = o.lockKeepAlivePeriod ?? locker?.defaultKeepAlivePeriod ?? 0;
-    if (typeof period !== 'number' || !Number.isFinite(period) || period < 0) {
-      throw new InvalidArgumentError(
-        `lockKeepAlivePeriod must be a finite number of milliseconds >= 0, got ${String(period)}`,
-      );
-    }
-    for (const key of ['stopOnError', 'restartAllowed'] as const) {
-      const value = o[key];
-      if (value !== undefined && typeof value !== 'boolean') {
-        throw new InvalidArgumentError(`${key} must be a boolean, got ${String(value)}`);
-      }
-    }
+    const period = checkDuration(
+      o.lockKeepAlivePeriod ?? locker?.defaultKeepAlivePeriod ?? 0,
+      'lockKeepAlivePeriod',
+    );
+    const stopOnError = checkBoolean(o.stopOnError ?? false, 'stopOnError');
+    const restartAllowed = checkBoolean(o.restartAllowed ?? true, 'restartAllowed');
     const logger = o.logger ?? silentLogger;
     if (!isStoreLogger(logger)) {
       throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
@@ -151,8 +143,8 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
     this.service = service;
     this.useLock = useLock;
     this.lockKeepAlivePeriod = useLock ? period : 0;
-    this.stopOnError = o.stopOnError ?? false;
-    this.restartAllowed = o.restartAllowed ?? true;
+    this.stopOnError = stopOnError;
+    this.restartAllowed = restartAllowed;
     this.#clock = clock;
     this.#logger = logger;
   }
