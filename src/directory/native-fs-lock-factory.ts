@@ -1,5 +1,4 @@
 import { constants } from 'node:fs';
-import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
 import { AlreadyClosedError, LockIOError, LockObtainFailedError } from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
@@ -30,7 +29,8 @@ const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
 /**
  * Process-wide registry of held lock paths (Lucene's static `LOCK_HELD`), consulted before any
  * descriptor is opened. Keys are real paths: the directory's stored real path plus the name,
- * which cannot contain a separator and is never followed if it is a symlink.
+ * which cannot contain a separator and is never followed if it is a symlink. Every key, here
+ * and in `releases`, is spelled by `lockPath`, so a release wakes the waiters it should.
  */
 const LOCK_HELD = new Map<string, NativeFSLock>();
 const releases = new InProcessReleases();
@@ -55,13 +55,13 @@ export class NativeFSLockFactory extends FSLockFactory {
   }
 
   override wakeSource(directory: Directory, lockName: string): WakeSource {
-    const path = join(this.fsDirectory(directory).path, lockName);
+    const path = lockPath(this.fsDirectory(directory).path, lockName);
     return anyWake(releases.source(path), fileWakeSource(path));
   }
 
   /** Held in this process, or (by a read-only probe) by another open file description. */
   override isHeldElsewhere(directory: Directory, lockName: string): boolean {
-    const path = join(this.fsDirectory(directory).path, lockName);
+    const path = lockPath(this.fsDirectory(directory).path, lockName);
     if (LOCK_HELD.has(path)) return true;
     let fd: number;
     try {

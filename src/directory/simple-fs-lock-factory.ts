@@ -1,5 +1,4 @@
 import { closeSync, constants, fstatSync, unlinkSync } from 'node:fs';
-import { join } from 'node:path';
 import { systemClock } from '../core/clock.js';
 import { LockObtainFailedError, LockReleaseFailedError } from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
@@ -16,6 +15,7 @@ import {
   formatBirthtime,
   identityOf,
   lockFileChanged,
+  lockPath,
   openInLockDir,
 } from './lock-file.js';
 
@@ -38,7 +38,7 @@ export class SimpleFSLockFactory extends FSLockFactory {
 
   protected async obtainFSLock(directory: FSDirectory, lockName: string): Promise<Lock> {
     const dir = directory.path;
-    const path = join(dir, lockName);
+    const path = lockPath(dir, lockName);
     let fd: number;
     try {
       fd = openInLockDir(dir, path, CREATE_FLAGS);
@@ -68,7 +68,7 @@ export class SimpleFSLockFactory extends FSLockFactory {
   }
 
   override wakeSource(directory: Directory, lockName: string): WakeSource {
-    const path = join(this.fsDirectory(directory).path, lockName);
+    const path = lockPath(this.fsDirectory(directory).path, lockName);
     return anyWake(releases.source(path), fileWakeSource(path));
   }
 }
