@@ -497,20 +497,18 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     const held = this.#held;
     this.#held = undefined;
     const dialect = this.#dialect;
+    const statements = this.#statements;
     this.#dialect = undefined;
     this.#statements = undefined;
     if (held !== undefined) {
       held.lost = true;
       held.stop.abort();
       held.resolveLost();
-      if (dialect !== undefined) {
-        const release = defaultOr(
-          this.#overrides.release,
-          () => defaultLeaseStatements(dialect, this.lockTableName).release,
-        );
+      // Both are set while anything is held (doStart's failure path clears them together).
+      if (dialect !== undefined && statements !== undefined) {
         try {
           await withTimeout(
-            dialect.query(release, [this.leaseHolderId, held.epoch]),
+            dialect.query(statements.release, [this.leaseHolderId, held.epoch]),
             this.queryTimeout,
             () => new LockIOError('release timed out'),
           );
@@ -546,8 +544,4 @@ export function standbyPollPeriod(lease: number, lockKeepAlivePeriod: number): n
 
 function definedOnly<T extends object>(o: Partial<T>): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-function defaultOr(value: string | undefined, fallback: () => string): string {
-  return value ?? fallback();
 }
