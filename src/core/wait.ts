@@ -1,8 +1,7 @@
 import { type Clock, setClockTimer, systemClock } from './clock.js';
+import { AbortedError, InvalidArgumentError, LockTimeoutError } from './errors.js';
 
 const noop = (): void => {};
-
-import { AbortedError, InvalidArgumentError, LockTimeoutError } from './errors.js';
 
 /** Subscribes `wake` to "the resource may have become free" hints; returns the unsubscribe. */
 export type WakeSource = (wake: () => void) => () => void;
@@ -31,14 +30,15 @@ export interface WaitForOptions extends WaitOptions {
 /**
  * Retries `attempt` until it returns something other than `undefined`.
  *
- * Between attempts it sleeps on a timer (exponential backoff with full jitter, so waiters do
+ * Between attempts it sleeps on a timer (exponential backoff with equal jitter, so waiters do
  * not synchronise into herds) but wakes at once on any `wake` hint, so a waiter with a good
  * hint source sees a release within microseconds while costing almost nothing. A hint that
  * arrives while an attempt is running is not lost: the next attempt follows immediately.
  * Hints are subscribed to only after a first attempt failed (a free resource starts no
- * watcher), followed by one more immediate attempt. Errors thrown by `attempt` end the wait; the caller decides which failures are retryable by
- * returning `undefined` for them. The last retryable failure can be reported through
- * `lastFailure` and becomes the cause of the timeout error.
+ * watcher), followed by one more immediate attempt. Errors thrown by `attempt` end the wait;
+ * the caller decides which failures are retryable by returning `undefined` for them. The last
+ * retryable failure can be reported through `lastFailure` and becomes the cause of the timeout
+ * error.
  */
 export async function waitFor<T>(
   attempt: (lastFailure: { error?: unknown }) => T | undefined | Promise<T | undefined>,
