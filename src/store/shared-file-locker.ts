@@ -260,10 +260,8 @@ export class SharedFileLocker extends AbstractLocker {
       const previous =
         n === RECORD_LENGTH ? Number(record.readBigUInt64BE(TOKEN_OFFSET)) : undefined;
       const previousReleased = n === RECORD_LENGTH && releasedCleanly(record);
-      const token = nextFencingToken(
-        previous !== undefined && Number.isSafeInteger(previous) ? previous : undefined,
-        this.clock.wall(),
-      );
+      // nextFencingToken ignores a previous token that is not a safe integer (a damaged file).
+      const token = nextFencingToken(previous, this.clock.wall());
       const nonce = randomBytes(NONCE_LENGTH);
       record.writeBigInt64BE(BigInt(Math.floor(this.clock.wall())), EPOCH_OFFSET);
       nonce.copy(record, NONCE_OFFSET);
