@@ -49,6 +49,7 @@ import {
   repoRoot,
   sleep,
   table,
+  timeKill,
   verdict,
 } from './support.js';
 
@@ -461,17 +462,8 @@ async function handoffByKill(
           waiter.send('wait');
           await waiter.expect('waiting');
           await randomPause();
-          const exit = holder.exitTime();
-          const killed = nowNs();
-          holder.child.kill('SIGKILL');
-          const got = BigInt(await waiter.expect('got'));
-          await waiter.expect('freed');
-          const reaped = await exit;
-          if (i >= KILL_WARMUP)
-            samples.get(kind)?.push({
-              latency: Number(got - killed) / 1000,
-              reaped: Number(reaped - killed) / 1000,
-            });
+          const { free, reaped } = await timeKill(holder, waiter);
+          if (i >= KILL_WARMUP) samples.get(kind)?.push({ latency: free, reaped });
         } finally {
           await holder.close();
         }

@@ -21,7 +21,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fmt, LineChild, nowNs, percentile, repoRoot, sleep, table } from './support.js';
+import { fmt, LineChild, nowNs, percentile, repoRoot, sleep, table, timeKill } from './support.js';
 
 const floorExe = join(repoRoot, 'bench/.build/floor');
 const childScript = join(repoRoot, 'dist-test/bench/handoff-child.js');
@@ -84,13 +84,7 @@ async function killOnce(
     await sleep(5 + Math.random() * 45);
     const memory = memoryOf(h.child.pid);
     beforeKill?.();
-    const exit = h.exitTime();
-    const killed = nowNs();
-    h.child.kill('SIGKILL');
-    const got = BigInt(await waiter.expect('got'));
-    await waiter.expect('freed');
-    const reaped = await exit;
-    return { free: Number(got - killed) / 1000, reaped: Number(reaped - killed) / 1000, memory };
+    return { ...(await timeKill(h, waiter)), memory };
   } finally {
     await h.close();
   }

@@ -115,6 +115,24 @@ export class LineChild {
   }
 }
 
+/**
+ * Kills `holder` with SIGKILL while `waiter` waits for the lock it holds; resolves with the µs
+ * from the kill to the waiter holding the lock (its `got <ns>` line, then `freed`) and to this
+ * process seeing the holder exit.
+ */
+export async function timeKill(
+  holder: LineChild,
+  waiter: LineChild,
+): Promise<{ free: number; reaped: number }> {
+  const exit = holder.exitTime();
+  const killed = nowNs();
+  holder.child.kill('SIGKILL');
+  const got = BigInt(await waiter.expect('got'));
+  await waiter.expect('freed');
+  const reaped = await exit;
+  return { free: Number(got - killed) / 1000, reaped: Number(reaped - killed) / 1000 };
+}
+
 /** Renders a Markdown table (the same text goes to the console and into docs/benchmarks.md). */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
