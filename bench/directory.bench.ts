@@ -815,12 +815,11 @@ async function stressRun(
 async function stress(): Promise<void> {
   say(`## 3. Stress: 2 processes × ${STRESS_TRIES} tries, sleep 0, with the verify server`);
   say();
-  const ourServer = [process.execPath, cliPath, 'verify-server', '127.0.0.1', '2'];
+  // Both sides take Lucene's command lines: server `<host> <clients>`, client `<id> <host>
+  // <port> <factory> <dir> <sleep ms> <tries>`.
+  const serverArgs = ['127.0.0.1', '2'];
   const factory = 'org.apache.lucene.store.NativeFSLockFactory';
-  const ourClient = (id: number, port: number, dir: string) => [
-    process.execPath,
-    cliPath,
-    'stress',
+  const clientArgs = (id: number, port: number, dir: string) => [
     String(id),
     '127.0.0.1',
     String(port),
@@ -828,6 +827,13 @@ async function stress(): Promise<void> {
     dir,
     '0',
     String(STRESS_TRIES),
+  ];
+  const ourServer = [process.execPath, cliPath, 'verify-server', ...serverArgs];
+  const ourClient = (id: number, port: number, dir: string) => [
+    process.execPath,
+    cliPath,
+    'stress',
+    ...clientArgs(id, port, dir),
   ];
   const jar = luceneJar();
   const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
@@ -839,21 +845,14 @@ async function stress(): Promise<void> {
     '-cp',
     jar ?? '',
     'org.apache.lucene.store.LockVerifyServer',
-    '127.0.0.1',
-    '2',
+    ...serverArgs,
   ];
   const javaClient = (id: number, port: number, dir: string) => [
     'java',
     '-cp',
     jar ?? '',
     'org.apache.lucene.store.LockStressTest',
-    String(id),
-    '127.0.0.1',
-    String(port),
-    factory,
-    dir,
-    '0',
-    String(STRESS_TRIES),
+    ...clientArgs(id, port, dir),
   ];
 
   const runs: { ours: StressResult[]; java: StressResult[] } = { ours: [], java: [] };
