@@ -1,6 +1,7 @@
 import { parseDuration } from '../core/duration.js';
 import { LockLostError } from '../core/errors.js';
 import { type CommandExit, CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
+import { describe } from '../store/describe-error.js';
 import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL, type Locker } from '../store/locker.js';
 import { SharedFileLocker } from '../store/shared-file-locker.js';
 import { Supervisor, type SupervisorEvent } from '../store/supervisor.js';
@@ -309,8 +310,4 @@ export async function run(args: string[]): Promise<number> {
   } finally {
     for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
   }
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -8,8 +8,9 @@ import {
   checkStatement,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';
+import { describe } from './describe-error.js';
 import { type Dialect, type SqlConnection, withTimeout } from './sql/dialect.js';
-import { describe, ensureLockTable, readLockRow } from './sql/lock-table.js';
+import { ensureLockTable, readLockRow } from './sql/lock-table.js';
 import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
 
 /**

@@ -20,15 +20,10 @@ import {
   checkStatement,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';
+import { describe } from './describe-error.js';
 import { type IOErrorPolicy, isIOErrorPolicy, stopOnUnknownOwnership } from './io-error-policy.js';
 import { type Dialect, withTimeout } from './sql/dialect.js';
-import {
-  describe,
-  ensureLockTable,
-  isUnreachable,
-  type LockRow,
-  readLockRow,
-} from './sql/lock-table.js';
+import { ensureLockTable, isUnreachable, type LockRow, readLockRow } from './sql/lock-table.js';
 import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
 
 /**

@@ -32,6 +32,7 @@ import {
   checkBoolean,
   checkOptionsObject,
 } from './abstract-locker.js';
+import { describe } from './describe-error.js';
 
 const readAsync = promisify(read);
 const statAsync = promisify(stat);
@@ -394,10 +395,6 @@ export class SharedFileLocker extends AbstractLocker {
   override toString(): string {
     return `SharedFileLocker(${this.path})`;
   }
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function asIOError(err: unknown, dir: string, path: string): unknown {

@@ -8,6 +8,7 @@ import {
   LockLostError,
 } from '../core/errors.js';
 import { checkBoolean, checkOptionsObject } from './abstract-locker.js';
+import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
 import { isStoreLogger, type StoreLogger, silentLogger } from './logger.js';
 import type { Service } from './service.js';
@@ -378,8 +379,4 @@ class AlreadyStoppedError extends AlreadyClosedError {
   constructor(name: string) {
     super(`Supervisor of ${name} was stopped`);
   }
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -1,4 +1,5 @@
 import { LockIOError } from '../../core/errors.js';
+import { describe } from '../describe-error.js';
 import { column, type Dialect, toNumber } from './dialect.js';
 
 /** ActiveMQ's default lock table name (`Statements.lockTableName`). */
@@ -101,15 +102,4 @@ function unreachable(dialect: Dialect, table: string, err: unknown): LockIOError
     `Database ${dialect.description} is unreachable (lock table ${table}): ${describe(err)}`,
     { cause: err },
   );
-}
-
-export function describe(err: unknown): string {
-  if (err instanceof Error) {
-    if (err.message.length > 0) return err.message;
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    const errors = (err as { errors?: unknown }).errors;
-    if (Array.isArray(errors) && errors[0] instanceof Error) return describe(errors[0]);
-  }
-  return String(err);
 }
