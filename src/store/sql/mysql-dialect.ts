@@ -1,4 +1,5 @@
 import mysql from 'mysql2/promise';
+import { ConnectionDeath } from './connection-death.js';
 import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
 import { DialectPool, type PoolSource } from './dialect-pool.js';
 
@@ -10,10 +11,8 @@ function result(out: unknown): SqlResult {
 
 class MysqlConnection implements SqlConnection {
   readonly #conn: mysql.PoolConnection;
-  #broken = false;
+  readonly #death = new ConnectionDeath();
   #done = false;
-  #error: unknown;
-  readonly #listeners: ((error: unknown) => void)[] = [];
   sessionId: number | undefined;
   readonly #kill: (id: number) => void;
   /** mysql2 never settles a statement pending on a connection it destroys: we do. */
@@ -27,12 +26,7 @@ class MysqlConnection implements SqlConnection {
       this.#rejectPending = reject;
     });
     this.#destroyed.catch(() => {});
-    const die = (error: unknown) => {
-      if (this.#broken) return;
-      this.#broken = true;
-      this.#error = error;
-      for (const l of this.#listeners.splice(0)) l(error);
-    };
+    const die = (error: unknown) => this.#death.report(error);
     // The callback-style connection underneath emits the fatal errors and the close.
     const raw = conn.connection as unknown as NodeJS.EventEmitter & {
       stream?: NodeJS.EventEmitter;
@@ -53,12 +47,11 @@ class MysqlConnection implements SqlConnection {
   readonly #detach: () => void;
 
   get broken(): boolean {
-    return this.#broken;
+    return this.#death.dead;
   }
 
   onBroken(listener: (error: unknown) => void): void {
-    if (this.#broken) listener(this.#error);
-    else this.#listeners.push(listener);
+    this.#death.onDeath(listener);
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
@@ -70,14 +63,14 @@ class MysqlConnection implements SqlConnection {
     if (this.#done) return;
     this.#done = true;
     this.#detach();
-    if (this.#broken) this.#conn.destroy();
+    if (this.#death.dead) this.#conn.destroy();
     else this.#conn.release();
   }
 
   destroy(): void {
     if (this.#done) return;
     this.#done = true;
-    this.#broken = true;
+    this.#death.markDead();
     this.#conn.destroy();
     this.#rejectPending(new Error('connection destroyed'));
     // The server would keep a blocked lock wait of this session until its timeout.

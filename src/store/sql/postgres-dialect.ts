@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { ConnectionDeath } from './connection-death.js';
 import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
 import { DialectPool, type PoolSource } from './dialect-pool.js';
 
@@ -10,20 +11,13 @@ function dollars(sql: string): string {
 
 class PgConnection implements SqlConnection {
   readonly #client: pg.PoolClient;
-  #broken = false;
+  readonly #death = new ConnectionDeath();
   #done = false;
-  #error: unknown;
-  readonly #listeners: ((error: unknown) => void)[] = [];
   sessionId: number | undefined;
 
   constructor(client: pg.PoolClient) {
     this.#client = client;
-    const die = (error: unknown) => {
-      if (this.#broken) return;
-      this.#broken = true;
-      this.#error = error;
-      for (const l of this.#listeners.splice(0)) l(error);
-    };
+    const die = (error: unknown) => this.#death.report(error);
     const onEnd = () => die(new Error('connection ended'));
     client.on('error', die);
     client.on('end', onEnd);
@@ -37,12 +31,11 @@ class PgConnection implements SqlConnection {
   readonly #detach: () => void;
 
   get broken(): boolean {
-    return this.#broken;
+    return this.#death.dead;
   }
 
   onBroken(listener: (error: unknown) => void): void {
-    if (this.#broken) listener(this.#error);
-    else this.#listeners.push(listener);
+    this.#death.onDeath(listener);
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
@@ -54,13 +47,13 @@ class PgConnection implements SqlConnection {
     if (this.#done) return;
     this.#done = true;
     this.#detach();
-    this.#client.release(this.#broken ? true : undefined);
+    this.#client.release(this.#death.dead ? true : undefined);
   }
 
   destroy(): void {
     if (this.#done) return;
     this.#done = true;
-    this.#broken = true;
+    this.#death.markDead();
     // release(true) ends the socket; a blocked statement rejects.
     this.#client.release(true);
   }
