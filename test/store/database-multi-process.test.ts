@@ -5,7 +5,7 @@ import { dropTable, KINDS, type Kind, uniqueTable, urlOf } from '../fixtures/db-
 import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
 import { exitOf, tempDir } from '../helpers.js';
-import { until } from './store-helpers.js';
+import { killMasterFailover, until } from './store-helpers.js';
 
 const CONTENDERS = 3;
 const ROUNDS = 10;
@@ -112,18 +112,11 @@ describe('database lockers across processes', () => {
     it(`kill -9 of the ${locker} master on ${kind}: a slave takes over within the stated bound`, async (t) => {
       const tb = table(kind);
       const args = [locker, urlOf(kind, dir.path), tb, String(lease), String(period)];
-      const a = spawnFixture('db-supervised', args);
-      await until(() => a.line(/^master \d+/) !== undefined, 10_000);
-      const tokenA = masterToken(a);
-      const b = spawnFixture('db-supervised', args);
-      await until(() => b.line(/^waiting$/) !== undefined, 10_000);
-      await new Promise((r) => setTimeout(r, 400));
-      assert.equal(b.line(/^master/), undefined);
-      const t0 = performance.now();
-      a.proc.kill('SIGKILL');
-      await until(() => b.line(/^master \d+/) !== undefined, 10_000);
-      const failover = performance.now() - t0;
-      const tokenB = masterToken(b);
+      const { a, b, tokenA, tokenB, failover } = await killMasterFailover(
+        'db-supervised',
+        args,
+        400,
+      );
       // Lease: the dead master's lease runs out at most one lease after its last renewal; the
       // slave sleeps until that expiry (database clock). Held transaction: the database frees
       // the row when the connection drops; the slave (blocked in the database, or polling

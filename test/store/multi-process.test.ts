@@ -6,7 +6,7 @@ import { LockViolationError } from '../../src/core/errors.js';
 import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
 import { exitOf, tempDir } from '../helpers.js';
-import { until } from './store-helpers.js';
+import { killMasterFailover, until } from './store-helpers.js';
 
 const CONTENDERS = 3;
 const ROUNDS = 40;
@@ -40,18 +40,12 @@ describe('store lockers across processes', () => {
     using dir = tempDir();
     const INTERVAL = 100;
     const PERIOD = 100;
-    const a = spawnFixture('store-supervised', [dir.path, String(INTERVAL), String(PERIOD)]);
-    await until(() => a.line(/^master \d+/) !== undefined, 10_000);
-    const tokenA = masterToken(a);
-    const b = spawnFixture('store-supervised', [dir.path, String(INTERVAL), String(PERIOD)]);
-    await until(() => b.line(/^waiting$/) !== undefined, 10_000);
-    await new Promise((r) => setTimeout(r, 3 * INTERVAL)); // b is polling as a slave
-    assert.equal(b.line(/^master/), undefined);
-    const t0 = performance.now();
-    a.proc.kill('SIGKILL');
-    await until(() => b.line(/^master \d+/) !== undefined, 10_000);
-    const failover = performance.now() - t0;
-    const tokenB = masterToken(b);
+    // b is polling as a slave for three intervals before the kill.
+    const { a, b, tokenA, tokenB, failover } = await killMasterFailover(
+      'store-supervised',
+      [dir.path, String(INTERVAL), String(PERIOD)],
+      3 * INTERVAL,
+    );
     t.diagnostic(
       `failover after kill -9: ${failover.toFixed(0)} ms (bound ${INTERVAL + PERIOD} ms + 500 ms slack)`,
     );

@@ -1,6 +1,8 @@
 // Shared by the store tests: a recording logger and a poll-until helper. Not a test file.
+import assert from 'node:assert/strict';
 import { readdirSync, readlinkSync } from 'node:fs';
 import type { StoreLogger } from '../../src/store/logger.js';
+import { type FixtureProcess, masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 
 export interface RecordingLogger extends StoreLogger {
   lines: { level: 'info' | 'debug' | 'warn'; message: string }[];
@@ -63,4 +65,35 @@ export function tracked<T>(promise: Promise<T>): {
       return settled;
     },
   };
+}
+
+/**
+ * The kill -9 failover scenario: fixture `name` with `args` is started twice; `a` becomes
+ * master, `b` reports `waiting` and, after `standbyMs` more as a slave, is asserted not to be
+ * master; then `a` is SIGKILLed. Resolves once `b` is master, with both tokens and the
+ * failover time (from the kill to `b`'s master line, ms). The caller stops `b` and reaps `a`.
+ */
+export async function killMasterFailover(
+  name: string,
+  args: string[],
+  standbyMs: number,
+): Promise<{
+  a: FixtureProcess;
+  b: FixtureProcess;
+  tokenA: number;
+  tokenB: number;
+  failover: number;
+}> {
+  const a = spawnFixture(name, args);
+  await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+  const tokenA = masterToken(a);
+  const b = spawnFixture(name, args);
+  await until(() => b.line(/^waiting$/) !== undefined, 10_000);
+  await new Promise((r) => setTimeout(r, standbyMs));
+  assert.equal(b.line(/^master/), undefined);
+  const t0 = performance.now();
+  a.proc.kill('SIGKILL');
+  await until(() => b.line(/^master \d+/) !== undefined, 10_000);
+  const failover = performance.now() - t0;
+  return { a, b, tokenA, tokenB: masterToken(b), failover };
 }
