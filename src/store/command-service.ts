@@ -1,11 +1,7 @@
 import type { ChildProcess, StdioOptions } from 'node:child_process';
 import { constants } from 'node:os';
-import {
-  AbortedError,
-  InvalidArgumentError,
-  LockIOError,
-  UnsupportedOperationError,
-} from '../core/errors.js';
+import { checkDuration } from '../core/duration.js';
+import { AbortedError, isErrno, LockIOError, UnsupportedOperationError } from '../core/errors.js';
 import { spawnWithParentDeath, validateCommand } from '../os/parent-death.js';
 import type { Service, ServiceContext } from './service.js';
 
@@ -74,10 +70,7 @@ export class CommandService implements Service {
 
   constructor(command: readonly string[], options: CommandServiceOptions = {}) {
     validateCommand(command);
-    const graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
-    if (typeof graceMs !== 'number' || !Number.isFinite(graceMs) || graceMs < 0) {
-      throw new InvalidArgumentError(`graceMs must be a finite number ≥ 0, not ${graceMs}`);
-    }
+    const graceMs = checkDuration(options.graceMs ?? DEFAULT_GRACE_MS, 'graceMs');
     this.command = [...command];
     this.graceMs = graceMs;
     this.#options = options;
@@ -206,10 +199,6 @@ function kill(pid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(pid, sig);
   } catch (err) {
-    if (
-      (err as NodeJS.ErrnoException).code !== 'ESRCH' &&
-      (err as NodeJS.ErrnoException).code !== 'EPERM'
-    )
-      throw err;
+    if (!isErrno(err, 'ESRCH', 'EPERM')) throw err;
   }
 }
