@@ -86,20 +86,8 @@ export abstract class AbstractLocker
     if (typeof name !== 'string' || name.length === 0) {
       throw new InvalidArgumentError(`name must be a non-empty string, got ${String(name)}`);
     }
-    const clock = o.clock ?? systemClock;
-    if (
-      typeof clock !== 'object' ||
-      clock === null ||
-      typeof clock.sleep !== 'function' ||
-      typeof clock.monotonic !== 'function' ||
-      typeof clock.wall !== 'function'
-    ) {
-      throw new InvalidArgumentError('clock must implement monotonic(), wall() and sleep()');
-    }
-    const logger = o.logger ?? silentLogger;
-    if (!isStoreLogger(logger)) {
-      throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
-    }
+    const clock = checkClock(o.clock);
+    const logger = checkLogger(o.logger);
     this.name = name;
     this.lockAcquireSleepInterval = interval;
     this.failIfLocked = failIfLocked;
@@ -237,6 +225,30 @@ export function checkOptionsObject<T extends object>(options: T | undefined, wha
     throw new InvalidArgumentError(`${what} must be an object, got ${String(options)}`);
   }
   return options;
+}
+
+/** The `clock` option: the system clock by default, else one with `monotonic`, `wall`, `sleep`. */
+export function checkClock(clock: Clock | undefined): Clock {
+  if (clock === undefined) return systemClock;
+  if (
+    typeof clock !== 'object' ||
+    clock === null ||
+    typeof clock.sleep !== 'function' ||
+    typeof clock.monotonic !== 'function' ||
+    typeof clock.wall !== 'function'
+  ) {
+    throw new InvalidArgumentError('clock must implement monotonic(), wall() and sleep()');
+  }
+  return clock;
+}
+
+/** The `logger` option: {@link silentLogger} by default, else a {@link StoreLogger}. */
+export function checkLogger(logger: StoreLogger | undefined): StoreLogger {
+  if (logger === undefined) return silentLogger;
+  if (!isStoreLogger(logger)) {
+    throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
+  }
+  return logger;
 }
 
 /** A boolean option, or an {@link InvalidArgumentError} naming it. */

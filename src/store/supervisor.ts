@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { type Clock, systemClock } from '../core/clock.js';
+import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
 import {
   AbortedError,
@@ -7,10 +7,10 @@ import {
   InvalidArgumentError,
   LockLostError,
 } from '../core/errors.js';
-import { checkBoolean, checkOptionsObject } from './abstract-locker.js';
+import { checkBoolean, checkClock, checkLogger, checkOptionsObject } from './abstract-locker.js';
 import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
-import { isStoreLogger, type StoreLogger, silentLogger } from './logger.js';
+import type { StoreLogger } from './logger.js';
 import type { Service } from './service.js';
 
 export interface SupervisorOptions {
@@ -132,14 +132,8 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
     );
     const stopOnError = checkBoolean(o.stopOnError ?? false, 'stopOnError');
     const restartAllowed = checkBoolean(o.restartAllowed ?? true, 'restartAllowed');
-    const logger = o.logger ?? silentLogger;
-    if (!isStoreLogger(logger)) {
-      throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
-    }
-    const clock = o.clock ?? systemClock;
-    if (typeof clock !== 'object' || clock === null || typeof clock.sleep !== 'function') {
-      throw new InvalidArgumentError('clock must implement monotonic(), wall() and sleep()');
-    }
+    const logger = checkLogger(o.logger);
+    const clock = checkClock(o.clock);
     this.locker = locker;
     this.service = service;
     this.useLock = useLock;
