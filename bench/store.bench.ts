@@ -41,6 +41,8 @@ import {
 } from '../src/store/index.js';
 import type { Dialect } from '../src/store/sql/dialect.js';
 import { type DatabaseSource, openDialect } from '../src/store/sql/open-dialect.js';
+// `?` → `$1, $2, …`: how the dialect runs our statements, here on a bare pg client.
+import { dollars } from '../src/store/sql/postgres-dialect.js';
 import type { ChildConfig } from './store-child.js';
 import { fmt, median, nowNs, percentile, ratio, repoRoot, sleep, table } from './support.js';
 
@@ -863,12 +865,6 @@ function printMicro(title: string, results: MicroResult[], floorName: string): v
     ),
   );
   say();
-}
-
-/** `?` → `$1, $2, …` for running our statements on a bare pg client. */
-function dollars(sql: string): string {
-  let n = 0;
-  return sql.replace(/\?/g, () => `$${++n}`);
 }
 
 const LEASE = 10_000;

@@ -4,7 +4,7 @@ import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
 import { DialectPool, type PoolSource } from './dialect-pool.js';
 
 /** `?` → `$1, $2, …` (our statements never contain a literal `?`). */
-function dollars(sql: string): string {
+export function dollars(sql: string): string {
   let n = 0;
   return sql.replace(/\?/g, () => `$${++n}`);
 }
