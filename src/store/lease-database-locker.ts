@@ -350,10 +350,14 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       resolveLost,
     };
     this.#held = held;
-    if (!(await this.#renew(held))) {
-      this.#held = undefined;
-      return undefined;
+    let renewed = false;
+    try {
+      renewed = await this.#renew(held);
+    } finally {
+      // Not confirmed (refused or an I/O error): nothing is held, whatever the row says.
+      if (!renewed) this.#held = undefined;
     }
+    if (!renewed) return undefined;
     this.#everStarted = true;
     void this.#watch(held);
     this.logger.info(
