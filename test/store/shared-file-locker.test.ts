@@ -424,7 +424,7 @@ describe('SharedFileLocker', () => {
     await other.stop();
   });
 
-  it('lost is an event of the Locker interface (subclasses report it), not a throw', async () => {
+  it('a failed keep-alive is reported by its false result alone: no throw, no lost event', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     const seen: unknown[] = [];
