@@ -33,6 +33,31 @@ export function setClockTimer(
   return () => controller.abort();
 }
 
+/** Node's longest single timer; a longer `setTimeout` fires at once (with a warning). */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * `setTimeout` for any delay: one longer than Node's limit is a chain of timers, so it fires
+ * late never early. Returns the cancel function.
+ */
+function longTimeout(ms: number, callback: () => void, keepAlive: boolean): () => void {
+  const due = performance.now() + ms;
+  let timer: NodeJS.Timeout;
+  const arm = (delay: number) => {
+    timer = setTimeout(
+      () => {
+        const left = due - performance.now();
+        if (left > 1) arm(left);
+        else callback();
+      },
+      Math.min(Math.max(delay, 0), MAX_TIMER_MS),
+    );
+    if (!keepAlive) timer.unref();
+  };
+  arm(Number.isNaN(ms) ? 0 : ms);
+  return () => clearTimeout(timer);
+}
+
 export const systemClock: Clock = {
   monotonic: () => performance.now(),
   wall: () => Date.now(),
@@ -43,20 +68,20 @@ export const systemClock: Clock = {
         return;
       }
       const onAbort = () => {
-        clearTimeout(timer);
+        cancel();
         reject(signal?.reason);
       };
-      const timer = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, ms);
+      const cancel = longTimeout(
+        ms,
+        () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        true,
+      );
       signal?.addEventListener('abort', onAbort, { once: true });
     }),
-  setTimer: (ms, callback, keepAlive = false) => {
-    const timer = setTimeout(callback, ms);
-    if (!keepAlive) timer.unref();
-    return () => clearTimeout(timer);
-  },
+  setTimer: (ms, callback, keepAlive = false) => longTimeout(ms, callback, keepAlive),
 };
 
 /**

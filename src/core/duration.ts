@@ -3,25 +3,50 @@ import { InvalidArgumentError } from './errors.js';
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /**
- * Parses `500ms`, `2s`, `1.5m`, `1h` or a bare number of milliseconds. Negative, non-finite
- * or malformed values are an {@link InvalidArgumentError} naming `what`.
+ * The longest duration locksmith accepts anywhere: 2^31 - 1 ms (about 24.8 days), the longest
+ * single timer Node.js can set. Refusing longer ones up front (rather than letting a timer
+ * overflow and fire at once) means no lease, interval or timeout is ever silently wrong.
+ */
+export const MAX_DURATION_MS = 2_147_483_647;
+
+/**
+ * Parses a duration written with its unit: `500ms`, `2s`, `1.5m`, `1h`. A number passed as a
+ * number is milliseconds; a string without a unit (`"2"`) is refused, since a reader cannot
+ * tell whether it meant 2 ms or 2 s. Negative, malformed or too long values (see
+ * {@link MAX_DURATION_MS}) are an {@link InvalidArgumentError} naming `what`.
  */
 export function parseDuration(value: string | number, what = 'duration'): number {
   if (typeof value === 'number') return checkDuration(value, what);
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(value);
-  if (match === null) {
+  if (typeof value !== 'string') {
     throw new InvalidArgumentError(
-      `Invalid ${what} ${JSON.stringify(value)}: expected a number with a unit, like 500ms, 2s, 1m`,
+      `Invalid ${what}: expected a string like 2s, got ${typeof value}`,
     );
   }
-  return checkDuration(Number(match[1]) * (UNITS[match[2] ?? 'ms'] ?? 1), what);
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(value);
+  if (match === null) {
+    const bare = /^\s*\d+(?:\.\d+)?\s*$/.test(value);
+    throw new InvalidArgumentError(
+      bare
+        ? `Invalid ${what} ${JSON.stringify(value)}: a duration needs a unit, like ${value.trim()}s or ${value.trim()}ms`
+        : `Invalid ${what} ${JSON.stringify(value)}: expected a number with a unit (ms, s, m, h), like 500ms, 2s, 1m`,
+    );
+  }
+  return checkDuration(Number(match[1]) * (UNITS[match[2] as string] ?? 1), what);
 }
 
-/** A non-negative finite number of milliseconds, or an {@link InvalidArgumentError}. */
+/**
+ * A finite number of milliseconds from 0 to {@link MAX_DURATION_MS}, or an
+ * {@link InvalidArgumentError} that names `what` and the bound it broke.
+ */
 export function checkDuration(ms: number, what = 'duration'): number {
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
     throw new InvalidArgumentError(
       `Invalid ${what} ${String(ms)}: must be a finite number of milliseconds >= 0`,
+    );
+  }
+  if (ms > MAX_DURATION_MS) {
+    throw new InvalidArgumentError(
+      `Invalid ${what} ${ms} ms: the longest duration allowed is ${MAX_DURATION_MS} ms (about 24.8 days)`,
     );
   }
   return ms;

@@ -16,6 +16,8 @@ export type LocksmithErrorCode =
   | 'LOCK_RELEASE_FAILED'
   | 'ALREADY_CLOSED'
   | 'LOCK_LOST'
+  | 'LEASE_EXPIRED'
+  | 'LOCK_UNCONFIRMED'
   | 'ABORTED'
   | 'UNSUPPORTED_OPERATION'
   | 'PROTOCOL_ERROR'
@@ -93,10 +95,29 @@ export class AlreadyClosedError extends LocksmithError {
   }
 }
 
-/** A held lock was lost; delivered as the reason of the handle's `signal`. */
+/**
+ * Why a held lock stopped being ours, as the `code` of a {@link LockLostError}:
+ *
+ * - `LOCK_LOST`: it is proven gone: the lock file was deleted or replaced, the kernel lock or
+ *   the lock row was taken by someone else, the holder's connection or session ended.
+ * - `LEASE_EXPIRED`: its lease ran out before it was renewed (a row lock not renewed in time,
+ *   a database lease whose self-fencing deadline passed).
+ * - `LOCK_UNCONFIRMED`: it could not be confirmed in time (an I/O error or an unreachable
+ *   database during a keep-alive, a watchdog deadline): someone else may hold it now, so the
+ *   holder must act as if it were lost.
+ */
+export type LockLossCode = 'LOCK_LOST' | 'LEASE_EXPIRED' | 'LOCK_UNCONFIRMED';
+
+/**
+ * A held lock was lost; delivered as the reason of the handle's `signal` and with its `lost`
+ * event. `code` says why ({@link LockLossCode}); every loss is this one class, so
+ * `instanceof LockLostError` catches them all.
+ */
 export class LockLostError extends LocksmithError {
-  constructor(message: string, options?: LocksmithErrorOptions) {
-    super('LOCK_LOST', message, options);
+  declare readonly code: LockLossCode;
+
+  constructor(message: string, options?: LocksmithErrorOptions & { code?: LockLossCode }) {
+    super(options?.code ?? 'LOCK_LOST', message, options);
   }
 }
 

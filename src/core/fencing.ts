@@ -1,4 +1,5 @@
 import { LocksmithError } from './errors.js';
+import { checkToken } from './options.js';
 
 /**
  * Fencing tokens are integers that strictly increase with every grant of a resource.
@@ -23,16 +24,25 @@ export class StaleTokenError extends LocksmithError {
 
 /**
  * The protected side of fencing: admits a write only if its token is not older than the newest
- * token seen so far (equal tokens are the same holder, still admitted).
+ * token seen so far (equal tokens are the same holder, still admitted). A token that is not a
+ * safe integer >= 0 (NaN, Infinity, a string, an object, …) is refused with an
+ * `INVALID_ARGUMENT` error and changes nothing: a malformed token can neither pass nor move
+ * the floor.
  */
 export class FencingGate {
   #highest = Number.NEGATIVE_INFINITY;
+
+  /** Starts with no token seen, or with `floor` as the newest token already seen. */
+  constructor(floor?: number) {
+    if (floor !== undefined) this.#highest = checkToken(floor, 'FencingGate floor');
+  }
 
   get highest(): number {
     return this.#highest;
   }
 
   admit(token: number, resource = 'resource'): void {
+    checkToken(token, `Fencing token for ${resource}`);
     if (token < this.#highest) {
       throw new StaleTokenError(
         `Fencing token ${token} for ${resource} is older than ${this.#highest}: the lock was granted to someone else since`,

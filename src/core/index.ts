@@ -1,5 +1,5 @@
 export { type Clock, FakeClock, systemClock } from './clock.js';
-export { checkDuration, parseDuration } from './duration.js';
+export { checkDuration, MAX_DURATION_MS, parseDuration } from './duration.js';
 export {
   AbortedError,
   AlreadyClosedError,
@@ -7,6 +7,7 @@ export {
   InvalidArgumentError,
   isErrno,
   LockIOError,
+  type LockLossCode,
   LockLostError,
   LockObtainFailedError,
   LockReleaseFailedError,
@@ -22,9 +23,18 @@ export { FencingGate, nextFencingToken, StaleTokenError } from './fencing.js';
 export { type LockHandle, LockHandleBase } from './lock-handle.js';
 export { validateLockName } from './lock-name.js';
 export {
+  checkBoolean,
+  checkCallback,
+  checkClock,
+  checkOptionsObject,
+  checkSignal,
+  checkToken,
+} from './options.js';
+export {
   abortableSleep,
   type WaitForOptions,
   type WaitOptions,
   type WakeSource,
   waitFor,
 } from './wait.js';
+export { withHandle } from './with-lock.js';

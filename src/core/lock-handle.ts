@@ -1,21 +1,29 @@
 import { EventEmitter } from 'node:events';
-import { AlreadyClosedError, LockLostError } from './errors.js';
+import { AlreadyClosedError, type LockLossCode, LockLostError } from './errors.js';
 
 /**
- * What every acquisition in locksmith returns.
+ * What every acquisition in locksmith returns — a directory `Lock`, a store `Mastership`, a
+ * `RowLock` — with the same members and the same loss semantics:
  *
  * - `token` is the fencing token: it strictly increases with every grant of `resource`, so
  *   whatever the lock protects can refuse a write carrying an older one.
- * - `signal` aborts when the handle stops protecting anything: with a {@link LockLostError}
- *   when the lock was lost, with an {@link AlreadyClosedError} after `close()`. Pass it to the
- *   work done under the lock.
- * - `ensureValid()` throws when the lock is no longer ours; `close()` is idempotent.
+ * - `signal` aborts **by itself** when the handle stops protecting anything: with a
+ *   {@link LockLostError} when the lock was lost (its `code` says why: `LOCK_LOST`,
+ *   `LEASE_EXPIRED` or `LOCK_UNCONFIRMED`), with an {@link AlreadyClosedError} after
+ *   `close()`. Pass it to the work done under the lock.
+ * - `lost` fires once, with the same reason, when the loss is noticed (by the family's own
+ *   background check, or by `ensureValid()`); `lostReason` keeps it.
+ * - `ensureValid()` throws when the lock is no longer ours: once lost, always lost.
+ * - `close()` releases exactly once, however often or concurrently it is called;
+ *   `[Symbol.asyncDispose]` is `close()`, for `await using`.
  */
 export interface LockHandle extends AsyncDisposable {
   readonly resource: string;
   readonly token: number;
   readonly signal: AbortSignal;
   readonly closed: boolean;
+  /** The loss, once one was noticed; `undefined` while held or after a plain `close()`. */
+  readonly lostReason: LockLostError | undefined;
   ensureValid(): void;
   close(): Promise<void>;
   release(): Promise<void>;
@@ -42,6 +50,9 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
   // abort reason (an Error with a stack) on every release would dominate a fast lock's cost.
   #controller: AbortController | undefined;
   #lostReason: LockLostError | undefined;
+  // What ensureValid() throws after a loss, when a family's contract names a more specific
+  // error than the LockLostError (Lucene's AlreadyClosedError for an invalidated lock).
+  #thrownOnLoss: Error | undefined;
   #closing: Promise<void> | undefined;
   #closed = false;
 
@@ -64,11 +75,16 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     return this.#closed;
   }
 
+  get lostReason(): LockLostError | undefined {
+    return this.#lostReason;
+  }
+
   /** Throws when the lock is no longer held; a detected loss also fires `lost`. */
   ensureValid(): void {
     if (this.#closed) {
       throw new AlreadyClosedError(`Lock instance already released: ${this.resource}`);
     }
+    if (this.#lostReason !== undefined) throw this.#thrownOnLoss ?? this.#lostReason;
     this.checkValid();
   }
 
@@ -90,17 +106,37 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     return this.close();
   }
 
-  /** Reports a loss once: aborts `signal` with the reason and emits `lost`. */
-  protected markLost(reason: LockLostError): void {
+  /**
+   * Reports a loss once: aborts `signal` with the reason and emits `lost`. Later calls, and
+   * calls after `close()`, do nothing. A listener that throws does not stop the others nor
+   * reach the caller: it is reported as an uncaught exception on a later tick, as a throwing
+   * `abort` listener is.
+   */
+  protected markLost(reason: LockLostError, thrownByEnsureValid?: Error): void {
     if (this.#lostReason !== undefined || this.#closed) return;
     this.#lostReason = reason;
+    this.#thrownOnLoss = thrownByEnsureValid;
     this.#controller?.abort(reason);
-    this.emit('lost', reason);
+    for (const listener of this.listeners('lost') as ((r: LockLostError) => void)[]) {
+      try {
+        listener.call(this, reason);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
   }
 
-  /** Reports the loss that `err` describes (see {@link markLost}), then throws `err`. */
-  protected fail(err: Error): never {
-    this.markLost(new LockLostError(`Lock lost: ${this.resource}: ${err.message}`, { cause: err }));
+  /**
+   * Reports the loss that `err` describes (see {@link markLost}), then throws `err`; later
+   * `ensureValid()` calls throw `err` again.
+   */
+  protected fail(err: Error, code: LockLossCode = 'LOCK_LOST'): never {
+    this.markLost(
+      new LockLostError(`Lock lost: ${this.resource}: ${err.message}`, { cause: err, code }),
+      err,
+    );
     throw err;
   }
 

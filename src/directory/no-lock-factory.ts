@@ -14,6 +14,7 @@ class NoLock extends EventEmitter<{ lost: [LockLostError] }> implements Lock {
   readonly token = 0;
   readonly signal = new AbortController().signal;
   readonly closed = false;
+  readonly lostReason = undefined;
   ensureValid(): void {}
   async close(): Promise<void> {}
   release(): Promise<void> {

@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
-import { type Clock, systemClock } from '../core/clock.js';
+import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
 import { AbortedError, InvalidArgumentError, type LockLostError } from '../core/errors.js';
+import { checkBoolean, checkClock, checkOptionsObject, checkSignal } from '../core/options.js';
 import {
   DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
   type Locker,
@@ -106,10 +107,7 @@ export abstract class AbstractLocker
     try {
       const o = checkOptionsObject(options, 'start options');
       period = checkDuration(o.lockKeepAlivePeriod ?? 0, 'lockKeepAlivePeriod');
-      signal = o.signal;
-      if (signal !== undefined && !(signal instanceof AbortSignal)) {
-        throw new InvalidArgumentError('signal must be an AbortSignal');
-      }
+      signal = checkSignal(o.signal);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -218,30 +216,6 @@ export abstract class AbstractLocker
   protected abstract doKeepAlive(): Promise<boolean>;
 }
 
-/** `undefined` becomes `{}`; anything but a plain object is refused. */
-export function checkOptionsObject<T extends object>(options: T | undefined, what: string): T {
-  if (options === undefined) return {} as T;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidArgumentError(`${what} must be an object, got ${String(options)}`);
-  }
-  return options;
-}
-
-/** The `clock` option: the system clock by default, else one with `monotonic`, `wall`, `sleep`. */
-export function checkClock(clock: Clock | undefined): Clock {
-  if (clock === undefined) return systemClock;
-  if (
-    typeof clock !== 'object' ||
-    clock === null ||
-    typeof clock.sleep !== 'function' ||
-    typeof clock.monotonic !== 'function' ||
-    typeof clock.wall !== 'function'
-  ) {
-    throw new InvalidArgumentError('clock must implement monotonic(), wall() and sleep()');
-  }
-  return clock;
-}
-
 /** The `logger` option: {@link silentLogger} by default, else a {@link StoreLogger}. */
 export function checkLogger(logger: StoreLogger | undefined): StoreLogger {
   if (logger === undefined) return silentLogger;
@@ -249,12 +223,4 @@ export function checkLogger(logger: StoreLogger | undefined): StoreLogger {
     throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
   }
   return logger;
-}
-
-/** A boolean option, or an {@link InvalidArgumentError} naming it. */
-export function checkBoolean(value: unknown, what: string): boolean {
-  if (typeof value !== 'boolean') {
-    throw new InvalidArgumentError(`${what} must be a boolean, got ${String(value)}`);
-  }
-  return value;
 }

@@ -1,6 +1,7 @@
 import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { type AbstractLockerOptions, checkBoolean, checkOptionsObject } from './abstract-locker.js';
+import { checkBoolean, checkOptionsObject } from '../core/options.js';
+import type { AbstractLockerOptions } from './abstract-locker.js';
 import { checkIdentifier } from './sql/identifier.js';
 import { DEFAULT_LOCK_TABLE_NAME } from './sql/lock-table.js';
 import type { DatabaseSource } from './sql/open-dialect.js';

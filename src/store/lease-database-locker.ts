@@ -7,13 +7,9 @@ import {
   LockLostError,
   LockObtainFailedError,
 } from '../core/errors.js';
+import { checkBoolean, checkOptionsObject } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
-import {
-  AbstractLocker,
-  type AcquireContext,
-  checkBoolean,
-  checkOptionsObject,
-} from './abstract-locker.js';
+import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
   checkDatabaseLockerOptions,
   checkPositiveDuration,

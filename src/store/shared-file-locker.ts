@@ -21,6 +21,7 @@ import {
   LockObtainFailedError,
 } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
+import { checkBoolean, checkOptionsObject } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
 import { explainOpenError } from '../directory/lock-file.js';
 import { fileLocks } from '../os/file-lock.js';
@@ -29,8 +30,6 @@ import {
   AbstractLocker,
   type AbstractLockerOptions,
   type AcquireContext,
-  checkBoolean,
-  checkOptionsObject,
 } from './abstract-locker.js';
 import { describe } from './describe-error.js';
 

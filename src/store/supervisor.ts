@@ -7,7 +7,8 @@ import {
   InvalidArgumentError,
   LockLostError,
 } from '../core/errors.js';
-import { checkBoolean, checkClock, checkLogger, checkOptionsObject } from './abstract-locker.js';
+import { checkBoolean, checkClock, checkOptionsObject } from '../core/options.js';
+import { checkLogger } from './abstract-locker.js';
 import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
 import type { StoreLogger } from './logger.js';

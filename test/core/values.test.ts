@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
+  checkCallback,
+  checkClock,
+  checkDuration,
+  checkOptionsObject,
+  checkSignal,
   FencingGate,
+  MAX_DURATION_MS,
   nextFencingToken,
   parseDuration,
+  systemClock,
   validateLockName,
 } from '../../src/core/index.js';
 
@@ -12,9 +19,14 @@ test('parseDuration accepts units and rejects nonsense', () => {
   assert.equal(parseDuration('2s'), 2000);
   assert.equal(parseDuration('1m'), 60_000);
   assert.equal(parseDuration('1.5s'), 1500);
-  assert.equal(parseDuration('250'), 250);
+  assert.equal(parseDuration(250), 250);
   assert.equal(parseDuration(0), 0);
-  for (const bad of ['', '-1s', 'abc', '1 day', '1e3', 'NaN']) {
+  // A bare number in a string is ambiguous (2 ms? 2 s?): refused, with an example.
+  assert.throws(() => parseDuration('2', '--wait'), {
+    code: 'INVALID_ARGUMENT',
+    message: /--wait "2": a duration needs a unit, like 2s or 2ms/,
+  });
+  for (const bad of ['', '-1s', 'abc', '1 day', '1e3', 'NaN', '250']) {
     assert.throws(() => parseDuration(bad, '--wait'), {
       code: 'INVALID_ARGUMENT',
       message: /--wait/,
@@ -22,6 +34,41 @@ test('parseDuration accepts units and rejects nonsense', () => {
   }
   for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
     assert.throws(() => parseDuration(bad), { code: 'INVALID_ARGUMENT' });
+  }
+});
+
+test('durations past the longest timer Node can set are refused with the maximum named', () => {
+  assert.equal(checkDuration(MAX_DURATION_MS), MAX_DURATION_MS);
+  assert.throws(() => parseDuration('600h', '--lease'), {
+    code: 'INVALID_ARGUMENT',
+    message: /--lease 2160000000 ms: the longest duration allowed is 2147483647 ms \(about 24\.8 days\)/,
+  });
+  assert.throws(() => checkDuration(MAX_DURATION_MS + 1, 'lease'), {
+    code: 'INVALID_ARGUMENT',
+    message: /lease/,
+  });
+});
+
+test('a system-clock timer longer than Node allows fires late, never at once', async () => {
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  try {
+    let fired = false;
+    const cancel = systemClock.setTimer?.(MAX_DURATION_MS * 3, () => {
+      fired = true;
+    });
+    const controller = new AbortController();
+    const sleeping = systemClock.sleep(MAX_DURATION_MS + 10, controller.signal);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(fired, false);
+    controller.abort(new Error('enough'));
+    await assert.rejects(sleeping, /enough/);
+    cancel?.();
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(warnings, []);
+  } finally {
+    process.off('warning', onWarning);
   }
 });
 
@@ -68,4 +115,58 @@ test('a fencing gate rejects older tokens and admits equal or newer ones', () =>
     message: /11 for row1 is older than 12/,
   });
   assert.equal(gate.highest, 12);
+});
+
+test('a fencing gate refuses malformed tokens without moving its floor', () => {
+  const gate = new FencingGate();
+  gate.admit(12, 'row1');
+  const hostile: unknown[] = [
+    Number.NaN,
+    undefined,
+    null,
+    Number.POSITIVE_INFINITY,
+    Number.NEGATIVE_INFINITY,
+    -1,
+    1.5,
+    2 ** 53,
+    '13',
+    {},
+    { valueOf: () => 99 },
+    [13],
+    13n,
+  ];
+  for (const token of hostile) {
+    assert.throws(() => gate.admit(token as number, 'row1'), {
+      code: 'INVALID_ARGUMENT',
+      message: /Fencing token for row1 must be a safe integer >= 0/,
+    });
+    assert.equal(gate.highest, 12);
+  }
+  // The floor still holds against a stale token after every refusal.
+  assert.throws(() => gate.admit(11, 'row1'), { code: 'STALE_TOKEN' });
+  assert.throws(() => new FencingGate(Number.NaN), { code: 'INVALID_ARGUMENT' });
+  const seeded = new FencingGate(100);
+  assert.throws(() => seeded.admit(99), { code: 'STALE_TOKEN' });
+});
+
+test('option checks name the option and refuse look-alikes', () => {
+  const controller = new AbortController();
+  assert.equal(checkSignal(undefined), undefined);
+  assert.equal(checkSignal(controller.signal), controller.signal);
+  assert.throws(() => checkSignal(controller), {
+    code: 'INVALID_ARGUMENT',
+    message: /signal must be an AbortSignal, got an object \(AbortController\) \(an AbortController was passed: pass its \.signal\)/,
+  });
+  for (const bad of [{}, 'x', 1, { aborted: false, addEventListener() {} }]) {
+    assert.throws(() => checkSignal(bad, 'options.signal'), {
+      code: 'INVALID_ARGUMENT',
+      message: /options\.signal/,
+    });
+  }
+  assert.throws(() => checkClock({ monotonic: () => 0 } as never), { code: 'INVALID_ARGUMENT' });
+  assert.throws(() => checkCallback('f' as never, 'onLost'), {
+    code: 'INVALID_ARGUMENT',
+    message: /onLost must be a function/,
+  });
+  assert.throws(() => checkOptionsObject([] as never, 'options'), { code: 'INVALID_ARGUMENT' });
 });

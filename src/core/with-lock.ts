@@ -1,0 +1,37 @@
+import type { LockHandle } from './lock-handle.js';
+
+/**
+ * Runs `fn` while holding `handle`, and releases it on every exit path: return, throw, or a
+ * loss in the middle. `fn` gets the handle, so it can pass `handle.signal` to its work and
+ * `handle.token` to whatever it writes.
+ *
+ * Resolves with `fn`'s result only if the lock was not found lost while `fn` ran; otherwise
+ * it rejects with the {@link LockLostError} (the work may have overlapped another holder, and
+ * the caller must not treat it as done under the lock). If `fn` throws, that error wins over
+ * a failing release; the release error is kept as its `suppressed` property.
+ *
+ * Each family exports a thin form of this that also acquires (`withLock` in
+ * `locksmith/directory`, `withMastership` in `locksmith/store`, `Region.withRowLock`).
+ */
+export async function withHandle<H extends LockHandle, T>(
+  handle: H,
+  fn: (handle: H) => T | PromiseLike<T>,
+): Promise<T> {
+  let result: T;
+  try {
+    result = await fn(handle);
+  } catch (err) {
+    try {
+      await handle.close();
+    } catch (closeErr) {
+      if (err instanceof Error && !('suppressed' in err)) {
+        Object.defineProperty(err, 'suppressed', { value: closeErr, configurable: true });
+      }
+    }
+    throw err;
+  }
+  const lost = handle.lostReason;
+  await handle.close();
+  if (lost !== undefined) throw lost;
+  return result;
+}
