@@ -191,6 +191,11 @@ export abstract class AbstractLocker
     return ok && run.alive;
   }
 
+  /** See {@link Locker.validUntil}; lockers with a deadline override this. */
+  get validUntil(): number | undefined {
+    return this.held ? Number.POSITIVE_INFINITY : undefined;
+  }
+
   /** Whether the lock is held right now (start resolved, no stop yet). */
   protected get held(): boolean {
     return this.#run?.token !== undefined;

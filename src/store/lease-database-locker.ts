@@ -156,6 +156,12 @@ export class LeaseDatabaseLocker extends AbstractLocker {
   #dialect: Dialect | undefined;
   #statements: LeaseStatements | undefined;
   #held: Held | undefined;
+
+  /** The self-fencing deadline: `lease − margin` after the last successful renewal was sent. */
+  override get validUntil(): number | undefined {
+    const held = this.#held;
+    return held === undefined || held.lost || !this.held ? undefined : held.deadline;
+  }
   #everStarted = false;
   #timeOffset = 0;
 

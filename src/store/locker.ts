@@ -48,6 +48,16 @@ export interface Locker
   /** Suggested `lockKeepAlivePeriod` when the supervisor is not told one (ActiveMQ: 0 for files, 30 000 for JDBC). */
   readonly defaultKeepAlivePeriod: number;
   readonly token: number | undefined;
+  /**
+   * Until when this mastership is certain, in the locker's `clock.monotonic()` ms: no other
+   * process can become master before then, even if this process stops running (SIGSTOP, a
+   * stalled event loop). Confirmations (the acquisition, a `keepAlive()` that returned true)
+   * move it forward; `undefined` while not master; `Infinity` when only a loss the locker
+   * reports can end the mastership (no deadline is known). Whatever must stop before anyone
+   * else can be master (the command of `locksmith elect`, through its watchdog process) uses
+   * it as its deadline.
+   */
+  readonly validUntil: number | undefined;
   start(options?: LockerStartOptions): Promise<void>;
   keepAlive(): Promise<boolean>;
   stop(): Promise<void>;

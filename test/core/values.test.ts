@@ -41,7 +41,8 @@ test('durations past the longest timer Node can set are refused with the maximum
   assert.equal(checkDuration(MAX_DURATION_MS), MAX_DURATION_MS);
   assert.throws(() => parseDuration('600h', '--lease'), {
     code: 'INVALID_ARGUMENT',
-    message: /--lease 2160000000 ms: the longest duration allowed is 2147483647 ms \(about 24\.8 days\)/,
+    message:
+      /--lease 2160000000 ms: the longest duration allowed is 2147483647 ms \(about 24\.8 days\)/,
   });
   assert.throws(() => checkDuration(MAX_DURATION_MS + 1, 'lease'), {
     code: 'INVALID_ARGUMENT',
@@ -155,7 +156,8 @@ test('option checks name the option and refuse look-alikes', () => {
   assert.equal(checkSignal(controller.signal), controller.signal);
   assert.throws(() => checkSignal(controller), {
     code: 'INVALID_ARGUMENT',
-    message: /signal must be an AbortSignal, got an object \(AbortController\) \(an AbortController was passed: pass its \.signal\)/,
+    message:
+      /signal must be an AbortSignal, got an object \(AbortController\) \(an AbortController was passed: pass its \.signal\)/,
   });
   for (const bad of [{}, 'x', 1, { aborted: false, addEventListener() {} }]) {
     assert.throws(() => checkSignal(bad, 'options.signal'), {

@@ -29,6 +29,9 @@ class ScriptedLocker extends EventEmitter<{ lost: [LockLostError] }> implements 
   readonly failIfLocked = false;
   readonly defaultKeepAlivePeriod = 1_000;
   token: number | undefined;
+  get validUntil(): number | undefined {
+    return this.token === undefined ? undefined : Number.POSITIVE_INFINITY;
+  }
   calls: string[] = [];
   startOptions: LockerStartOptions[] = [];
   keepAliveResults: (boolean | Error)[] = [];
