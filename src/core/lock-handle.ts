@@ -55,6 +55,29 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
   #thrownOnLoss: Error | undefined;
   #closing: Promise<void> | undefined;
   #closed = false;
+  #observed = false;
+
+  static {
+    // Adding a `lost` listener, by any of EventEmitter's methods, means someone is observing.
+    for (const method of [
+      'on',
+      'addListener',
+      'once',
+      'prependListener',
+      'prependOnceListener',
+    ] as const) {
+      const add = EventEmitter.prototype[method];
+      Object.defineProperty(LockHandleBase.prototype, method, {
+        configurable: true,
+        writable: true,
+        value: function (this: LockHandleBase, event: string | symbol, listener: never) {
+          add.call(this, event, listener);
+          if (event === 'lost') this.#observe();
+          return this;
+        },
+      });
+    }
+  }
 
   constructor(resource: string, token: number) {
     super();
@@ -67,6 +90,7 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
       this.#controller = new AbortController();
       if (this.#lostReason !== undefined) this.#controller.abort(this.#lostReason);
       else if (this.#closed) this.#controller.abort(this.#releasedReason());
+      else this.#observe();
     }
     return this.#controller.signal;
   }
@@ -167,6 +191,20 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     }
     return pending.finally(() => this.markClosed());
   }
+
+  #observe(): void {
+    if (this.#observed || this.#closed || this.#lostReason !== undefined) return;
+    this.#observed = true;
+    this.observed();
+  }
+
+  /**
+   * Called once, the first time someone could notice a loss while the handle is held: the
+   * first read of `signal` or the first `lost` listener. A family that detects loss in the
+   * background starts that detection here (and stops it in `closeOnce`), so a handle nobody
+   * watches costs nothing. The default does nothing.
+   */
+  protected observed(): void {}
 
   /** Validity checks beyond "not closed"; throw to report the lock is no longer ours. */
   protected abstract checkValid(): void;

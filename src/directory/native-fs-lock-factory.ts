@@ -1,13 +1,13 @@
 import { constants } from 'node:fs';
 import { systemClock } from '../core/clock.js';
 import { AlreadyClosedError, LockIOError, LockObtainFailedError } from '../core/errors.js';
-import { LockHandleBase } from '../core/lock-handle.js';
 import type { WakeSource } from '../core/wait.js';
 import { fileCalls } from '../os/file-calls.js';
 import { fileLocks } from '../os/file-lock.js';
 import { fileWakeSource } from '../os/file-watcher.js';
 import type { Directory } from './directory.js';
 import { advanceFenceTokenOf } from './fence-token-file.js';
+import { FileLockHandle } from './file-lock-handle.js';
 import type { FSDirectory } from './fs-directory.js';
 import { FSLockFactory } from './fs-lock-factory.js';
 import { anyWake, InProcessReleases } from './in-process-releases.js';
@@ -17,7 +17,6 @@ import {
   type FileIdentity,
   formatBirthtime,
   identityOf,
-  lockFileChanged,
   lockPath,
   openInLockDir,
   sameIdentity,
@@ -112,41 +111,46 @@ function obtainNative(dir: string, name: string): NativeFSLock {
   }
 }
 
-class NativeFSLock extends LockHandleBase {
-  readonly #path: string;
+class NativeFSLock extends FileLockHandle {
   readonly #fd: number;
-  readonly #identity: FileIdentity;
   /** Java's `FileLock.isValid()`: false once the kernel lock was released or the fd closed. */
   #osLockValid = true;
   /** False once the descriptor was seen closed or reused by someone else: never close it then. */
   #fdOurs = true;
 
   constructor(path: string, fd: number, identity: FileIdentity, token: number) {
-    super(path, token);
-    this.#path = path;
+    super(path, identity, token);
     this.#fd = fd;
-    this.#identity = identity;
   }
 
   /** For tests that play "an external force". */
   get [internals]() {
-    return { fd: this.#fd, path: this.#path, registry: LOCK_HELD };
+    return { fd: this.#fd, path: this.path, registry: LOCK_HELD };
   }
 
+  /** Lucene's checks, in Lucene's order, each loss described; also run in the background. */
   protected checkValid(): void {
-    if (LOCK_HELD.get(this.#path) !== this) {
-      this.fail(new AlreadyClosedError(`Lock path unexpectedly cleared from map: ${this}`));
+    if (LOCK_HELD.get(this.path) !== this) {
+      this.lose({
+        description: "its entry was cleared from this process's registry of held locks",
+        error: new AlreadyClosedError(`Lock path unexpectedly cleared from map: ${this}`),
+      });
     }
     if (!this.#osLockValid || !this.#ownsKernelLock()) {
       this.#osLockValid = false;
-      this.fail(new AlreadyClosedError(`FileLock invalidated by an external force: ${this}`));
+      this.lose({
+        description: 'the kernel lock was released or its descriptor closed by an external force',
+        error: new AlreadyClosedError(`FileLock invalidated by an external force: ${this}`),
+      });
     }
     const size = fileCalls().fstat(this.#fd).size;
     if (size !== 0) {
-      this.fail(new AlreadyClosedError(`Unexpected lock file size: ${size}, (lock=${this})`));
+      this.lose({
+        description: `the lock file was written to (size ${size}; it must stay empty)`,
+        error: new AlreadyClosedError(`Unexpected lock file size: ${size}, (lock=${this})`),
+      });
     }
-    const changed = lockFileChanged(this.#path, this.#identity, this);
-    if (changed !== undefined) this.fail(changed);
+    this.checkLockFile();
   }
 
   /**
@@ -162,7 +166,7 @@ class NativeFSLock extends LockHandleBase {
       this.#fdOurs = false;
       return false;
     }
-    if (!sameIdentity(mine, this.#identity)) {
+    if (!sameIdentity(mine, this.identity)) {
       this.#fdOurs = false;
       return false;
     }
@@ -175,6 +179,7 @@ class NativeFSLock extends LockHandleBase {
   }
 
   protected closeOnce(): void {
+    this.stopWatching();
     // No validation: closing can't break anyone else's lock (Lucene). Closing the descriptor
     // releases the kernel lock (its open file description has no other descriptor), so no
     // separate unlock call is made. The file stays: deleting it is unsafe and a leftover is
@@ -183,23 +188,23 @@ class NativeFSLock extends LockHandleBase {
       if (this.#fdOurs) fileCalls().close(this.#fd);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EBADF')
-        throw new LockIOError(`Cannot close lock file ${this.#path}`, { cause: err });
+        throw new LockIOError(`Cannot close lock file ${this.path}`, { cause: err });
     } finally {
       this.#osLockValid = false;
-      const registered = LOCK_HELD.get(this.#path) === this;
-      if (registered) LOCK_HELD.delete(this.#path);
-      releases.notify(this.#path);
+      const registered = LOCK_HELD.get(this.path) === this;
+      if (registered) LOCK_HELD.delete(this.path);
+      releases.notify(this.path);
       if (!registered) {
         // biome-ignore lint/correctness/noUnsafeFinally: Lucene reports this from its finally block too.
         throw new AlreadyClosedError(
-          `Lock path was cleared but never marked as held: ${this.#path}`,
+          `Lock path was cleared but never marked as held: ${this.path}`,
         );
       }
     }
   }
 
   override toString(): string {
-    return `NativeFSLock(path=${this.#path},impl=${fileLocks().mechanism},creationTime=${formatBirthtime(this.#identity)})`;
+    return `NativeFSLock(path=${this.path},impl=${fileLocks().mechanism},creationTime=${formatBirthtime(this.identity)})`;
   }
 }
 

@@ -1,11 +1,11 @@
 import { closeSync, constants, fstatSync, unlinkSync } from 'node:fs';
 import { systemClock } from '../core/clock.js';
 import { LockObtainFailedError, LockReleaseFailedError } from '../core/errors.js';
-import { LockHandleBase } from '../core/lock-handle.js';
 import type { WakeSource } from '../core/wait.js';
 import { fileWakeSource } from '../os/file-watcher.js';
 import type { Directory } from './directory.js';
 import { advanceFenceToken } from './fence-token-file.js';
+import { FileLockHandle } from './file-lock-handle.js';
 import type { FSDirectory } from './fs-directory.js';
 import { FSLockFactory } from './fs-lock-factory.js';
 import { anyWake, InProcessReleases } from './in-process-releases.js';
@@ -14,7 +14,6 @@ import {
   type FileIdentity,
   formatBirthtime,
   identityOf,
-  lockFileChanged,
   lockPath,
   openInLockDir,
 } from './lock-file.js';
@@ -73,44 +72,36 @@ export class SimpleFSLockFactory extends FSLockFactory {
   }
 }
 
-class SimpleFSLock extends LockHandleBase {
-  readonly #path: string;
-  readonly #identity: FileIdentity;
-
-  constructor(path: string, identity: FileIdentity, token: number) {
-    super(path, token);
-    this.#path = path;
-    this.#identity = identity;
-  }
-
+class SimpleFSLock extends FileLockHandle {
   protected checkValid(): void {
-    const changed = lockFileChanged(this.#path, this.#identity, this);
-    if (changed !== undefined) this.fail(changed);
+    this.checkLockFile();
   }
 
   protected closeOnce(): void {
+    // Before the delete below, which the watch would otherwise take for a loss.
+    this.stopWatching();
     try {
       this.ensureValid();
     } catch (err) {
       throw new LockReleaseFailedError(
-        `Lock file cannot be safely removed. Manual intervention is recommended: ${this.#path}`,
+        `Lock file cannot be safely removed. Manual intervention is recommended: ${this.path}`,
         { cause: err },
       );
     }
     try {
-      unlinkSync(this.#path);
+      unlinkSync(this.path);
     } catch (err) {
       throw new LockReleaseFailedError(
-        `Unable to remove lock file. Manual intervention is recommended: ${this.#path}`,
+        `Unable to remove lock file. Manual intervention is recommended: ${this.path}`,
         {
           cause: err,
         },
       );
     }
-    releases.notify(this.#path);
+    releases.notify(this.path);
   }
 
   override toString(): string {
-    return `SimpleFSLock(path=${this.#path},creationTime=${formatBirthtime(this.#identity)})`;
+    return `SimpleFSLock(path=${this.path},creationTime=${formatBirthtime(this.identity)})`;
   }
 }

@@ -1,5 +1,5 @@
 import { systemClock } from '../core/clock.js';
-import { AlreadyClosedError, LockObtainFailedError } from '../core/errors.js';
+import { AlreadyClosedError, LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
 import { LockHandleBase } from '../core/lock-handle.js';
 import { validateLockName } from '../core/lock-name.js';
@@ -46,6 +46,11 @@ export class SingleInstanceLockFactory extends LockFactory {
     return this.#held.has(name);
   }
 
+  /** @internal Calls `listener` whenever `name` is cleared; returns the unsubscribe. */
+  onClear(name: string, listener: () => void): () => void {
+    return this.#releases.source(name)(listener);
+  }
+
   /** @internal Removes `name`; true when it was there. */
   clear(name: string): boolean {
     const removed = this.#held.delete(name);
@@ -54,9 +59,14 @@ export class SingleInstanceLockFactory extends LockFactory {
   }
 }
 
+/**
+ * Lost when its name is cleared from the factory by anyone but itself; once observed, that is
+ * noticed the moment it happens (the factory's clear notifies), not only by `ensureValid()`.
+ */
 class SingleInstanceLock extends LockHandleBase {
   readonly #factory: SingleInstanceLockFactory;
   readonly #name: string;
+  #stopWatch: (() => void) | undefined;
 
   constructor(factory: SingleInstanceLockFactory, name: string, resource: string, token: number) {
     super(resource, token);
@@ -68,13 +78,48 @@ class SingleInstanceLock extends LockHandleBase {
     return { factory: this.#factory, name: this.#name };
   }
 
+  protected override observed(): void {
+    this.#stopWatch = this.#factory.onClear(this.#name, () => {
+      try {
+        this.checkValid();
+      } catch {
+        // Reported as a loss by checkValid.
+      }
+    });
+    queueMicrotask(() => {
+      if (this.closed || this.lostReason !== undefined) return;
+      try {
+        this.checkValid();
+      } catch {}
+    });
+  }
+
+  protected override markLost(reason: LockLostError, thrown?: Error): void {
+    super.markLost(reason, thrown);
+    this.#stopWatch?.();
+    this.#stopWatch = undefined;
+  }
+
   protected checkValid(): void {
     if (!this.#factory.isHeld(this.#name)) {
-      this.fail(new AlreadyClosedError(`Lock instance was invalidated from map: ${this.resource}`));
+      const err = new AlreadyClosedError(
+        `Lock instance was invalidated from map: ${this.resource}`,
+      );
+      this.markLost(
+        new LockLostError(
+          `Lock lost: ${this.resource}: its name was cleared from the SingleInstanceLockFactory by someone else`,
+          { cause: err },
+        ),
+        err,
+      );
+      throw err;
     }
   }
 
   protected closeOnce(): void {
+    // Before our own clear below, which the watch would otherwise take for a loss.
+    this.#stopWatch?.();
+    this.#stopWatch = undefined;
     if (!this.#factory.clear(this.#name)) {
       throw new AlreadyClosedError(`Lock was already released: ${this.resource}`);
     }

@@ -119,11 +119,23 @@ class CheckedLock extends LockHandleBase {
     super(lock.resource, lock.token);
     this.#factory = factory;
     this.#lock = lock;
-    lock.on('lost', this.#onLost);
+  }
+
+  /** Observing this handle observes the real lock (which starts its background check). */
+  protected override observed(): void {
+    this.#lock.on('lost', this.#onLost);
+    const lost = this.#lock.lostReason;
+    if (lost !== undefined) this.markLost(lost);
   }
 
   protected checkValid(): void {
-    this.#lock.ensureValid();
+    try {
+      this.#lock.ensureValid();
+    } catch (err) {
+      const lost = this.#lock.lostReason;
+      if (lost !== undefined) this.markLost(lost, err as Error);
+      throw err;
+    }
   }
 
   protected async closeOnce(): Promise<void> {

@@ -7,6 +7,8 @@ const IN_CLOSE_WRITE = 0x8;
 const IN_DELETE_SELF = 0x400;
 const IN_MOVE_SELF = 0x800;
 const IN_CLOEXEC = 0o2000000;
+const IN_DONT_FOLLOW = 0x2000000;
+const IN_MASK_ADD = 0x20000000;
 
 /**
  * Events that can mean "the lock on this file may be free now": a descriptor opened for
@@ -16,6 +18,18 @@ const IN_CLOEXEC = 0o2000000;
  * probes never wake each other.
  */
 const MASK = IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
+
+/**
+ * Events that can mean "this path may no longer name the file it named": the file's link
+ * count changed (IN_ATTRIB: deleted, or another file renamed over it while we keep its inode
+ * open), it was deleted for good or moved away. For a directory, only the directory itself
+ * being deleted or moved: events of the files inside (an index writing its segments) would
+ * only be noise.
+ */
+const REPLACED_MASK = {
+  file: IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW,
+  directory: IN_DELETE_SELF | IN_MOVE_SELF,
+} as const;
 
 /** How long the watcher thread lingers with no watches before it is stopped. */
 const IDLE_STOP_MS = 2000;
@@ -62,8 +76,25 @@ while (Atomics.load(stop, 0) === 0) {
 export function fileWakeSource(path: string): WakeSource {
   return (wake) => {
     const hub = process.platform === 'linux' ? inotifyHub() : undefined;
-    return hub?.watch(path, wake) ?? noop;
+    return hub?.watch(path, wake, MASK) ?? noop;
   };
+}
+
+/**
+ * Calls `listener` when `path` (a `file` or a `directory`) may have been deleted, moved or
+ * replaced: a hint, from the same inotify thread as {@link fileWakeSource}. Returns the
+ * unsubscribe, and `live: false` when no kernel events are available (not Linux, watch limit
+ * reached, path already gone): the caller must poll. Once the kernel drops the watch (the
+ * inode is gone) no further hints arrive; the caller re-checks on the one it got.
+ */
+export function watchReplacement(
+  path: string,
+  what: 'file' | 'directory',
+  listener: () => void,
+): { stop: () => void; live: boolean } {
+  const hub = process.platform === 'linux' ? inotifyHub() : undefined;
+  const stop = hub?.watch(path, listener, REPLACED_MASK[what]);
+  return stop === undefined ? { stop: noop, live: false } : { stop, live: true };
 }
 
 const noop = () => {};
@@ -108,10 +139,15 @@ class InotifyHub {
     process.once('exit', () => this.#stopWorker());
   }
 
-  watch(path: string, listener: () => void): () => void {
-    if (this.#broken) return noop;
-    const wd = this.#addWatch(this.#fd, path, MASK);
-    if (wd < 0) return noop;
+  /**
+   * Watches `path` for `mask`; `undefined` when it cannot. Masks add up (IN_MASK_ADD): the
+   * kernel keeps one watch per inode, so a waiter's and a holder's watches of one lock file
+   * share it, and each listener may get the other's events (hints are re-checked anyway).
+   */
+  watch(path: string, listener: () => void, mask: number): (() => void) | undefined {
+    if (this.#broken) return undefined;
+    const wd = this.#addWatch(this.#fd, path, mask | IN_MASK_ADD);
+    if (wd < 0) return undefined;
     let set = this.#listeners.get(wd);
     if (set === undefined) {
       set = new Set();

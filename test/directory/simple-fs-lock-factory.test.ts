@@ -62,12 +62,20 @@ test('checklist 15: a deleted lock file is an I/O error; a recreated one is Alre
     (err: Error) => err instanceof LockIOError && !(err instanceof AlreadyClosedError),
   );
   writeFileSync(join(tmp.path, 'write.lock'), '');
+  // Once lost, always lost: a file recreated at the name does not make the lock valid again.
+  assert.throws(() => lock.ensureValid(), LockIOError);
+  await assert.rejects(lock.close(), LockReleaseFailedError);
+  unlinkSync(join(tmp.path, 'write.lock'));
+
+  const second = await dir.obtainLock('write.lock');
+  unlinkSync(join(tmp.path, 'write.lock'));
+  writeFileSync(join(tmp.path, 'write.lock'), '');
   assert.throws(
-    () => lock.ensureValid(),
+    () => second.ensureValid(),
     (err: Error) =>
       err instanceof AlreadyClosedError && /changed by an external force/.test(err.message),
   );
-  await assert.rejects(lock.close(), LockReleaseFailedError);
+  await assert.rejects(second.close(), LockReleaseFailedError);
 });
 
 test('checklist 21: a stale file left by a killed process blocks until it is removed', async () => {
