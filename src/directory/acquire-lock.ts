@@ -1,5 +1,8 @@
+import type { Clock } from '../core/clock.js';
+import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError, LockObtainFailedError } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
+import { checkClock, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import { type WaitOptions, waitFor } from '../core/wait.js';
 import { Directory } from './directory.js';
 import type { Lock } from './lock.js';
@@ -20,14 +23,51 @@ export interface AcquireLockOptions extends WaitOptions {
  * occupies libuv's thread pool. Rejects with {@link LockTimeoutError} after `timeoutMs`
  * (cause: the last failure) or {@link AbortedError} when `signal` aborts.
  */
-export async function acquireLock(
-  directory: Directory,
-  options: AcquireLockOptions = {},
-): Promise<Lock> {
-  if (!(directory instanceof Directory)) {
-    throw new InvalidArgumentError(`acquireLock needs a Directory, got ${String(directory)}`);
+export function acquireLock(directory: Directory, options?: AcquireLockOptions): Promise<Lock> {
+  let checked: CheckedAcquire;
+  try {
+    checked = checkAcquire('acquireLock', directory, options);
+  } catch (err) {
+    return Promise.reject(err);
   }
-  const name = validateLockName(options.name ?? WRITE_LOCK_NAME);
+  return acquireChecked(directory, checked);
+}
+
+/** Options of {@link acquireLock} once validated. */
+export interface CheckedAcquire {
+  name: string;
+  signal: AbortSignal | undefined;
+  timeoutMs: number | undefined;
+  clock: Clock;
+}
+
+/**
+ * Validates `acquireLock`'s arguments (for `acquireLock` and `withLock`, named `what` in the
+ * messages) before anything is touched: an {@link InvalidArgumentError} naming the option.
+ * `timeoutMs` is a duration up to `MAX_DURATION_MS`, or `Infinity` (the default: forever).
+ */
+export function checkAcquire(
+  what: string,
+  directory: unknown,
+  options: AcquireLockOptions | undefined,
+): CheckedAcquire {
+  if (!(directory instanceof Directory)) {
+    throw new InvalidArgumentError(`${what} needs a Directory, got ${describeValue(directory)}`);
+  }
+  const opts = checkOptionsObject(options, `${what} options`);
+  const name = opts.name === undefined ? WRITE_LOCK_NAME : validateLockName(opts.name);
+  const signal = checkSignal(opts.signal, `${what} option signal`);
+  const timeoutMs =
+    opts.timeoutMs === undefined || opts.timeoutMs === Number.POSITIVE_INFINITY
+      ? undefined
+      : checkDuration(opts.timeoutMs, `${what} option timeoutMs`);
+  const clock = checkClock(opts.clock, `${what} option clock`);
+  return { name, signal, timeoutMs, clock };
+}
+
+/** {@link acquireLock} after {@link checkAcquire}. */
+export async function acquireChecked(directory: Directory, options: CheckedAcquire): Promise<Lock> {
+  const { name } = options;
   const factory = directory.lockFactory;
   const wake = factory.wakeSource(directory, name);
   return waitFor(

@@ -1,4 +1,5 @@
 import { validateLockName } from '../core/lock-name.js';
+import { checkOptionsObject, checkSignal } from '../core/options.js';
 import type { Lock } from './lock.js';
 import type { LockFactory } from './lock-factory.js';
 
@@ -15,10 +16,15 @@ export interface ObtainOptions {
 export abstract class Directory {
   abstract get lockFactory(): LockFactory;
 
-  /** Lucene's final `BaseDirectory.obtainLock`: delegates to the factory. */
-  obtainLock(name: string, _options?: ObtainOptions): Promise<Lock> {
+  /**
+   * Lucene's final `BaseDirectory.obtainLock`: delegates to the factory. The name and the
+   * options are checked first ({@link checkObtainOptions}).
+   */
+  obtainLock(name: string, options?: ObtainOptions): Promise<Lock> {
     try {
-      return this.lockFactory.obtainLock(this, validateLockName(name));
+      validateLockName(name);
+      checkObtainOptions(options);
+      return this.lockFactory.obtainLock(this, name);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -42,6 +48,17 @@ export abstract class Directory {
   async close(): Promise<void> {}
 
   abstract toString(): string;
+}
+
+/**
+ * `obtainLock`'s options: `undefined` or an object whose `signal` is `undefined` or an
+ * `AbortSignal`; anything else is an `InvalidArgumentError` before any lock is touched.
+ */
+export function checkObtainOptions(options: ObtainOptions | undefined): AbortSignal | undefined {
+  return checkSignal(
+    checkOptionsObject(options, 'obtainLock options').signal,
+    'obtainLock option signal',
+  );
 }
 
 export function checkFileName(name: string): string {

@@ -3,6 +3,7 @@ import { constants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { InvalidArgumentError, LockIOError } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 import { checkFileName, Directory } from './directory.js';
 import { LockFactory } from './lock-factory.js';
 import { NativeFSLockFactory } from './native-fs-lock-factory.js';
@@ -23,15 +24,24 @@ export class FSDirectory extends Directory {
     this.#lockFactory = lockFactory;
   }
 
+  /**
+   * Opens (creating if needed) the directory at `path`. Both arguments are checked before
+   * anything is created: an `InvalidArgumentError` for an empty or non-string path, or a
+   * `lockFactory` that is not a {@link LockFactory}.
+   */
   static async open(
     path: string,
     lockFactory: LockFactory = NativeFSLockFactory.INSTANCE,
   ): Promise<FSDirectory> {
     if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
-      throw new InvalidArgumentError(`Invalid directory path ${JSON.stringify(path)}`);
+      throw new InvalidArgumentError(
+        `Invalid directory path ${describeValue(path)}: expected a non-empty string without NUL`,
+      );
     }
     if (!(lockFactory instanceof LockFactory)) {
-      throw new InvalidArgumentError(`Invalid lock factory for ${path}: ${String(lockFactory)}`);
+      throw new InvalidArgumentError(
+        `Invalid lock factory for ${path}: expected a LockFactory, got ${describeValue(lockFactory)}`,
+      );
     }
     const absolute = resolve(path);
     let isDirectory = false;

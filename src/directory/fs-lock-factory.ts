@@ -1,6 +1,7 @@
-import { UnsupportedOperationError } from '../core/errors.js';
+import { InvalidArgumentError, UnsupportedOperationError } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
-import type { Directory } from './directory.js';
+import { describeValue } from '../core/options.js';
+import { Directory } from './directory.js';
 import { FSDirectory } from './fs-directory.js';
 import type { Lock } from './lock.js';
 import { LockFactory } from './lock-factory.js';
@@ -21,6 +22,9 @@ export abstract class FSLockFactory extends LockFactory {
   }
 
   protected fsDirectory(directory: Directory): FSDirectory {
+    if (!(directory instanceof Directory)) {
+      throw new InvalidArgumentError(`${this} needs a Directory, got ${describeValue(directory)}`);
+    }
     if (!(directory instanceof FSDirectory)) {
       throw new UnsupportedOperationError(
         `${this} can only be used with FSDirectory subclasses, got: ${directory}`,

@@ -28,3 +28,4 @@ export { SimpleFSLockFactory } from './simple-fs-lock-factory.js';
 export { SingleInstanceLockFactory } from './single-instance-lock-factory.js';
 export { SleepingLockWrapper } from './sleeping-lock-wrapper.js';
 export { VerifyingLockFactory } from './verifying-lock-factory.js';
+export { withLock } from './with-lock.js';

@@ -1,10 +1,16 @@
 import { systemClock } from '../core/clock.js';
-import { AlreadyClosedError, LockLostError, LockObtainFailedError } from '../core/errors.js';
+import {
+  AlreadyClosedError,
+  InvalidArgumentError,
+  LockLostError,
+  LockObtainFailedError,
+} from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
 import { LockHandleBase } from '../core/lock-handle.js';
 import { validateLockName } from '../core/lock-name.js';
+import { describeValue } from '../core/options.js';
 import type { WakeSource } from '../core/wait.js';
-import type { Directory } from './directory.js';
+import { Directory } from './directory.js';
 import { InProcessReleases } from './in-process-releases.js';
 import { internals } from './internals.js';
 import type { Lock } from './lock.js';
@@ -21,6 +27,11 @@ export class SingleInstanceLockFactory extends LockFactory {
   readonly #releases = new InProcessReleases();
 
   async obtainLock(directory: Directory, lockName: string): Promise<Lock> {
+    if (!(directory instanceof Directory)) {
+      throw new InvalidArgumentError(
+        `SingleInstanceLockFactory needs a Directory, got ${describeValue(directory)}`,
+      );
+    }
     validateLockName(lockName);
     if (this.#held.has(lockName)) {
       throw new LockObtainFailedError(

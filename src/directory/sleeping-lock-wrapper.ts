@@ -1,7 +1,10 @@
 import { type Clock, systemClock } from '../core/clock.js';
+import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError, LockObtainFailedError, LockTimeoutError } from '../core/errors.js';
+import { validateLockName } from '../core/lock-name.js';
+import { checkClock, describeValue } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
-import type { Directory, ObtainOptions } from './directory.js';
+import { checkObtainOptions, type Directory, type ObtainOptions } from './directory.js';
 import { FilterDirectory } from './filter-directory.js';
 import type { Lock } from './lock.js';
 
@@ -31,28 +34,29 @@ export class SleepingLockWrapper extends FilterDirectory {
   ) {
     super(delegate);
     if (
+      typeof lockWaitTimeout !== 'number' ||
       !Number.isFinite(lockWaitTimeout) ||
       (lockWaitTimeout < 0 && lockWaitTimeout !== SleepingLockWrapper.LOCK_OBTAIN_WAIT_FOREVER)
     ) {
       throw new InvalidArgumentError(
-        `lockWaitTimeout should be LOCK_OBTAIN_WAIT_FOREVER or a non-negative number (got ${lockWaitTimeout})`,
+        `lockWaitTimeout should be LOCK_OBTAIN_WAIT_FOREVER or a non-negative number (got ${describeValue(lockWaitTimeout)})`,
       );
     }
-    if (!Number.isFinite(pollInterval) || pollInterval < 0) {
-      throw new InvalidArgumentError(
-        `pollInterval must be a non-negative number (got ${pollInterval})`,
-      );
-    }
+    // Each poll is one timer: longer than Node's longest one would fire at once.
+    checkDuration(pollInterval, 'SleepingLockWrapper pollInterval');
     if (pollInterval === 0 && lockWaitTimeout !== 0) {
       // Lucene divides by zero here; a zero poll would also spin.
       throw new InvalidArgumentError('pollInterval must be positive when lockWaitTimeout is not 0');
     }
     this.lockWaitTimeout = lockWaitTimeout;
     this.pollInterval = pollInterval;
-    this.#clock = clock;
+    this.#clock = checkClock(clock, 'SleepingLockWrapper clock');
   }
 
   override async obtainLock(name: string, options?: ObtainOptions): Promise<Lock> {
+    // Checked before the first attempt, which might otherwise obtain the lock and then fail.
+    validateLockName(name);
+    checkObtainOptions(options);
     let failure: LockObtainFailedError | undefined;
     const maxSleepCount =
       this.pollInterval === 0 ? 0 : Math.floor(this.lockWaitTimeout / this.pollInterval);
