@@ -113,7 +113,16 @@ export class VerifyingLockFactory extends LockFactory {
 class CheckedLock extends LockHandleBase {
   readonly #factory: VerifyingLockFactory;
   readonly #lock: Lock;
-  readonly #onLost = (reason: LockLostError) => this.markLost(reason);
+  /** The real lock's loss is this handle's, with what the real lock's ensureValid() throws. */
+  readonly #onLost = (reason: LockLostError): void => {
+    let thrown: Error | undefined;
+    try {
+      this.#lock.ensureValid();
+    } catch (err) {
+      thrown = err as Error;
+    }
+    this.markLost(reason, thrown);
+  };
 
   constructor(factory: VerifyingLockFactory, lock: Lock) {
     super(lock.resource, lock.token);
@@ -125,7 +134,7 @@ class CheckedLock extends LockHandleBase {
   protected override observed(): void {
     this.#lock.on('lost', this.#onLost);
     const lost = this.#lock.lostReason;
-    if (lost !== undefined) this.markLost(lost);
+    if (lost !== undefined) this.#onLost(lost);
   }
 
   protected checkValid(): void {
