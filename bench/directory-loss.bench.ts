@@ -1,11 +1,12 @@
 /**
  * Directory-lock loss detection latency: `node dist-test/bench/directory-loss.bench.js [runs]`
  * (a script, never a test). For NativeFS and SimpleFS locks it measures the time from an
- * external change of the held lock file (unlink; rename of another file over it) to the
+ * external change of the held lock file (unlink; rename of another file or of a symbolic link
+ * over it; rename of its directory) to the
  * moment `lock.signal` has aborted, over many runs, and prints median, p99 and max.
  * docs/directory.md records a run.
  */
-import { mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -20,12 +21,26 @@ import { fmt, median, percentile, table } from './support.js';
 
 const RUNS = Number(process.argv[2] ?? 500);
 
-type Change = (dir: string) => void;
+/** Changes the held lock file in `dir`; returns what puts the directory back for the next run. */
+type Change = (dir: string) => (() => void) | undefined;
 const changes: Record<string, Change> = {
-  delete: (dir) => unlinkSync(join(dir, 'write.lock')),
+  delete: (dir) => {
+    unlinkSync(join(dir, 'write.lock'));
+    return undefined;
+  },
   'rename over': (dir) => {
     writeFileSync(join(dir, 'other'), '');
     renameSync(join(dir, 'other'), join(dir, 'write.lock'));
+    return undefined;
+  },
+  'symlink over': (dir) => {
+    symlinkSync('elsewhere', join(dir, 'link'));
+    renameSync(join(dir, 'link'), join(dir, 'write.lock'));
+    return undefined;
+  },
+  'directory moved': (dir) => {
+    renameSync(dir, `${dir}.away`);
+    return () => renameSync(`${dir}.away`, dir);
   },
 };
 
@@ -43,8 +58,9 @@ async function measure(factory: LockFactory, change: Change): Promise<number[]> 
       // Let the watch start (and its first check run) before the change.
       await new Promise((r) => setTimeout(r, 2));
       const start = performance.now();
-      change(path);
+      const restore = change(path);
       samples.push((await aborted) - start);
+      restore?.();
       await lock.close().catch(() => {});
     }
   } finally {
