@@ -92,8 +92,13 @@ export function watchReplacement(
   what: 'file' | 'directory',
   listener: () => void,
 ): { stop: () => void; live: boolean } {
-  const hub = process.platform === 'linux' ? inotifyHub() : undefined;
-  const stop = hub?.watch(path, listener, REPLACED_MASK[what]);
+  let stop: (() => void) | undefined;
+  try {
+    const hub = process.platform === 'linux' ? inotifyHub() : undefined;
+    stop = hub?.watch(path, listener, REPLACED_MASK[what]);
+  } catch {
+    // No thread could be started (resource limits): hints are off, the caller polls.
+  }
   return stop === undefined ? { stop: noop, live: false } : { stop, live: true };
 }
 
@@ -154,7 +159,12 @@ class InotifyHub {
       this.#listeners.set(wd, set);
     }
     set.add(listener);
-    this.#ensureWorker();
+    try {
+      this.#ensureWorker();
+    } catch {
+      // No thread (resource limits): events stay unread and callers rely on polling.
+      this.#broken = true;
+    }
     let active = true;
     return () => {
       if (!active) return;
