@@ -59,6 +59,8 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
 
   static {
     // Adding a `lost` listener, by any of EventEmitter's methods, means someone is observing.
+    // Wrapping the adders costs nothing per handle, where a `newListener` listener would be
+    // registered on every obtain.
     for (const method of [
       'on',
       'addListener',
@@ -193,7 +195,14 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
   }
 
   #observe(): void {
-    if (this.#observed || this.#closed || this.#lostReason !== undefined) return;
+    if (
+      this.#observed ||
+      this.#closed ||
+      this.#closing !== undefined ||
+      this.#lostReason !== undefined
+    ) {
+      return;
+    }
     this.#observed = true;
     this.observed();
   }
