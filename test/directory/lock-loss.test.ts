@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import {
   AlreadyClosedError,
+  LockHandleBase,
   LockIOError,
   LockLostError,
   LockTimeoutError,
@@ -331,4 +332,41 @@ test('withLock waits for a held lock, with a timeout and a signal, and names the
   child.stdin?.write('release\n');
   assert.ok((await waiting) > token);
   await exitOf(child);
+});
+
+test('the observation hook runs once, on the first signal read or lost listener, never after close', async () => {
+  class Probe extends LockHandleBase {
+    calls = 0;
+    protected override observed(): void {
+      this.calls++;
+    }
+    protected checkValid(): void {}
+    protected closeOnce(): void {}
+  }
+  const bySignal = new Probe('probe', 1);
+  assert.equal(bySignal.calls, 0, 'an obtain alone observes nothing');
+  void bySignal.signal;
+  void bySignal.signal;
+  bySignal.on('lost', () => {});
+  assert.equal(bySignal.calls, 1);
+  for (const add of [
+    'on',
+    'addListener',
+    'once',
+    'prependListener',
+    'prependOnceListener',
+  ] as const) {
+    const probe = new Probe('probe', 1);
+    (probe[add] as (e: string, l: () => void) => unknown)('lost', () => {});
+    assert.equal(probe.calls, 1, `${add}('lost') observes`);
+    assert.equal(probe.listenerCount('lost'), 1, `${add} still adds the listener`);
+  }
+  const other = new Probe('probe', 1);
+  (other.on as (e: string, l: () => void) => unknown)('error', () => {});
+  assert.equal(other.calls, 0, 'listeners of other events do not observe');
+  const closed = new Probe('probe', 1);
+  await closed.close();
+  void closed.signal;
+  closed.on('lost', () => {});
+  assert.equal(closed.calls, 0, 'a closed handle is never observed');
 });
