@@ -21,17 +21,25 @@ export async function withHandle<H extends LockHandle, T>(
   try {
     result = await fn(handle);
   } catch (err) {
-    try {
-      await handle.close();
-    } catch (closeErr) {
-      if (err instanceof Error && !('suppressed' in err)) {
-        Object.defineProperty(err, 'suppressed', { value: closeErr, configurable: true });
-      }
-    }
+    await closeKeeping(handle, err);
     throw err;
   }
   const lost = handle.lostReason;
-  await handle.close();
-  if (lost !== undefined) throw lost;
-  return result;
+  if (lost === undefined) {
+    await handle.close();
+    return result;
+  }
+  await closeKeeping(handle, lost);
+  throw lost;
+}
+
+/** Closes `handle`; a release error is attached to `err` as `suppressed` instead of thrown. */
+async function closeKeeping(handle: LockHandle, err: unknown): Promise<void> {
+  try {
+    await handle.close();
+  } catch (closeErr) {
+    if (err instanceof Error && !('suppressed' in err)) {
+      Object.defineProperty(err, 'suppressed', { value: closeErr, configurable: true });
+    }
+  }
 }

@@ -28,31 +28,8 @@ export function withLock<T>(
       throw new InvalidArgumentError(`withLock needs a function to run, got ${describeValue(fn)}`);
     }
     const checked = checkAcquire('withLock', directory, options);
-    return acquireChecked(directory, checked).then((lock) => run(lock, fn));
+    return acquireChecked(directory, checked).then((lock) => withHandle(lock, fn));
   } catch (err) {
     return Promise.reject(err);
-  }
-}
-
-/**
- * `withHandle`, except that when `fn` finished but the lock was lost, the loss is what the
- * caller hears even if the release then failed too (a SimpleFS lock whose file was deleted
- * cannot be safely released, and says so): the release error is kept as `suppressed`.
- */
-async function run<T>(lock: Lock, fn: (lock: Lock) => T | PromiseLike<T>): Promise<T> {
-  let finished = false;
-  try {
-    return await withHandle(lock, async (held) => {
-      const result = await fn(held);
-      finished = true;
-      return result;
-    });
-  } catch (err) {
-    const lost = lock.lostReason;
-    if (!finished || lost === undefined || err === lost) throw err;
-    if (!('suppressed' in lost)) {
-      Object.defineProperty(lost, 'suppressed', { value: err, configurable: true });
-    }
-    throw lost;
   }
 }

@@ -11,6 +11,7 @@ import {
 class TestHandle extends LockHandleBase {
   releases = 0;
   broken: Error | undefined;
+  releaseError: Error | undefined;
   lose(code: 'LOCK_LOST' | 'LEASE_EXPIRED' | 'LOCK_UNCONFIRMED'): void {
     this.markLost(new LockLostError(`lost ${this.resource}`, { code }));
   }
@@ -19,6 +20,7 @@ class TestHandle extends LockHandleBase {
   }
   protected closeOnce(): void {
     this.releases++;
+    if (this.releaseError !== undefined) throw this.releaseError;
   }
 }
 
@@ -89,4 +91,26 @@ test('withHandle releases on return, on throw, and rejects when the lock was los
     { code: 'LEASE_EXPIRED' },
   );
   assert.equal(lost.releases, 1);
+});
+
+test('withHandle: the loss wins over a failing release, which is kept as suppressed', async () => {
+  const h = new TestHandle('d', 1);
+  h.releaseError = new Error('cannot release: the lock file is gone');
+  const err = await withHandle(h, async (held) => {
+    held.lose('LOCK_LOST');
+    return 'done';
+  }).then(
+    () => assert.fail('resolved although the lock was lost'),
+    (e: unknown) => e as LockLostError & { suppressed?: Error },
+  );
+  assert.ok(err instanceof LockLostError);
+  assert.equal(err.code, 'LOCK_LOST');
+  assert.equal(err.suppressed, h.releaseError);
+
+  const plain = new TestHandle('e', 1);
+  plain.releaseError = new Error('release failed');
+  await assert.rejects(
+    withHandle(plain, () => 1),
+    /release failed/,
+  );
 });
