@@ -1,6 +1,7 @@
 export {
   DeadlockError,
   InvalidArgumentError,
+  LockLostError,
   LocksmithError,
   LockTimeoutError,
   UnknownRowLockError,
@@ -34,5 +35,5 @@ export {
   MAX_ROW_BYTES,
   MAX_VALUE_BYTES,
 } from './row-input.js';
-export type { RowLock } from './row-lock.js';
+export { RowLock } from './row-lock.js';
 export type { RowLockOwner } from './row-lock-manager.js';

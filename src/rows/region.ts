@@ -1,17 +1,34 @@
 import { EventEmitter } from 'node:events';
 import type { Clock } from '../core/clock.js';
-import { systemClock } from '../core/clock.js';
-import { AlreadyClosedError, InvalidArgumentError, LocksmithError } from '../core/errors.js';
+import {
+  AlreadyClosedError,
+  InvalidArgumentError,
+  LockLostError,
+  LocksmithError,
+} from '../core/errors.js';
 import { StaleTokenError } from '../core/fencing.js';
+import { checkCallback, checkOptionsObject } from '../core/options.js';
+import { withHandle } from '../core/with-lock.js';
 import { toStringBinary } from './bytes.js';
+import {
+  type CallOptions,
+  type CheckedCallOptions,
+  checkCallOptions,
+  checkOwner,
+} from './call-options.js';
 import type { Cell, CellType } from './cell.js';
 import { decodeCells, type EncodableCell, encodeCells } from './cell-codec.js';
-import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from './column-family.js';
+import type { ColumnFamily } from './column-family.js';
 import { type RegionTestHooks, rowsInternals } from './internals.js';
 import { Memstore } from './memstore.js';
 import { Delete, Increment, type Mutation, Put, RowMutations } from './mutation.js';
 import { Mvcc } from './mvcc.js';
 import { Get, type Query, Scan } from './query.js';
+import {
+  type CheckedRegionOptions,
+  checkRegionOptions,
+  type RegionOptions,
+} from './region-options.js';
 import { Result } from './result.js';
 import {
   type BytesInput,
@@ -20,45 +37,15 @@ import {
   checkRow,
   checkValue,
 } from './row-input.js';
-import type { RowLock } from './row-lock.js';
+import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
 import { type RowLockGrant, RowLockManager, type RowLockOwner } from './row-lock-manager.js';
-import { RowStorage } from './row-storage.js';
+import { TokenReservation } from './row-lock-tokens.js';
+import { type Recovered, RowStorage } from './row-storage.js';
 
-export interface RegionOptions {
-  /** The table's column families (names, or `{ name, maxVersions }`; 3 versions by default). */
-  families: readonly ColumnFamilySpec[];
-  /**
-   * Where the data lives, guarded by `write.lock` (a second opener fails). Omit for a region
-   * that keeps nothing when the process ends.
-   */
-  dir?: string;
-  /** `fsync` (default): a write is acknowledged once on disk. `none`: once written to the OS. */
-  durability?: 'fsync' | 'none';
-  /** Lease of an explicit row lock, renewed by every use (HBase: 60000). */
-  leasePeriodMs?: number;
-  /** How long a locker waits for a row before `LOCK_TIMEOUT` (HBase 0.94: 30000). */
-  rowLockWaitMs?: number;
-  /**
-   * HBase 0.90's batch path: the time of a mutation is read when it arrives, before it waits
-   * for the row lock (so a put that waited can land behind newer ones). Default false: the
-   * time is read once the lock is held, and never behind the row's previous one.
-   */
-  timestampOnArrival?: boolean;
-  /** Checkpoint (snapshot + major compaction) once this many log bytes pile up (64 MiB). */
-  checkpointBytes?: number;
-  clock?: Clock;
-}
-
-/** Per call: who is asking (for deadlock detection), and how to give up waiting for a row. */
-export interface CallOptions {
-  signal?: AbortSignal;
-  owner?: RowLockOwner;
-  /** Overrides `rowLockWaitMs` for this call. */
-  waitMs?: number;
-}
+export type { CallOptions } from './call-options.js';
+export type { RegionOptions } from './region-options.js';
 
 type Draft = EncodableCell;
-
 /** The outcome of one operation of {@link Region.batch}. */
 export type BatchStatus = { ok: true } | { ok: false; error: unknown };
 
@@ -90,6 +77,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   readonly #mvcc: Mvcc;
   readonly #locks: RowLockManager;
   readonly #storage: RowStorage | undefined;
+  readonly #tokens: TokenReservation | undefined;
   readonly #clock: Clock;
   readonly #onArrival: boolean;
   readonly #checkpointBytes: number;
@@ -109,71 +97,85 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
 
   readonly [rowsInternals]: RegionTestHooks = { insertYield: undefined, readAll: false };
 
+  /** What every RowLock handle of this region calls back into. */
+  readonly #control: RowLockControl = {
+    check: (lockId) => {
+      this.#locks.checkLock(lockId);
+    },
+    releaseIfHeld: (lock) => {
+      const locks = this.#locks;
+      if (this.#closing === undefined && locks.isHeldId(lock.lockId)) locks.unlockRow(lock.lockId);
+    },
+  };
+
   private constructor(
-    families: Map<string, ColumnFamily>,
+    options: CheckedRegionOptions,
     storage: RowStorage | undefined,
+    tokens: TokenReservation | undefined,
     mvcc: Mvcc,
-    options: RegionOptions,
-    clock: Clock,
     memstore: Memstore,
   ) {
     super();
+    const { families, clock } = options;
     this.#families = families;
     this.#familyOrder = [...families.keys()].sort();
     this.#storage = storage;
+    this.#tokens = tokens;
     this.#mvcc = mvcc;
     this.#clock = clock;
     this.#memstore = memstore;
-    this.#onArrival = options.timestampOnArrival === true;
-    this.#checkpointBytes = options.checkpointBytes ?? 64 * 1024 * 1024;
+    this.#onArrival = options.timestampOnArrival;
+    this.#checkpointBytes = options.checkpointBytes;
     this.#locks = new RowLockManager({
       clock,
-      ...(options.leasePeriodMs === undefined ? {} : { leasePeriodMs: options.leasePeriodMs }),
-      ...(options.rowLockWaitMs === undefined ? {} : { rowLockWaitMs: options.rowLockWaitMs }),
+      leasePeriodMs: options.leasePeriodMs,
+      rowLockWaitMs: options.rowLockWaitMs,
+      ...(tokens === undefined
+        ? {}
+        : {
+            firstToken: tokens.firstToken,
+            tokenCeiling: tokens.ceiling,
+            reserveTokens: (from: number) => tokens.reserve(from),
+          }),
     });
-    this.#locks.on('expired', (grant) => this.emit('lock-expired', toRowLock(grant)));
+    this.#locks.on('expired', (grant) => {
+      const lock = grant.handle as RowLock;
+      lock[markRowLockLost](
+        new LockLostError(
+          `Row lock lease expired: ${lock.resource} (lock ${lock.lockId}, not used or renewed for ${options.leasePeriodMs} ms)`,
+          { code: 'LEASE_EXPIRED' },
+        ),
+      );
+      this.emit('lock-expired', lock);
+    });
   }
 
-  /** Opens (and recovers) or creates a region. */
+  /**
+   * Opens (and recovers) or creates a region. Every option is checked first (unknown names
+   * included), and the data in `dir` is checked against `families` before anything on disk
+   * changes: a refused open (`INVALID_ARGUMENT`, or `LOCK_OBTAIN_FAILED` when the directory
+   * is open elsewhere) leaves the directory byte for byte as it was.
+   */
   static async open(options: RegionOptions): Promise<Region> {
-    if (typeof options !== 'object' || options === null) {
-      throw new InvalidArgumentError('Region.open needs an options object with `families`');
-    }
-    const families = columnFamilies(options.families);
-    const { checkpointBytes, durability, dir } = options;
-    if (
-      checkpointBytes !== undefined &&
-      (!Number.isSafeInteger(checkpointBytes) || checkpointBytes < 1)
-    ) {
-      throw new InvalidArgumentError(
-        `checkpointBytes must be a positive integer, got ${String(checkpointBytes)}`,
-      );
-    }
-    if (durability !== undefined && durability !== 'fsync' && durability !== 'none') {
-      throw new InvalidArgumentError(
-        `durability must be 'fsync' or 'none', got ${String(durability)}`,
-      );
-    }
-    if (dir !== undefined && (typeof dir !== 'string' || dir.length === 0)) {
-      throw new InvalidArgumentError('dir must be a non-empty path');
-    }
-    const clock = options.clock ?? systemClock;
+    const checked = checkRegionOptions(options);
+    const { families, dir, durability } = checked;
     const memstore = new Memstore();
     let seq = 0;
     let storage: RowStorage | undefined;
+    let tokens: TokenReservation | undefined;
     if (dir !== undefined) {
-      const opened = await RowStorage.open(dir, durability === undefined ? {} : { durability });
+      // Refuses a directory holding cells of a family this region does not declare.
+      const accept = (recovered: Recovered) => {
+        for (const record of recovered.snapshot) checkFamilies(record, families, dir);
+        for (const record of recovered.log) checkFamilies(record, families, dir);
+      };
+      const opened = await RowStorage.open(dir, { durability }, accept);
       storage = opened.storage;
       try {
         const replay = (record: Uint8Array, each: boolean) => {
           const { cells } = decodeCells(record);
           if (!each) seq++;
           for (const cell of cells) {
-            if (!families.has(cell.family)) {
-              throw new InvalidArgumentError(
-                `${dir} holds cells of column family ${cell.family}, which this region does not declare`,
-              );
-            }
             if (each) seq++;
             memstore.insert({ ...cell, seq });
           }
@@ -181,13 +183,13 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
         for (const record of opened.recovered.snapshot) replay(record, true);
         for (const record of opened.recovered.log) replay(record, false);
         memstore.compact((f) => families.get(f)?.maxVersions ?? 1, seq);
+        tokens = await TokenReservation.open(storage.directory, checked.clock.wall());
       } catch (err) {
         await storage.close();
         throw err;
       }
     }
-    const region = new Region(families, storage, new Mvcc(seq), options, clock, memstore);
-    return region;
+    return new Region(checked, storage, tokens, new Mvcc(seq), memstore);
   }
 
   /** Families in byte order. */
@@ -212,26 +214,56 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
 
   // ---- explicit row locks -------------------------------------------------------------
 
-  /** Locks `row` until `unlockRow` or lease expiry; waits for other holders (FIFO). */
-  async lockRow(row: BytesInput, options: CallOptions = {}): Promise<RowLock> {
+  /**
+   * Locks `row` until `unlockRow`, the handle's `close()`, or lease expiry; waits for other
+   * holders (FIFO). The {@link RowLock} is a lock handle: its `signal` aborts by itself when
+   * the lease runs out (`LEASE_EXPIRED`).
+   */
+  async lockRow(row: BytesInput, options?: CallOptions): Promise<RowLock> {
+    const key = checkRow(row);
+    const checked = checkCallOptions(options, 'lockRow');
     this.#checkOpen();
-    return this.#granted(await this.#locks.lockRow(checkRow(row), options));
+    return this.#granted(await this.#locks.lockRow(key, checked));
   }
 
   /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
   tryLockRow(row: BytesInput, owner?: RowLockOwner): RowLock | null {
+    const key = checkRow(row);
+    if (owner !== undefined) checkOwner(owner, 'tryLockRow owner');
     this.#checkOpen();
-    const grant = this.#locks.tryLockRow(checkRow(row), owner);
+    const grant = this.#locks.tryLockRow(key, owner);
     return grant === null ? null : this.#granted(grant);
   }
 
+  /**
+   * Locks `row`, runs `fn` with the lock, and unlocks on every exit path (core's
+   * `withHandle`): resolves with `fn`'s result only if the lock was not lost meanwhile;
+   * otherwise rejects with the `LockLostError` (`LEASE_EXPIRED`), since the work may have
+   * overlapped another holder. Pass `lock.signal` to the work and `lock` (or `lock.token`) to
+   * the mutations; a use renews the lease.
+   */
+  async withRowLock<T>(
+    row: BytesInput,
+    fn: (lock: RowLock) => T | PromiseLike<T>,
+    options?: CallOptions,
+  ): Promise<T> {
+    const key = checkRow(row);
+    checkCallback(fn, 'withRowLock fn');
+    if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');
+    const checked = checkCallOptions(options, 'withRowLock');
+    this.#checkOpen();
+    return withHandle(this.#granted(await this.#locks.lockRow(key, checked)), fn);
+  }
+
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
-  unlockRow(lock: RowLock | string): void {
-    this.#locks.unlockRow(lockIdOf(lock));
+  unlockRow(lock: RowLock | { readonly lockId: string } | string): void {
+    const id = lockIdOf(lock);
+    const grant = this.#locks.unlockRow(id);
+    (grant.handle as RowLock | undefined)?.[markRowLockReleased]();
   }
 
   /** Renews a lock's lease without an operation. */
-  renewLease(lock: RowLock | string): void {
+  renewLease(lock: RowLock | { readonly lockId: string } | string): void {
     this.#locks.renewLease(lockIdOf(lock));
   }
 
@@ -282,19 +314,21 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
 
   // ---- mutations -------------------------------------------------------------------------
 
-  async put(put: Put, options: CallOptions = {}): Promise<void> {
+  async put(put: Put, options?: CallOptions): Promise<void> {
     if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
+    const checked = checkCallOptions(options, 'put');
     this.#checkPut(put);
-    await this.#mutate(put.row, put.rowLock, put.token, options, (now) => ({
+    await this.#mutate(put.row, put.rowLock, put.token, checked, (now) => ({
       cells: this.#putCells(put, now),
       result: undefined,
     }));
   }
 
-  async delete(del: Delete, options: CallOptions = {}): Promise<void> {
+  async delete(del: Delete, options?: CallOptions): Promise<void> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
+    const checked = checkCallOptions(options, 'delete');
     this.#checkDelete(del);
-    await this.#mutate(del.row, del.rowLock, del.token, options, (now) => ({
+    await this.#mutate(del.row, del.rowLock, del.token, checked, (now) => ({
       cells: this.#deleteCells(del, now),
       result: undefined,
     }));
@@ -310,11 +344,12 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     qualifier: BytesInput,
     expected: BytesInput | null,
     put: Put,
-    options: CallOptions = {},
+    options?: CallOptions,
   ): Promise<boolean> {
     if (!(put instanceof Put)) throw new InvalidArgumentError('checkAndPut() takes a Put');
+    const checked = checkCallOptions(options, 'checkAndPut');
     this.#checkPut(put);
-    return this.#checkAndMutate(row, family, qualifier, expected, put, options, (now) =>
+    return this.#checkAndMutate(row, family, qualifier, expected, put, checked, (now) =>
       this.#putCells(put, now),
     );
   }
@@ -326,11 +361,12 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     qualifier: BytesInput,
     expected: BytesInput | null,
     del: Delete,
-    options: CallOptions = {},
+    options?: CallOptions,
   ): Promise<boolean> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('checkAndDelete() takes a Delete');
+    const checked = checkCallOptions(options, 'checkAndDelete');
     this.#checkDelete(del);
-    return this.#checkAndMutate(row, family, qualifier, expected, del, options, (now) =>
+    return this.#checkAndMutate(row, family, qualifier, expected, del, checked, (now) =>
       this.#deleteCells(del, now),
     );
   }
@@ -340,13 +376,14 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    * caller has locked, pass the lock in the Increment: it runs under it instead of waiting for
    * it (HBase 0.90 deadlocked itself here until the lease ran out).
    */
-  async increment(inc: Increment, options: CallOptions = {}): Promise<Result> {
+  async increment(inc: Increment, options?: CallOptions): Promise<Result> {
     if (!(inc instanceof Increment))
       throw new InvalidArgumentError('increment() takes an Increment');
+    const checked = checkCallOptions(options, 'increment');
     if (inc.columns.length === 0)
       throw new InvalidArgumentError('An Increment needs at least one column');
     for (const c of inc.columns) this.#checkFamily(c.family);
-    return this.#mutate(inc.row, inc.rowLock, inc.token, options, (now) => {
+    return this.#mutate(inc.row, inc.rowLock, inc.token, checked, (now) => {
       const cells: Draft[] = [];
       const readPoint = this.#mvcc.readPoint;
       for (const { family, qualifier, amount } of inc.columns) {
@@ -393,21 +430,20 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     family: string,
     qualifier: BytesInput,
     amount: bigint | number,
-    options: CallOptions & { rowLock?: RowLock } = {},
+    options?: CallOptions & { rowLock?: RowLock | undefined },
   ): Promise<bigint> {
-    const inc = new Increment(
-      row,
-      options.rowLock === undefined ? {} : { rowLock: options.rowLock },
-    );
+    const { rowLock, ...rest } = checkOptionsObject(options, 'incrementColumnValue options');
+    const inc = new Increment(row, rowLock === undefined ? {} : { rowLock });
     inc.addColumn(family, qualifier, amount);
-    const result = await this.increment(inc, options);
+    const result = await this.increment(inc, rest);
     return (result.cells[0] as Cell).value.readBigInt64BE(0);
   }
 
   /** Puts and deletes on one row, applied atomically and in order. */
-  async mutateRow(mutations: RowMutations, options: CallOptions = {}): Promise<void> {
+  async mutateRow(mutations: RowMutations, options?: CallOptions): Promise<void> {
     if (!(mutations instanceof RowMutations))
       throw new InvalidArgumentError('mutateRow() takes RowMutations');
+    const checked = checkCallOptions(options, 'mutateRow');
     if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
     let rowLock: RowLock | undefined;
     let token: number | undefined;
@@ -424,7 +460,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
       }
       if (m.token !== undefined) token = Math.max(token ?? m.token, m.token);
     }
-    await this.#mutate(mutations.row, rowLock, token, options, (now) => ({
+    await this.#mutate(mutations.row, rowLock, token, checked, (now) => ({
       cells: mutations.mutations.flatMap((m) =>
         m instanceof Put ? this.#putCells(m, now) : this.#deleteCells(m, now),
       ),
@@ -438,7 +474,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    * deadlock each other, then every cell gets one MVCC write number and one log record. Explicit
    * row locks are not accepted here (their rows would be taken out of order).
    */
-  async mutateRows(mutations: readonly (Put | Delete)[], options: CallOptions = {}): Promise<void> {
+  async mutateRows(mutations: readonly (Put | Delete)[], options?: CallOptions): Promise<void> {
+    const checked = checkCallOptions(options, 'mutateRows');
     this.#checkOpen();
     if (!Array.isArray(mutations) || mutations.length === 0) {
       throw new InvalidArgumentError('mutateRows() takes a non-empty array of Put and Delete');
@@ -453,7 +490,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     }
     const rows = [...new Set(mutations.map((m) => m.row))];
     for (const m of mutations) this.#checkToken(m.row, m.token);
-    const grants = await this.#locks.acquireImplicitMany(rows, options);
+    const grants = await this.#locks.acquireImplicitMany(rows, checked);
     return this.#track(async () => {
       try {
         // An explicit grant may have come while we waited.
@@ -474,17 +511,16 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    * lot (HBase's batch with a status per operation): a bad family fails only its own entry.
    * They run concurrently; group commit gives them shared log syncs. Not atomic as a whole.
    */
-  async batch(
-    mutations: readonly (Put | Delete)[],
-    options: CallOptions = {},
-  ): Promise<BatchStatus[]> {
+  async batch(mutations: readonly (Put | Delete)[], options?: CallOptions): Promise<BatchStatus[]> {
+    // Checked once for the whole batch: a bad option refuses the call, not each entry.
+    const checked = checkCallOptions(options, 'batch');
     this.#checkOpen();
     if (!Array.isArray(mutations))
       throw new InvalidArgumentError('batch() takes an array of Put and Delete');
     const settled = await Promise.allSettled(
       mutations.map((m) => {
-        if (m instanceof Put) return this.put(m, options);
-        if (m instanceof Delete) return this.delete(m, options);
+        if (m instanceof Put) return this.put(m, checked);
+        if (m instanceof Delete) return this.delete(m, checked);
         return Promise.reject(new InvalidArgumentError('batch() takes Put and Delete objects'));
       }),
     );
@@ -509,7 +545,19 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     this.#closing ??= (async () => {
       await Promise.allSettled([...this.#inflight]);
       if (this.#checkpoint !== undefined) await this.#checkpoint.catch(() => undefined);
-      this.#locks.close();
+      // Locks still held end with the region: their holders learn it from their signal.
+      for (const grant of this.#locks.close()) {
+        const lock = grant.handle as RowLock | undefined;
+        lock?.[markRowLockLost](
+          new LockLostError(
+            `Row lock lost: the region closed while it was held (${lock.resource})`,
+            {
+              code: 'LOCK_LOST',
+            },
+          ),
+        );
+      }
+      this.#tokens?.close();
       await this.#storage?.close();
     })();
     return this.#closing;
@@ -619,7 +667,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     qualifier: BytesInput,
     expected: BytesInput | null,
     mutation: Mutation,
-    options: CallOptions,
+    options: CheckedCallOptions,
     cells: (now: number) => Draft[],
   ): Promise<boolean> {
     const key = checkRow(row);
@@ -647,7 +695,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     row: string,
     rowLock: RowLock | undefined,
     token: number | undefined,
-    options: CallOptions,
+    options: CheckedCallOptions,
     build: (now: number) => { cells: Draft[]; result: T },
   ): Promise<T> {
     this.#checkOpen();
@@ -698,7 +746,9 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
       this.#grants.delete(oldRow);
       if (oldToken > this.#grantFloor) this.#grantFloor = oldToken;
     }
-    return toRowLock(grant, this.#locks);
+    const lock = new RowLock(grant.row, grant.lockId as string, grant.token, this.#control);
+    grant.handle = lock;
+    return lock;
   }
 
   /** The newest token granted for `row` by an explicit lock, or the floor if forgotten. */
@@ -818,22 +868,20 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   }
 }
 
-function lockIdOf(lock: RowLock | string): string {
+function lockIdOf(lock: { readonly lockId: string } | string): string {
   if (typeof lock === 'string') return lock;
   if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
     return lock.lockId;
   throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
 }
 
-function toRowLock(grant: RowLockGrant, locks?: RowLockManager): RowLock {
-  return {
-    row: Buffer.from(grant.row, 'latin1'),
-    lockId: grant.lockId as string,
-    token: grant.token,
-    // `await using lock = await region.lockRow(row)`: unlocks at scope exit unless already
-    // unlocked or expired (expiry is reported by the region's `lock-expired` event).
-    [Symbol.asyncDispose]: async () => {
-      if (locks?.isHeld(grant) === true) locks.unlockRow(grant.lockId as string);
-    },
-  };
+/** Refuses a stored record holding cells of a family `families` does not declare. */
+function checkFamilies(record: Uint8Array, families: Map<string, ColumnFamily>, dir: string): void {
+  for (const cell of decodeCells(record).cells) {
+    if (!families.has(cell.family)) {
+      throw new InvalidArgumentError(
+        `${dir} holds cells of column family ${cell.family}, which this region does not declare`,
+      );
+    }
+  }
 }

@@ -9,7 +9,12 @@ import {
   UnknownRowLockError,
 } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
+import { checkSignal } from '../core/options.js';
 import { toStringBinary } from './bytes.js';
+import {
+  checkOwner as checkOwnerOption,
+  checkWaitMs as checkWaitMsOption,
+} from './call-options.js';
 import { LeaseQueue } from './lease-queue.js';
 import { newLockId } from './lock-id.js';
 import { describeOwner, type PendingWait, WaitForGraph } from './wait-for-graph.js';
@@ -34,6 +39,8 @@ export interface RowLockGrant {
    * may lag the clock between readings, which keeps them below any later manager's first.
    */
   readonly token: number;
+  /** The user's object for an explicit grant (the Region's RowLock handle); set by the user. */
+  handle?: object | undefined;
 }
 
 export interface RowLockManagerOptions {
@@ -46,6 +53,17 @@ export interface RowLockManagerOptions {
   rowLockWaitMs?: number;
   /** Leases and wait limits run on `clock.monotonic()`; tokens use `clock.wall()`. */
   clock?: Clock;
+  /**
+   * Durable tokens: the first grant gets `firstToken` (a value above every token handed out
+   * before, e.g. by an earlier process), and before any grant would exceed the reserved
+   * ceiling, `reserveTokens(token)` is called to reserve a block from `token` on; it returns
+   * the new ceiling (the highest token the block covers). It runs synchronously inside the
+   * grant and must not throw (a failure to persist is the reserver's to report).
+   */
+  firstToken?: number;
+  /** The ceiling already reserved when the manager starts (default: none, `firstToken - 1`). */
+  tokenCeiling?: number;
+  reserveTokens?: (from: number) => number;
 }
 
 export interface AcquireOptions {
@@ -84,6 +102,8 @@ class Hold implements RowLockGrant {
   state: number = HELD;
   /** Requests waiting for this row, handed to the next holder along with the row. */
   queue: WaitQueue | undefined = undefined;
+  /** The user's object for an explicit grant (the Region's RowLock handle); set by the user. */
+  handle: object | undefined = undefined;
 
   constructor(
     row: string,
@@ -192,6 +212,9 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   readonly #waitLimits: LeaseQueue<Waiter>;
   readonly #graph: WaitForGraph;
   readonly #onAbort = (waiter: Waiter): void => this.#abortWait(waiter);
+  readonly #reserveTokens: ((from: number) => number) | undefined;
+  /** Highest token reserved durably; Infinity when tokens are not persisted. */
+  #tokenCeiling = Number.POSITIVE_INFINITY;
   #lastToken: number | undefined;
   #grants = 0;
   #waiting = 0;
@@ -214,6 +237,13 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       'rowLockWaitMs',
     );
     this.#clock = options.clock ?? systemClock;
+    this.#reserveTokens = options.reserveTokens;
+    if (options.firstToken !== undefined) {
+      this.#lastToken = options.firstToken - 1;
+      if (this.#reserveTokens !== undefined) {
+        this.#tokenCeiling = options.tokenCeiling ?? this.#lastToken;
+      }
+    }
     this.#leases = new LeaseQueue<Hold>(
       this.#clock,
       (hold) => hold.state === HELD,
@@ -270,7 +300,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
    * so recently that its timer has not fired yet is simply released (the row is freed either
    * way); {@link useLock} and {@link renewLease} do treat it as expired.
    */
-  unlockRow(lockId: string): void {
+  unlockRow(lockId: string): RowLockGrant {
     this.#checkOpen();
     checkLockId(lockId);
     const hold = this.#ids.get(lockId);
@@ -279,6 +309,17 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     hold.state = RELEASED;
     this.#leases.remove();
     this.#handOn(hold);
+    return hold;
+  }
+
+  /**
+   * Checks that an explicit lock is still held, without renewing it (a handle's
+   * `ensureValid()`): {@link UnknownRowLockError} otherwise; an overdue lease is expired on
+   * the spot (emitting `expired`) and rejected.
+   */
+  checkLock(lockId: string): RowLockGrant {
+    this.#checkOpen();
+    return this.#liveLock(lockId);
   }
 
   /**
@@ -366,6 +407,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       options.waitMs === undefined ? this.#rowLockWaitMs : checkWaitMs(options.waitMs, 'waitMs');
     const owner = options.owner ?? {};
     checkOwner(owner);
+    checkSignal(options.signal);
     if (options.signal?.aborted) {
       throw new AbortedError('Wait for row locks aborted', { cause: options.signal.reason });
     }
@@ -399,6 +441,11 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     return this.#rows.get(row)?.token;
   }
 
+  /** Whether the explicit lock `lockId` is held (its lease may be overdue but not yet expired). */
+  isHeldId(lockId: string): boolean {
+    return this.#ids.has(lockId);
+  }
+
   /** Whether `grant` still holds its row (not released, expired, or closed). */
   isHeld(grant: RowLockGrant): boolean {
     return grant instanceof Hold && grant.state === HELD && grant.manager === this;
@@ -406,10 +453,11 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
 
   /**
    * Stops both timers, rejects every pending wait with {@link AlreadyClosedError} and forgets
-   * every lock. Idempotent.
+   * every lock. Returns the explicit grants it dropped (so their holders can be told). Idempotent.
    */
-  close(): void {
-    if (this.#closed) return;
+  close(): RowLockGrant[] {
+    if (this.#closed) return [];
+    const dropped = [...this.#ids.values()];
     this.#closed = true;
     this.#leases.close();
     this.#waitLimits.close();
@@ -425,6 +473,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     }
     this.#rows.clear();
     this.#ids.clear();
+    return dropped;
   }
 
   #acquire(
@@ -442,7 +491,9 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         if (options.waitMs !== undefined) waitMs = checkWaitMs(options.waitMs, 'waitMs');
         owner = options.owner;
         if (owner !== undefined) checkOwner(owner);
-        signal = options.signal;
+        // Checked before anything is queued: a waiter whose signal cannot take a listener would
+        // be left in the row's queue, breaking the holder's unlock and the wait-limit timer.
+        signal = checkSignal(options.signal);
         if (signal?.aborted) {
           throw new AbortedError(`Wait for row lock row=${toStringBinary(row)} aborted`, {
             cause: signal.reason,
@@ -497,6 +548,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         ? nextFencingToken(last, this.#clock.wall())
         : last + 1;
     this.#lastToken = token;
+    if (token > this.#tokenCeiling)
+      this.#tokenCeiling = (this.#reserveTokens as (from: number) => number)(token);
     let hold: Hold;
     if (explicit) {
       const lockId = newLockId();
@@ -624,22 +677,11 @@ function unknownLock(lockId: string): UnknownRowLockError {
 }
 
 function checkOwner(owner: RowLockOwner): void {
-  const type = typeof owner;
-  if (type !== 'string' && type !== 'function' && (type !== 'object' || owner === null)) {
-    throw new InvalidArgumentError(
-      `Invalid row lock owner ${String(owner)}: must be an object or a string`,
-    );
-  }
+  checkOwnerOption(owner, 'row lock owner');
 }
 
-/** A wait limit: a number of milliseconds >= 0, `Infinity` included. */
 function checkWaitMs(ms: number, what: string): number {
-  if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) {
-    throw new InvalidArgumentError(
-      `Invalid ${what} ${String(ms)}: must be a number of milliseconds >= 0 (Infinity waits forever)`,
-    );
-  }
-  return ms;
+  return checkWaitMsOption(ms, what);
 }
 
 function timedOut(row: string): LockTimeoutError {

@@ -1,12 +1,81 @@
+import type { LockLostError } from '../core/errors.js';
+import { LockHandleBase } from '../core/lock-handle.js';
+import { toStringBinary } from './bytes.js';
+
+/** What a {@link RowLock} asks of the region that granted it (internal). */
+export interface RowLockControl {
+  /** Throws (`UNKNOWN_ROW_LOCK`) unless `lockId` is still held; never renews the lease. */
+  check(lockId: string): void;
+  /** Unlocks `lockId` if it is still held; a no-op otherwise (expired, unlocked, closed). */
+  releaseIfHeld(lock: RowLock): void;
+}
+
+/** Internal entry points of a {@link RowLock}, reachable only through these symbols. */
+export const markRowLockLost: unique symbol = Symbol('locksmith.rows.markRowLockLost');
+export const markRowLockReleased: unique symbol = Symbol('locksmith.rows.markRowLockReleased');
+
 /**
- * An explicit row lock, as HBase's client `RowLock`: the row and the lock id that operations
- * carry. `token` is the fencing token of this grant; it increases with every grant of the row.
+ * An explicit row lock, as HBase's client `RowLock` (the row and the lock id that operations
+ * carry), and locksmith's lock handle (`LockHandle` of the core):
+ *
+ * - `token` is the fencing token of this grant. It strictly increases with every grant of the
+ *   row, explicit or implicit; for a region with a `dir` also across restarts (tokens are
+ *   reserved durably, see docs/rows.md).
+ * - `signal` aborts by itself when the lock stops being ours: with a `LockLostError` of code
+ *   `LEASE_EXPIRED` when its lease ran out (the moment the lease timer fires, or earlier when
+ *   a use or `ensureValid()` finds it overdue), `LOCK_LOST` when the region closed under it,
+ *   and an `AlreadyClosedError` once it was unlocked. `lost` fires with the same reason.
+ * - `ensureValid()` throws once it is no longer held; it does not renew the lease (a use in an
+ *   operation, or `region.renewLease(lock)`, does).
+ * - `close()` unlocks once, whatever the number of calls; after expiry or `region.unlockRow`
+ *   it does nothing. `await using lock = await region.lockRow(row)` unlocks at scope exit.
+ *
  * The id is unguessable and never reused: knowing a row does not let anyone use its lock.
  */
-export interface RowLock {
-  readonly row: Buffer;
+export class RowLock extends LockHandleBase {
   readonly lockId: string;
-  readonly token: number;
-  /** Unlocks if still held (`await using`); a no-op once unlocked or expired. */
-  [Symbol.asyncDispose](): Promise<void>;
+  readonly #key: string;
+  readonly #control: RowLockControl;
+  #row: Buffer | undefined;
+
+  /** @internal Made by the region; user code gets these from `lockRow`/`tryLockRow`. */
+  constructor(key: string, lockId: string, token: number, control: RowLockControl) {
+    // The resource names the row as toStringBinary would; a plain row (the common case) is
+    // its own rendering, so the escaping loop runs only for binary rows.
+    super(`row=${toStringBinary(key)}`, token);
+    this.lockId = lockId;
+    this.#key = key;
+    this.#control = control;
+  }
+
+  /** The row key's bytes (made on first use: most holders never ask). */
+  get row(): Buffer {
+    this.#row ??= Buffer.from(this.#key, 'latin1');
+    return this.#row;
+  }
+
+  protected checkValid(): void {
+    try {
+      this.#control.check(this.lockId);
+    } catch (err) {
+      // A lease found overdue here was reported through markRowLockLost just now.
+      const lost = this.lostReason;
+      if (lost !== undefined) throw lost;
+      this.fail(err as Error);
+    }
+  }
+
+  protected closeOnce(): void {
+    this.#control.releaseIfHeld(this);
+  }
+
+  /** @internal The lease ran out or the region closed. */
+  [markRowLockLost](reason: LockLostError): void {
+    this.markLost(reason);
+  }
+
+  /** @internal Unlocked through `region.unlockRow`. */
+  [markRowLockReleased](): void {
+    this.markClosed();
+  }
 }

@@ -108,12 +108,29 @@ export class RowStorage {
    * recovers (truncating a torn tail of the last segment, deleting files a finished
    * checkpoint made obsolete), and starts a new log segment for this session's appends.
    * Damage a crash cannot explain rejects with an `IO_ERROR` naming the file and offset.
+   *
+   * `accept`, when given, judges the recovered records before anything on disk changes: if
+   * it throws, the open is refused with that error and the directory is left exactly as it
+   * was (no lock taken, no repair, no new segment). It first runs on a read made without the
+   * lock (so a refusal does not even advance `write.lock`'s fencing token), then again on the
+   * read made under the lock, which is the one that counts.
    */
   static async open(
     dir: string,
     options: RowStorageOptions = {},
+    accept?: (recovered: Recovered) => void,
   ): Promise<{ storage: RowStorage; recovered: Recovered }> {
     const { durability, segmentBytes, maxRecordBytes } = validateOptions(dir, options);
+    if (accept !== undefined) {
+      let early: RecoveredState | undefined;
+      try {
+        early = await readState(dir);
+      } catch {
+        // Missing, damaged, or changing under another process's hands: the read under the
+        // lock below decides (and reports) instead.
+      }
+      if (early !== undefined) accept(early.recovered);
+    }
     const directory = await FSDirectory.open(dir);
     let lock: Lock;
     try {
@@ -130,13 +147,16 @@ export class RowStorage {
     try {
       dirHandle = await fsp.open(directory.path, constants.O_RDONLY | constants.O_DIRECTORY);
       log = new GroupCommitLog(directory.path, dirHandle, durability, segmentBytes);
-      const state = await recover(directory.path, dirHandle, log).catch((err: unknown) => {
+      const wrap = (err: unknown): never => {
         if (err instanceof LockIOError) throw err;
         throw new LockIOError(
           `Cannot recover row storage ${directory.path}: ${(err as Error).message}`,
           { cause: err },
         );
-      });
+      };
+      const state = await readState(directory.path).catch(wrap);
+      accept?.(state.recovered);
+      await repair(state, dirHandle, log).catch(wrap);
       log.startAt(state.nextSeq);
       await log.roll().created;
       const storage = new RowStorage(
@@ -397,29 +417,31 @@ interface RecoveredState {
   recovered: Recovered;
   coveredFrom: number;
   nextSeq: number;
+  /** What {@link repair} has to do: temporary files, damaged last segments, obsolete files. */
+  temps: string[];
+  damaged: { path: string; seq: number; scanned: ReturnType<typeof scanSegment> }[];
+  /** Valid length of each live segment. */
+  ends: [number, number][];
+  obsolete: string[];
 }
 
 /**
- * Finds the state on disk: the newest snapshot that reads back intact and whose segments are
- * all present (an older one only if a newer one is damaged and the older one's segments
- * still exist), then its segments in order. Repairs what a crash leaves (temporary files, a
- * torn tail, a headerless last segment, files an interrupted checkpoint should have deleted)
- * and fsyncs the directory after.
+ * Finds the state on disk, changing nothing: the newest snapshot that reads back intact and
+ * whose segments are all present (an older one only if a newer one is damaged and the older
+ * one's segments still exist), then its segments in order, and what a crash left to repair.
  */
-async function recover(
-  dir: string,
-  dirHandle: FileHandle,
-  log: GroupCommitLog,
-): Promise<RecoveredState> {
+async function readState(dir: string): Promise<RecoveredState> {
   const names = await fsp.readdir(dir);
-  let changed = false;
+  const temps: string[] = [];
+  const damaged: RecoveredState['damaged'] = [];
+  const ends: [number, number][] = [];
+  const obsolete: string[] = [];
   const segments = new Set<number>();
   const snapshots: number[] = [];
   let maxSeq = 0;
   for (const name of names) {
     if (name.endsWith(TEMP_SUFFIX) && (name.startsWith('snapshot-') || name.startsWith('log-'))) {
-      await fsp.rm(join(dir, name), { force: true });
-      changed = true;
+      temps.push(join(dir, name));
       continue;
     }
     const seg = parseSegmentName(name);
@@ -478,31 +500,44 @@ async function recover(
       });
     }
     const scanned = scanSegment(buf, path, seq, seq === lastSegment);
-    if (scanned.torn || scanned.headerless) {
-      await repairSegment(path, seq, scanned);
-      changed = true;
-    }
+    if (scanned.torn || scanned.headerless) damaged.push({ path, seq, scanned });
     for (const record of scanned.records) log_.push(record);
-    log.noteExisting(seq, scanned.headerless ? FILE_HEADER_BYTES : scanned.end);
+    ends.push([seq, scanned.headerless ? FILE_HEADER_BYTES : scanned.end]);
   }
 
   // Files the newest checkpoint made obsolete (a crash interrupted its deletions).
-  for (const seq of segments) {
-    if (seq < from) {
-      await fsp.rm(join(dir, segmentName(seq)), { force: true });
-      changed = true;
-    }
-  }
-  for (const seq of snapshots) {
-    if (seq < from) {
-      await fsp.rm(join(dir, snapshotName(seq)), { force: true });
-      changed = true;
-    }
-  }
-  if (changed) await dirHandle.sync();
+  for (const seq of segments) if (seq < from) obsolete.push(join(dir, segmentName(seq)));
+  for (const seq of snapshots) if (seq < from) obsolete.push(join(dir, snapshotName(seq)));
   return {
     recovered: { snapshot: chosen?.records ?? [], log: log_ },
     coveredFrom: from,
     nextSeq: maxSeq + 1,
+    temps,
+    damaged,
+    ends,
+    obsolete,
   };
+}
+
+/**
+ * Repairs what {@link readState} found a crash left (temporary files, a torn tail, a
+ * headerless last segment, files an interrupted checkpoint should have deleted), fsyncs the
+ * directory after, and tells the log how long each live segment is.
+ */
+async function repair(state: RecoveredState, dirHandle: FileHandle, log: GroupCommitLog) {
+  let changed = false;
+  for (const path of state.temps) {
+    await fsp.rm(path, { force: true });
+    changed = true;
+  }
+  for (const { path, seq, scanned } of state.damaged) {
+    await repairSegment(path, seq, scanned);
+    changed = true;
+  }
+  for (const [seq, end] of state.ends) log.noteExisting(seq, end);
+  for (const path of state.obsolete) {
+    await fsp.rm(path, { force: true });
+    changed = true;
+  }
+  if (changed) await dirHandle.sync();
 }

@@ -283,8 +283,8 @@ describe('waiting (checklist 2, 20)', () => {
     const held = await locks.lockRow('r');
     const waits = Array.from({ length: 10 }, () => locks.lockRow('r'));
     assert.equal(locks.waitingCount, 10);
-    // Synchronous: returns before any waiter runs.
-    assert.equal(locks.unlockRow(held.lockId as string), undefined);
+    // Synchronous: returns (the released grant, not a promise) before any waiter runs.
+    assert.equal(locks.unlockRow(held.lockId as string), held);
     assert.equal(locks.waitingCount, 9);
     for (const wait of waits) locks.unlockRow((await wait).lockId as string);
     assert.equal(locks.heldCount, 0);

@@ -1,0 +1,123 @@
+import type { Clock } from '../core/clock.js';
+import { checkDuration } from '../core/duration.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import { checkBoolean, checkClock, checkOptionsObject, describeValue } from '../core/options.js';
+import { checkWaitMs } from './call-options.js';
+import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from './column-family.js';
+import { DEFAULT_LEASE_PERIOD_MS, DEFAULT_ROW_LOCK_WAIT_MS } from './row-lock-manager.js';
+
+export interface RegionOptions {
+  /** The table's column families (names, or `{ name, maxVersions }`; 3 versions by default). */
+  families: readonly ColumnFamilySpec[];
+  /**
+   * Where the data lives, guarded by `write.lock` (a second opener fails). Omit for a region
+   * that keeps nothing when the process ends.
+   */
+  dir?: string | undefined;
+  /** `fsync` (default): a write is acknowledged once on disk. `none`: once written to the OS. */
+  durability?: 'fsync' | 'none' | undefined;
+  /** Lease of an explicit row lock, renewed by every use (HBase: 60000). */
+  leasePeriodMs?: number | undefined;
+  /** How long a locker waits for a row before `LOCK_TIMEOUT` (HBase 0.94: 30000). */
+  rowLockWaitMs?: number | undefined;
+  /**
+   * HBase 0.90's batch path: the time of a mutation is read when it arrives, before it waits
+   * for the row lock (so a put that waited can land behind newer ones). Default false: the
+   * time is read once the lock is held, and never behind the row's previous one.
+   */
+  timestampOnArrival?: boolean | undefined;
+  /** Checkpoint (snapshot + major compaction) once this many log bytes pile up (64 MiB). */
+  checkpointBytes?: number | undefined;
+  clock?: Clock | undefined;
+}
+
+/** {@link RegionOptions} once checked, with every default filled in. */
+export interface CheckedRegionOptions {
+  families: Map<string, ColumnFamily>;
+  dir: string | undefined;
+  durability: 'fsync' | 'none';
+  leasePeriodMs: number;
+  rowLockWaitMs: number;
+  timestampOnArrival: boolean;
+  checkpointBytes: number;
+  clock: Clock;
+}
+
+const KNOWN = [
+  'families',
+  'dir',
+  'durability',
+  'leasePeriodMs',
+  'rowLockWaitMs',
+  'timestampOnArrival',
+  'checkpointBytes',
+  'clock',
+];
+const KNOWN_SET = new Set(KNOWN);
+
+/**
+ * Checks every option of `Region.open` before anything is opened or created, so a refused
+ * open touches nothing. Refuses with `INVALID_ARGUMENT`: a non-object, an unknown option name
+ * (a misspelt `leasePeriodMS` would otherwise silently keep the default), and every value out
+ * of its domain: `leasePeriodMs` a duration > 0 (core's bounds, so no timer overflows),
+ * `rowLockWaitMs` >= 0 or `Infinity`, `checkpointBytes` a positive integer, `clock` with
+ * `monotonic`, `wall` and `sleep`, `timestampOnArrival` a boolean.
+ */
+export function checkRegionOptions(options: RegionOptions): CheckedRegionOptions {
+  if (options === undefined) {
+    throw new InvalidArgumentError('Region.open needs an options object with `families`');
+  }
+  const opts = checkOptionsObject(options, 'Region.open options');
+  for (const name of Object.keys(opts)) {
+    if (!KNOWN_SET.has(name)) {
+      throw new InvalidArgumentError(
+        `Region.open: unknown option ${JSON.stringify(name)} (known: ${KNOWN.join(', ')})`,
+      );
+    }
+  }
+  const families = columnFamilies(opts.families);
+  const { dir, durability, checkpointBytes, leasePeriodMs, rowLockWaitMs } = opts;
+  if (dir !== undefined && (typeof dir !== 'string' || dir.length === 0 || dir.includes('\0'))) {
+    throw new InvalidArgumentError(
+      `Region.open option dir must be a non-empty path, got ${describeValue(dir)}`,
+    );
+  }
+  if (durability !== undefined && durability !== 'fsync' && durability !== 'none') {
+    throw new InvalidArgumentError(
+      `Region.open option durability must be 'fsync' or 'none', got ${describeValue(durability)}`,
+    );
+  }
+  if (
+    checkpointBytes !== undefined &&
+    (typeof checkpointBytes !== 'number' ||
+      !Number.isSafeInteger(checkpointBytes) ||
+      checkpointBytes < 1)
+  ) {
+    throw new InvalidArgumentError(
+      `Region.open option checkpointBytes must be a positive integer, got ${describeValue(checkpointBytes)}`,
+    );
+  }
+  let lease = DEFAULT_LEASE_PERIOD_MS;
+  if (leasePeriodMs !== undefined) {
+    lease = checkDuration(leasePeriodMs, 'Region.open option leasePeriodMs');
+    if (lease <= 0) {
+      throw new InvalidArgumentError('Region.open option leasePeriodMs must be > 0, got 0');
+    }
+  }
+  return {
+    families,
+    dir,
+    durability: durability ?? 'fsync',
+    leasePeriodMs: lease,
+    rowLockWaitMs:
+      rowLockWaitMs === undefined
+        ? DEFAULT_ROW_LOCK_WAIT_MS
+        : checkWaitMs(rowLockWaitMs, 'Region.open option rowLockWaitMs'),
+    timestampOnArrival:
+      opts.timestampOnArrival === undefined
+        ? false
+        : checkBoolean(opts.timestampOnArrival, 'Region.open option timestampOnArrival'),
+    checkpointBytes: checkpointBytes ?? 64 * 1024 * 1024,
+    clock: checkClock(opts.clock, 'Region.open option clock'),
+  };
+}
