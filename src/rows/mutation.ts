@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { checkOptionsObject, checkToken } from '../core/options.js';
 import {
   type BytesInput,
   checkFamilyName,
@@ -25,19 +26,11 @@ export abstract class Mutation {
   readonly token: number | undefined;
   readonly timestamp: number | undefined;
 
-  constructor(row: BytesInput, options: MutationOptions = {}) {
+  constructor(row: BytesInput, options?: MutationOptions) {
     this.row = checkRow(row);
-    const { rowLock, token, timestamp } = options;
-    if (rowLock !== undefined) {
-      if (typeof rowLock !== 'object' || rowLock === null || typeof rowLock.lockId !== 'string') {
-        throw new InvalidArgumentError('rowLock must be a RowLock returned by lockRow()');
-      }
-    }
-    if (token !== undefined && !Number.isSafeInteger(token)) {
-      throw new InvalidArgumentError(
-        `A fencing token must be a safe integer, got ${String(token)}`,
-      );
-    }
+    const { rowLock, token, timestamp } = checkOptionsObject(options, 'Mutation options');
+    if (rowLock !== undefined) checkRowLockArg(rowLock);
+    if (token !== undefined) checkToken(token);
     this.rowLock = rowLock;
     this.token = token;
     this.timestamp = timestamp === undefined ? undefined : checkTimestamp(timestamp);
@@ -165,5 +158,16 @@ export class RowMutations {
     }
     this.mutations.push(mutation);
     return this;
+  }
+}
+
+/** A `rowLock` argument: a RowLock from `lockRow()` (anything with a string `lockId`). */
+export function checkRowLockArg(rowLock: unknown): void {
+  if (
+    typeof rowLock !== 'object' ||
+    rowLock === null ||
+    typeof (rowLock as { lockId?: unknown }).lockId !== 'string'
+  ) {
+    throw new InvalidArgumentError('rowLock must be a RowLock returned by lockRow()');
   }
 }

@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { checkRowLockArg } from './mutation.js';
 import {
   type BytesInput,
   checkFamilyName,
@@ -72,6 +73,7 @@ export class Get extends Query {
   constructor(row: BytesInput, rowLock?: RowLock) {
     super();
     this.row = checkRow(row);
+    if (rowLock !== undefined) checkRowLockArg(rowLock);
     this.rowLock = rowLock;
   }
 }
