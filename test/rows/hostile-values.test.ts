@@ -17,6 +17,7 @@ import {
   type RowLock,
   RowMutations,
 } from '../../src/rows/index.js';
+import { RowLockManager } from '../../src/rows/row-lock-manager.js';
 
 const LEASE_MS = 60;
 const WAIT_MS = 40;
@@ -240,6 +241,29 @@ describe('hostile values: every entry point refuses with INVALID_ARGUMENT and ch
     it(`Region.open with ${name}`, async () => {
       await refused(() => Region.open(options as RegionOptions));
     });
+  }
+
+  // The manager under the region checks the same values itself (defence in depth).
+  const managerCalls: [string, (locks: RowLockManager, options: never) => Promise<unknown>][] = [
+    ['lockRow', (l, o) => l.lockRow(ROW, o)],
+    ['acquireImplicit', (l, o) => l.acquireImplicit(ROW, o)],
+    ['acquireImplicitMany', (l, o) => l.acquireImplicitMany(['a', ROW], o)],
+  ];
+  for (const [method, call] of managerCalls) {
+    for (const [name, signal] of signals) {
+      it(`RowLockManager.${method} with signal = ${name}`, async () => {
+        const locks = new RowLockManager({ leasePeriodMs: LEASE_MS, rowLockWaitMs: WAIT_MS });
+        const holder = await locks.lockRow(ROW);
+        await refused(() => call(locks, { signal } as never));
+        locks.unlockRow(holder.lockId as string);
+        assert.equal(locks.waitingCount, 0);
+        const next = locks.tryAcquireImplicit(ROW);
+        assert.ok(next !== null);
+        locks.releaseImplicit(next);
+        assert.equal(locks.heldCount, 0);
+        locks.close();
+      });
+    }
   }
 
   it('a real AbortSignal and good values still work on a held row (control case)', async () => {
