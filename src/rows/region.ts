@@ -17,7 +17,7 @@ import {
   checkOwner,
 } from './call-options.js';
 import type { Cell, CellType } from './cell.js';
-import { decodeCells, type EncodableCell, encodeCells } from './cell-codec.js';
+import { decodeCells, type EncodableCell, encodeCells, forEachFamily } from './cell-codec.js';
 import type { ColumnFamily } from './column-family.js';
 import { type RegionTestHooks, rowsInternals } from './internals.js';
 import { Memstore } from './memstore.js';
@@ -877,11 +877,11 @@ function lockIdOf(lock: { readonly lockId: string } | string): string {
 
 /** Refuses a stored record holding cells of a family `families` does not declare. */
 function checkFamilies(record: Uint8Array, families: Map<string, ColumnFamily>, dir: string): void {
-  for (const cell of decodeCells(record).cells) {
-    if (!families.has(cell.family)) {
+  forEachFamily(record, (family) => {
+    if (!families.has(family)) {
       throw new InvalidArgumentError(
-        `${dir} holds cells of column family ${cell.family}, which this region does not declare`,
+        `${dir} holds cells of column family ${family}, which this region does not declare`,
       );
     }
-  }
+  });
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeCells, encodeCells } from '../../src/rows/cell-codec.js';
+import { decodeCells, encodeCells, forEachFamily } from '../../src/rows/cell-codec.js';
 
 describe('cell codec', () => {
   it('round-trips binary rows, qualifiers, values and every cell type', () => {
@@ -41,6 +41,10 @@ describe('cell codec', () => {
     const decoded = decodeCells(encodeCells('mutation', cells));
     assert.equal(decoded.kind, 'mutation');
     assert.deepEqual(decoded.cells, cells);
+    // forEachFamily sees the same families (each run of equal ones once) without decoding.
+    const seen: string[] = [];
+    forEachFamily(encodeCells('mutation', cells), (f) => seen.push(f));
+    assert.deepEqual(seen, ['f', 'fam.2', 'f']);
   });
 
   it('rejects a record that does not parse, with IO_ERROR', () => {
@@ -52,5 +56,13 @@ describe('cell codec', () => {
       code: 'IO_ERROR',
     });
     assert.throws(() => decodeCells(Buffer.from([9, 0, 0, 0, 0])), { code: 'IO_ERROR' });
+    const none = () => {};
+    for (let cut = 1; cut < record.length; cut++) {
+      assert.throws(() => forEachFamily(record.subarray(0, cut), none), { code: 'IO_ERROR' });
+    }
+    assert.throws(() => forEachFamily(Buffer.concat([record, Buffer.from([0])]), none), {
+      code: 'IO_ERROR',
+    });
+    assert.throws(() => forEachFamily(Buffer.from([9, 0, 0, 0, 0]), none), { code: 'IO_ERROR' });
   });
 });
