@@ -3,7 +3,15 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { cliPath, exitOf, holdLockInChild, run, tempDir, waitForLine } from '../helpers.js';
+import {
+  cliPath,
+  exitOf,
+  holdLockInChild,
+  orphanProof,
+  run,
+  tempDir,
+  waitForLine,
+} from '../helpers.js';
 
 test('lock runs the command under the lock and passes its exit code and the fencing token', async () => {
   using tmp = tempDir();
@@ -28,6 +36,7 @@ test('lock runs the command under the lock and passes its exit code and the fenc
 test('lock fails with one line naming the directory when held elsewhere, or waits with --wait', async () => {
   using tmp = tempDir();
   const holder = await holdLockInChild(tmp.path);
+  orphanProof(holder.child); // a failed assertion must not leave the run waiting for it
   const busy = await run([cliPath, 'lock', tmp.path, '--', 'true']);
   assert.equal(busy.code, 1);
   assert.equal(busy.stderr.trim().split('\n').length, 1);

@@ -44,6 +44,7 @@ test('status reports free, then held with the holder pid, without creating anyth
   assert.deepEqual(readdirSync(tmp.path), []);
 
   const { child, token } = await holdLockInChild(tmp.path);
+  orphanProof(child);
   const held = await run([cliPath, 'status', tmp.path]);
   assert.equal(held.code, HELD);
   assert.match(held.stdout, new RegExp(`held by pid ${child.pid} \\[OFDLCK\\]`));
