@@ -126,30 +126,28 @@ export function inspectLock(dir: string, options?: InspectLockOptions): LockInsp
   const native = factory === NativeFSLockFactory.INSTANCE;
 
   const absolute = resolve(dir);
-  const dirStat = lstatOrError(absolute, true);
+  const dirStat = statOrError(absolute, stat);
   if (dirStat instanceof Error) {
     const path = lockPath(absolute, name);
     if (dirStat.code === 'ENOENT') {
       // The directory given may be a symlink to one (as FSDirectory.open allows), not to nothing.
-      if (lstatOrError(absolute, false) instanceof Error) return missingDirectory(absolute, path);
-      return cannot(path, 'not-a-directory', `${absolute} is a symbolic link to nothing`);
+      if (statOrError(absolute, lstat) instanceof Error) return missingDirectory(absolute, path);
+      return cannot(
+        path,
+        undefined,
+        'not-a-directory',
+        `${absolute} is a symbolic link to nothing`,
+      );
     }
-    if (dirStat.code === 'ENOTDIR') {
-      return cannot(path, 'not-a-directory', `${absolute} is not a directory`, dirStat);
-    }
-    return cannot(
-      path,
-      'directory-inaccessible',
-      `cannot access directory ${absolute}: ${dirStat.code}`,
-      dirStat,
-    );
+    const [reason, what] =
+      dirStat.code === 'ENOTDIR'
+        ? (['not-a-directory', 'is not a directory (one of its parents is a file)'] as const)
+        : (['directory-inaccessible', 'cannot be accessed'] as const);
+    return cannot(path, undefined, reason, `${absolute} ${what}: ${dirStat.code}`, dirStat);
   }
   if (!dirStat.isDirectory()) {
-    return cannot(
-      lockPath(absolute, name),
-      'not-a-directory',
-      `${absolute} is a file, not a directory`,
-    );
+    const path = lockPath(absolute, name);
+    return cannot(path, undefined, 'not-a-directory', `${absolute} is a file, not a directory`);
   }
   let real: string;
   try {
@@ -158,10 +156,9 @@ export function inspectLock(dir: string, options?: InspectLockOptions): LockInsp
     throw new LockIOError(`Cannot resolve directory ${absolute}`, { cause: err });
   }
   const path = lockPath(real, name);
-  const fencePath = path + FENCE_SUFFIX;
-  const fenceCounter = readStoredCounter(fencePath);
+  const fenceCounter = readStoredCounter(path + FENCE_SUFFIX);
 
-  const lockStat = lstatOrError(path, false);
+  const lockStat = statOrError(path, lstat);
   if (lockStat instanceof Error) {
     if (lockStat.code !== 'ENOENT') {
       throw new LockIOError(`Cannot inspect lock file ${path}`, { cause: lockStat });
@@ -169,42 +166,14 @@ export function inspectLock(dir: string, options?: InspectLockOptions): LockInsp
     // An obtain creates the lock file (and the fence file) in the directory.
     const unwritable = accessError(real, constants.W_OK | constants.X_OK);
     if (unwritable !== undefined) {
-      return cannot(
-        path,
-        'directory-unwritable',
-        `cannot create ${name} in ${real}: ${unwritable.code}`,
-        unwritable,
-        fenceCounter,
-      );
+      const message = `cannot create ${name} in ${real}: ${unwritable.code}`;
+      return cannot(path, fenceCounter, 'directory-unwritable', message, unwritable);
     }
     return fenceProblem(real, path, fenceCounter) ?? free(path, 'no-lock-file', fenceCounter);
   }
-  if (lockStat.isSymbolicLink()) {
-    return cannot(
-      path,
-      'lock-file-symlink',
-      `${path} is a symbolic link, which locks never follow; remove it`,
-      undefined,
-      fenceCounter,
-    );
-  }
-  if (lockStat.isDirectory()) {
-    return cannot(
-      path,
-      'lock-file-directory',
-      `${path} is a directory, not a lock file; remove it`,
-      undefined,
-      fenceCounter,
-    );
-  }
-  if (!lockStat.isFile()) {
-    return cannot(
-      path,
-      'lock-file-not-regular',
-      `${path} is not a regular file (a FIFO, socket or device); remove it`,
-      undefined,
-      fenceCounter,
-    );
+  const kind = kindProblem(lockStat);
+  if (kind !== undefined) {
+    return cannot(path, fenceCounter, `lock-file-${kind}`, `${path} ${KIND_TEXT[kind]}`);
   }
   if (!native) {
     // A SimpleFS lock is the file's existence: held, or left behind by a holder that died.
@@ -219,13 +188,8 @@ export function inspectLock(dir: string, options?: InspectLockOptions): LockInsp
   }
   const unwritable = accessError(path, constants.R_OK | constants.W_OK);
   if (unwritable !== undefined) {
-    return cannot(
-      path,
-      'lock-file-unwritable',
-      `cannot open lock file ${path} for writing: ${unwritable.code}`,
-      unwritable,
-      fenceCounter,
-    );
+    const message = `lock file ${path} cannot be opened for writing: ${unwritable.code}`;
+    return cannot(path, fenceCounter, 'lock-file-unwritable', message, unwritable);
   }
   if (isLockedElsewhere(path)) {
     let holders: LockHolder[] | undefined;
@@ -243,31 +207,31 @@ export function inspectLock(dir: string, options?: InspectLockOptions): LockInsp
 function missingDirectory(absolute: string, path: string): LockInspection {
   let ancestor = dirname(absolute);
   for (;;) {
-    const st = lstatOrError(ancestor, true);
+    const st = statOrError(ancestor, stat);
     if (!(st instanceof Error)) {
       if (!st.isDirectory()) {
-        return cannot(
-          path,
-          'not-a-directory',
-          `${absolute} cannot be created: ${ancestor} is a file, not a directory`,
-        );
+        const message = `${absolute} cannot be created: ${ancestor} is a file, not a directory`;
+        return cannot(path, undefined, 'not-a-directory', message);
       }
       const unwritable = accessError(ancestor, constants.W_OK | constants.X_OK);
       if (unwritable !== undefined) {
-        return cannot(
-          path,
-          'directory-unwritable',
-          `${absolute} cannot be created in ${ancestor}: ${unwritable.code}`,
-          unwritable,
-        );
+        const message = `${absolute} cannot be created in ${ancestor}: ${unwritable.code}`;
+        return cannot(path, undefined, 'directory-unwritable', message, unwritable);
       }
       return free(path, 'no-directory', undefined);
     }
     if (st.code === 'ENOTDIR') {
-      return cannot(path, 'not-a-directory', `${absolute} is not under a directory`, st);
+      return cannot(
+        path,
+        undefined,
+        'not-a-directory',
+        `${absolute} is not a directory (one of its parents is a file)`,
+        st,
+      );
     }
     if (st.code !== 'ENOENT' || dirname(ancestor) === ancestor) {
-      return cannot(path, 'directory-inaccessible', `cannot access ${ancestor}: ${st.code}`, st);
+      const message = `${ancestor} cannot be accessed: ${st.code}`;
+      return cannot(path, undefined, 'directory-inaccessible', message, st);
     }
     ancestor = dirname(ancestor);
   }
@@ -283,40 +247,37 @@ function fenceProblem(
   fenceCounter: number | undefined,
 ): LockCannotBeTaken | undefined {
   const fencePath = path + FENCE_SUFFIX;
-  const st = lstatOrError(fencePath, false);
-  if (st instanceof Error) {
-    if (st.code !== 'ENOENT') {
-      throw new LockIOError(`Cannot inspect the fencing-token file ${fencePath}`, { cause: st });
-    }
-    const unwritable = accessError(dir, constants.W_OK | constants.X_OK);
-    return unwritable === undefined
-      ? undefined
-      : cannot(
-          path,
-          'fence-file-unwritable',
-          `cannot create the fencing-token file ${fencePath}: ${unwritable.code}`,
-          unwritable,
-          fenceCounter,
-        );
+  const st = statOrError(fencePath, lstat);
+  if (st instanceof Error && st.code !== 'ENOENT') {
+    throw new LockIOError(`Cannot inspect the fencing-token file ${fencePath}`, { cause: st });
   }
-  const fence = (reason: CannotLockReason, what: string, err?: NodeJS.ErrnoException) =>
-    cannot(path, reason, `the fencing-token file ${fencePath} ${what}`, err, fenceCounter);
-  if (st.isSymbolicLink()) {
-    return fence('fence-file-symlink', 'is a symbolic link, which locks never follow; remove it');
+  const kind = st instanceof Error ? undefined : kindProblem(st);
+  if (kind !== undefined) {
+    const message = `the fencing-token file ${fencePath} ${KIND_TEXT[kind]}`;
+    return cannot(path, fenceCounter, `fence-file-${kind}`, message);
   }
-  if (st.isDirectory()) return fence('fence-file-directory', 'is a directory; remove it');
-  if (!st.isFile()) {
-    return fence('fence-file-not-regular', 'is not a regular file (a FIFO, socket or device)');
-  }
-  const unwritable = accessError(fencePath, constants.R_OK | constants.W_OK);
-  return unwritable === undefined
-    ? undefined
-    : fence(
-        'fence-file-unwritable',
-        `cannot be opened for writing: ${unwritable.code}`,
-        unwritable,
-      );
+  // Missing: it is created in the directory; present: it is opened for reading and writing.
+  const unwritable =
+    st instanceof Error
+      ? accessError(dir, constants.W_OK | constants.X_OK)
+      : accessError(fencePath, constants.R_OK | constants.W_OK);
+  if (unwritable === undefined) return undefined;
+  const message = `the fencing-token file ${fencePath} cannot be ${st instanceof Error ? 'created' : 'opened for writing'}: ${unwritable.code}`;
+  return cannot(path, fenceCounter, 'fence-file-unwritable', message, unwritable);
 }
+
+/** What kind of entry a grant cannot open as its lock or fence file, if this is one. */
+function kindProblem(st: Stats): 'symlink' | 'directory' | 'not-regular' | undefined {
+  if (st.isSymbolicLink()) return 'symlink';
+  if (st.isDirectory()) return 'directory';
+  return st.isFile() ? undefined : 'not-regular';
+}
+
+const KIND_TEXT = {
+  symlink: 'is a symbolic link, which locks never follow; remove it',
+  directory: 'is a directory, not a file; remove it',
+  'not-regular': 'is not a regular file (a FIFO, socket or device); remove it',
+} as const;
 
 /** A read-only probe; O_NONBLOCK so that a FIFO swapped in meanwhile cannot block the open. */
 const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
@@ -341,7 +302,7 @@ function isLockedElsewhere(path: string): boolean {
  * fence-token-file.ts once that exists.
  */
 function readStoredCounter(fencePath: string): number | undefined {
-  const st = lstatOrError(fencePath, false);
+  const st = statOrError(fencePath, lstat);
   if (st instanceof Error || !st.isFile()) return undefined;
   let fd: number;
   try {
@@ -362,9 +323,13 @@ function readStoredCounter(fencePath: string): number | undefined {
   }
 }
 
-function lstatOrError(path: string, follow: boolean): Stats | NodeJS.ErrnoException {
+const stat = (path: string): Stats => statSync(path);
+const lstat = (path: string): Stats => lstatSync(path);
+
+/** `how(path)`, or the OS error it failed with. */
+function statOrError(path: string, how: (path: string) => Stats): Stats | NodeJS.ErrnoException {
   try {
-    return follow ? statSync(path) : lstatSync(path);
+    return how(path);
   } catch (err) {
     if (isErrno(err)) return err;
     throw err;
@@ -391,10 +356,10 @@ function free(
 
 function cannot(
   path: string,
+  fenceCounter: number | undefined,
   reason: CannotLockReason,
   message: string,
   err?: NodeJS.ErrnoException,
-  fenceCounter?: number,
 ): LockCannotBeTaken {
   const result: LockCannotBeTaken = { state: 'cannot-lock', path, fenceCounter, reason, message };
   if (err?.code !== undefined) result.errno = err.code;
