@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -190,4 +190,14 @@ test('status: usage errors exit 2 with one line `locksmith status: … (INVALID_
   });
   assert.equal(debug.code, USAGE);
   assert.match(debug.stderr, /^locksmith status: .*\n.*InvalidArgumentError.*\n\s+at /);
+});
+
+test('status: a FIFO at write.lock cannot be locked, and status does not block opening it', async () => {
+  using tmp = tempDir();
+  execFileSync('mkfifo', [join(tmp.path, 'write.lock')]);
+  // A generous bound that only a blocked open (waiting for a writer forever) can reach.
+  const result = await run([cliPath, 'status', tmp.path], { timeoutMs: 20_000 });
+  assertCannotLock(result, join(tmp.path, 'write.lock'), /not a regular file/);
+  const lock = await run([cliPath, 'lock', tmp.path, '--', 'true'], { timeoutMs: 20_000 });
+  assert.equal(lock.code, 1);
 });
