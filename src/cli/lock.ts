@@ -1,13 +1,13 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import { parseDuration } from '../core/duration.js';
-import { LockObtainFailedError } from '../core/errors.js';
+import { LockIOError, LockObtainFailedError } from '../core/errors.js';
 import { acquireLock, WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
 import { FSDirectory } from '../directory/fs-directory.js';
+import { inspectLock, type LockInspection } from '../directory/inspect-lock.js';
 import type { Lock } from '../directory/lock.js';
 import { NativeFSLockFactory, nativeLockDescriptor } from '../directory/native-fs-lock-factory.js';
 import { SimpleFSLockFactory } from '../directory/simple-fs-lock-factory.js';
-import { parseCommandLine, UsageError } from './args.js';
+import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
 
 export const USAGE =
   'locksmith lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]';
@@ -24,7 +24,10 @@ const FORWARDED: NodeJS.Signals[] = [
 /**
  * `flock(1)` for a directory: holds `write.lock` in `<dir>` while `<command>` runs and exits
  * with the command's code (128 + signal number if it was killed by a signal). When the lock is
- * held elsewhere it prints one line naming the directory and exits 1, or waits with `--wait`.
+ * held elsewhere it prints one line naming the directory and the holder and exits 1, or waits
+ * up to `--wait` (a duration with its unit). A lock that cannot be taken at all (the path is a
+ * file, the lock file a symlink or a directory, …) also exits 1, with the reason
+ * `locksmith status` gives. Every argument is checked before the directory is touched.
  * The command sees the fencing token in `LOCKSMITH_FENCING_TOKEN`. With the native factory
  * the command also inherits the lock's descriptor (as with `flock(1)`), so the lock stays held
  * until the command ends even if this process is killed.
@@ -35,15 +38,16 @@ export async function run(args: string[]): Promise<number> {
     wait: { type: 'string' },
   });
   if (positionals.length !== 1 || command === undefined || command.length === 0) {
-    throw new UsageError(`expected a directory, then -- and a command\nUsage: ${USAGE}`);
+    throw new UsageError(`expected a directory, then -- and a command; usage: ${USAGE}`);
   }
-  const dirPath = positionals[0] as string;
+  const dirPath = pathArgument('the directory', positionals[0]);
   const factoryName = (values.factory as string | undefined) ?? 'native';
   if (factoryName !== 'native' && factoryName !== 'simple') {
     throw new UsageError(`--factory must be native or simple, not ${JSON.stringify(factoryName)}`);
   }
-  const waitMs =
-    values.wait === undefined ? undefined : parseDuration(values.wait as string, '--wait');
+  const waitText = values.wait as string | undefined;
+  const waitMs = waitText === undefined ? undefined : durationOption('--wait', waitText);
+  // Everything is checked: only now is the directory opened (and created if missing).
   const factory =
     factoryName === 'simple' ? SimpleFSLockFactory.INSTANCE : NativeFSLockFactory.INSTANCE;
   const directory = await FSDirectory.open(dirPath, factory);
@@ -58,13 +62,7 @@ export async function run(args: string[]): Promise<number> {
         ? await directory.obtainLock(WRITE_LOCK_NAME)
         : await acquireLock(directory, { timeoutMs: waitMs, signal: giveUp.signal });
   } catch (err) {
-    if (err instanceof LockObtainFailedError) {
-      const after = waitMs === undefined ? '' : ` after waiting ${values.wait}`;
-      process.stderr.write(
-        `locksmith: ${directory.path} is locked${after} (${WRITE_LOCK_NAME} held elsewhere)\n`,
-      );
-      return 1;
-    }
+    if (err instanceof LockObtainFailedError) throw explainNotObtained(directory, err, waitText);
     throw err;
   } finally {
     for (const sig of FORWARDED) process.off(sig, onSignal);
@@ -74,6 +72,35 @@ export async function run(args: string[]): Promise<number> {
   } finally {
     await lock.close();
   }
+}
+
+/**
+ * The one-line reason an obtain failed, as `locksmith status` would tell it: who holds the
+ * lock, or why it cannot be taken at all (SimpleFS reports a directory or a symlink at the
+ * lock's name as "held", since its exclusive create fails the same way).
+ */
+function explainNotObtained(
+  directory: FSDirectory,
+  err: LockObtainFailedError,
+  waitText: string | undefined,
+): LockIOError {
+  let seen: LockInspection | undefined;
+  try {
+    seen = inspectLock(directory.path, { lockFactory: directory.lockFactory });
+  } catch {
+    seen = undefined; // The failure is still worth reporting without the detail.
+  }
+  if (seen?.state === 'cannot-lock') {
+    return new LockIOError(`cannot lock: ${seen.message}`, { cause: err });
+  }
+  const after = waitText === undefined ? '' : ` after waiting ${waitText}`;
+  const holders = seen?.state === 'held' ? (seen.holders ?? []) : [];
+  const pids = holders.flatMap((h) => (h.pid === undefined ? [] : [h.pid]));
+  const by = pids.length > 0 ? `held by pid ${pids.join(', ')}` : 'held by another process';
+  return new LockObtainFailedError(
+    `${directory.path} is locked${after}: ${WRITE_LOCK_NAME} is ${by}`,
+    { cause: err, code: err.code === 'LOCK_TIMEOUT' ? 'LOCK_TIMEOUT' : 'LOCK_OBTAIN_FAILED' },
+  );
 }
 
 function runCommand(command: string[], lock: Lock): Promise<number> {
@@ -89,7 +116,7 @@ function runCommand(command: string[], lock: Lock): Promise<number> {
   for (const sig of FORWARDED) process.on(sig, forward);
   return new Promise<number>((resolve) => {
     child.once('error', (err: NodeJS.ErrnoException) => {
-      process.stderr.write(`locksmith: cannot run ${file}: ${err.code ?? err.message}\n`);
+      process.stderr.write(`locksmith lock: cannot run ${file} (${err.code ?? err.message})\n`);
       resolve(err.code === 'ENOENT' ? 127 : 126);
     });
     child.once('exit', (code, signal) => {

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-import { LocksmithError } from '../core/errors.js';
-import { UsageError } from './args.js';
+import { isErrno, LocksmithError } from '../core/errors.js';
 
 /**
  * The `locksmith` command. Each subcommand lives in its own file and exports
- * `run(args): Promise<number>` (the exit code); usage errors exit 2 unless the subcommand's
- * original (Lucene's stress test) says otherwise.
+ * `run(args): Promise<number>` (the exit code). What a command throws is printed on one line
+ * (see {@link errorLine}) and exits 2 for a usage error (`INVALID_ARGUMENT`), 1 otherwise;
+ * `verify-server` and `stress` keep Lucene's exit codes, which they return themselves.
  */
 const COMMANDS: Record<
   string,
@@ -48,10 +48,57 @@ async function main(argv: string[]): Promise<number> {
   }
   const command = COMMANDS[name];
   if (command === undefined) {
-    process.stderr.write(`locksmith: unknown command ${JSON.stringify(name)}\n${usage()}\n`);
+    process.stderr.write(
+      `locksmith: unknown command ${JSON.stringify(name)}; run "locksmith help" for the commands (INVALID_ARGUMENT)\n`,
+    );
     return 2;
   }
-  return (await command.load()).run(rest);
+  try {
+    return await (await command.load()).run(rest);
+  } catch (err) {
+    process.stderr.write(`${errorLine(name, err)}\n`);
+    if (process.env.LOCKSMITH_DEBUG === '1') process.stderr.write(`${stackOf(err)}\n`);
+    return isInvalidArgument(err) ? 2 : 1;
+  }
+}
+
+function isInvalidArgument(err: unknown): boolean {
+  return err instanceof LocksmithError && err.code === 'INVALID_ARGUMENT';
+}
+
+/**
+ * Every error a command throws becomes one line, `locksmith <cmd>: <message> (<CODE>)`: the
+ * LocksmithError code, else the OS error code (`ENOENT`, …). The OS error behind a
+ * LocksmithError is named too, since its message alone ("Cannot open …") does not say why.
+ * The stack is for LOCKSMITH_DEBUG=1 only.
+ */
+function errorLine(command: string, err: unknown): string {
+  const who = command === '' ? 'locksmith' : `locksmith ${command}`;
+  const oneLine = (text: string) => text.replace(/\s*\n\s*/g, '; ').trim();
+  if (!(err instanceof Error)) return `${who}: ${oneLine(String(err))} (INTERNAL)`;
+  let message = oneLine(err.message);
+  const cause = err.cause;
+  if (err instanceof LocksmithError) {
+    if (
+      !(cause instanceof LocksmithError) &&
+      isErrno(cause) &&
+      !message.includes(cause.code as string)
+    )
+      message += `: ${cause.code}`;
+    return `${who}: ${message} (${err.code})`;
+  }
+  if (isErrno(err)) return `${who}: ${message} (${err.code})`;
+  return `${who}: ${message} (INTERNAL; LOCKSMITH_DEBUG=1 shows the stack)`;
+}
+
+/** The stack of `err` and of each of its causes. */
+function stackOf(err: unknown): string {
+  const parts: string[] = [];
+  for (let e = err, depth = 0; e !== undefined && depth < 8; depth++) {
+    parts.push(e instanceof Error ? (e.stack ?? String(e)) : String(e));
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.join('\nCaused by: ');
 }
 
 main(process.argv.slice(2)).then(
@@ -59,19 +106,8 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    if (
-      err instanceof UsageError ||
-      (err instanceof LocksmithError && err.code === 'INVALID_ARGUMENT')
-    ) {
-      process.stderr.write(`locksmith: ${err.message}\n`);
-      process.exitCode = 2;
-      return;
-    }
-    const detail =
-      err instanceof LocksmithError
-        ? `${err.message} [${err.code}]`
-        : String((err as Error)?.stack ?? err);
-    process.stderr.write(`locksmith: ${detail}\n`);
+    // main catches what the commands throw; this is for a failure of the dispatcher itself.
+    process.stderr.write(`${errorLine('', err)}\n`);
     process.exitCode = 1;
   },
 );

@@ -1,92 +1,96 @@
-import { closeSync, constants, openSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { LockIOError } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
 import { WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
-import { FENCE_SUFFIX } from '../directory/fence-token-file.js';
-import { fileLocks } from '../os/file-lock.js';
-import { lockHolders } from '../os/lock-holders.js';
-import { parseCommandLine, UsageError } from './args.js';
+import { inspectLock, type LockInspection } from '../directory/inspect-lock.js';
+import { NativeFSLockFactory } from '../directory/native-fs-lock-factory.js';
+import { SimpleFSLockFactory } from '../directory/simple-fs-lock-factory.js';
+import { parseCommandLine, pathArgument, UsageError } from './args.js';
 
 export const USAGE = 'locksmith status <dir> [--name <lock>] [--factory native|simple]';
 
+/** The exit codes of `locksmith status`. */
+export const STATUS_EXIT = {
+  /** An obtain would succeed now. */
+  FREE: 0,
+  /** Held (for SimpleFS: the lock file exists, perhaps left behind by a dead holder). */
+  HELD: 1,
+  /** A bad command line. */
+  USAGE: 2,
+  /** An obtain would fail for another reason than "held" (the path is a file, a symlink, …). */
+  CANNOT_LOCK: 3,
+} as const;
+
 /**
- * Tells whether a lock in `<dir>` is held and, where the OS says, by which process. Exit code
- * 0 when free, 1 when held (or, for SimpleFS, when the lock file exists: it may be stale).
- * Nothing is created or modified: the lock file is only opened read-only.
+ * Tells whether a lock in `<dir>` is free, held (by which process, where the OS says) or
+ * cannot be taken at all, as {@link inspectLock} sees it: the same checks `locksmith lock`
+ * would fail on. Prints on stdout; exits with {@link STATUS_EXIT}. Every argument is checked
+ * before anything is looked at; nothing is created or modified.
  */
 export async function run(args: string[]): Promise<number> {
   const { values, positionals, command } = parseCommandLine(args, {
     name: { type: 'string' },
     factory: { type: 'string' },
   });
-  if (positionals.length !== 1 || command !== undefined)
-    throw new UsageError(`expected one directory\nUsage: ${USAGE}`);
-  const factory = (values.factory as string | undefined) ?? 'native';
-  if (factory !== 'native' && factory !== 'simple') {
-    throw new UsageError(`--factory must be native or simple, not ${JSON.stringify(factory)}`);
+  if (positionals.length !== 1 || command !== undefined) {
+    throw new UsageError(`expected one directory; usage: ${USAGE}`);
   }
-  const name = validateLockName((values.name as string | undefined) ?? WRITE_LOCK_NAME);
-  let dir: string;
-  try {
-    dir = realpathSync(resolve(positionals[0] as string));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      process.stdout.write(
-        `${join(resolve(positionals[0] as string), name)}: free (no such directory)\n`,
-      );
-      return 0;
-    }
-    throw new LockIOError(`Cannot access directory ${positionals[0]}`, { cause: err });
+  const dir = pathArgument('the directory', positionals[0]);
+  const factoryName = (values.factory as string | undefined) ?? 'native';
+  if (factoryName !== 'native' && factoryName !== 'simple') {
+    throw new UsageError(`--factory must be native or simple, not ${JSON.stringify(factoryName)}`);
   }
-  const path = join(dir, name);
-  const out = (line: string) => process.stdout.write(`${line}\n`);
-
-  let st: ReturnType<typeof statSync>;
-  try {
-    st = statSync(path);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    out(`${path}: free (no lock file)`);
-    return 0;
+  const name = validateLockName((values.name as string | undefined) ?? WRITE_LOCK_NAME, '--name');
+  const lockFactory =
+    factoryName === 'simple' ? SimpleFSLockFactory.INSTANCE : NativeFSLockFactory.INSTANCE;
+  const inspection = inspectLock(dir, { name, lockFactory });
+  process.stdout.write(
+    report(inspection)
+      .map((line) => `${line}\n`)
+      .join(''),
+  );
+  switch (inspection.state) {
+    case 'free':
+      return STATUS_EXIT.FREE;
+    case 'held':
+      return STATUS_EXIT.HELD;
+    case 'cannot-lock':
+      return STATUS_EXIT.CANNOT_LOCK;
   }
-  const token = lastToken(path);
-  if (token !== undefined) out(`fencing counter: ${token} (every token issued so far is below it)`);
-  if (factory === 'simple') {
-    out(
-      `${path}: held or stale (SimpleFS lock file created ${st.birthtime.toISOString()}); remove it only if its holder is gone`,
-    );
-    return 1;
-  }
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-  let held: boolean;
-  try {
-    held = fileLocks().isLockedElsewhere(fd, path);
-  } finally {
-    closeSync(fd);
-  }
-  if (!held) {
-    out(`${path}: free`);
-    return 0;
-  }
-  const holders = lockHolders(path);
-  if (holders === undefined || holders.length === 0) {
-    out(`${path}: held (the OS does not say by which process)`);
-  } else {
-    for (const h of holders) {
-      out(
-        `${path}: held by ${h.pid === undefined ? 'an unknown process' : `pid ${h.pid}`} [${h.kind}]${h.command ? ` ${h.command}` : ''}`,
-      );
-    }
-  }
-  return 1;
 }
 
-function lastToken(path: string): string | undefined {
-  try {
-    const text = readFileSync(path + FENCE_SUFFIX, 'latin1').trim();
-    return /^\d+$/.test(text) ? String(Number(text)) : undefined;
-  } catch {
-    return undefined;
+/** The lines printed: the counter first when known, then one line per holder or state. */
+function report(inspection: LockInspection): string[] {
+  const { path } = inspection;
+  const lines =
+    inspection.fenceCounter === undefined
+      ? []
+      : [`fencing counter: ${inspection.fenceCounter} (no token issued so far is above it)`];
+  switch (inspection.state) {
+    case 'free': {
+      const detail = {
+        'no-directory': ' (no such directory)',
+        'no-lock-file': ' (no lock file)',
+        unlocked: '',
+      }[inspection.detail];
+      lines.push(`${path}: free${detail}`);
+      break;
+    }
+    case 'held':
+      if (inspection.mayBeStale) {
+        lines.push(
+          `${path}: held or stale (SimpleFS lock file created ${inspection.since?.toISOString()}); remove it only if its holder is gone`,
+        );
+      } else if (inspection.holders === undefined || inspection.holders.length === 0) {
+        lines.push(`${path}: held (the OS does not say by which process)`);
+      } else {
+        for (const h of inspection.holders) {
+          const who = h.pid === undefined ? 'an unknown process' : `pid ${h.pid}`;
+          lines.push(`${path}: held by ${who} [${h.kind}]${h.command ? ` ${h.command}` : ''}`);
+        }
+      }
+      break;
+    case 'cannot-lock':
+      lines.push(`${path}: cannot lock: ${inspection.message}`);
+      break;
   }
+  return lines;
 }

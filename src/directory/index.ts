@@ -7,6 +7,16 @@ export { FENCE_SUFFIX } from './fence-token-file.js';
 export { FilterDirectory } from './filter-directory.js';
 export { FSDirectory } from './fs-directory.js';
 export { FSLockFactory } from './fs-lock-factory.js';
+export {
+  type CannotLockReason,
+  type InspectLockOptions,
+  inspectLock,
+  type LockCannotBeTaken,
+  type LockFree,
+  type LockHeld,
+  type LockHolder,
+  type LockInspection,
+} from './inspect-lock.js';
 export type { Lock } from './lock.js';
 export { LockFactory } from './lock-factory.js';
 export {

@@ -1,9 +1,17 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { cliPath, exitOf, holdLockInChild, run, tempDir, waitForLine } from '../helpers.js';
+import {
+  cliPath,
+  exitOf,
+  holdLockInChild,
+  orphanProof,
+  run,
+  tempDir,
+  waitForLine,
+} from '../helpers.js';
 
 test('lock runs the command under the lock and passes its exit code and the fencing token', async () => {
   using tmp = tempDir();
@@ -28,14 +36,19 @@ test('lock runs the command under the lock and passes its exit code and the fenc
 test('lock fails with one line naming the directory when held elsewhere, or waits with --wait', async () => {
   using tmp = tempDir();
   const holder = await holdLockInChild(tmp.path);
+  orphanProof(holder.child); // a failed assertion must not leave the run waiting for it
   const busy = await run([cliPath, 'lock', tmp.path, '--', 'true']);
   assert.equal(busy.code, 1);
   assert.equal(busy.stderr.trim().split('\n').length, 1);
-  assert.match(busy.stderr, new RegExp(`${tmp.path}.* is locked`));
+  assert.match(busy.stderr, new RegExp(`^locksmith lock: ${tmp.path}.* is locked`));
+  assert.match(
+    busy.stderr,
+    new RegExp(`held by pid ${holder.child.pid}\\b.*\\(LOCK_OBTAIN_FAILED\\)\n$`),
+  );
 
   const timedOut = await run([cliPath, 'lock', tmp.path, '--wait', '200ms', '--', 'true']);
   assert.equal(timedOut.code, 1);
-  assert.match(timedOut.stderr, /is locked after waiting 200ms/);
+  assert.match(timedOut.stderr, /is locked after waiting 200ms: .*\(LOCK_TIMEOUT\)\n$/);
 
   const waiting = run([cliPath, 'lock', tmp.path, '--wait', '30s', '--', 'sh', '-c', 'echo ran']);
   await new Promise((r) => setTimeout(r, 300));
@@ -69,23 +82,70 @@ test('lock: the command keeps the lock even if locksmith is killed with SIGKILL'
   assert.equal(free.code, 0);
 });
 
-test('lock usage errors exit 2 with a clear message', async () => {
+test('lock usage errors exit 2 with one line `locksmith lock: … (INVALID_ARGUMENT)`, before anything is created', async () => {
   using tmp = tempDir();
+  const dir = join(tmp.path, 'not-yet');
   for (const args of [
     ['lock'],
-    ['lock', tmp.path],
-    ['lock', tmp.path, '--'],
-    ['lock', tmp.path, '--factory', 'bogus', '--', 'true'],
-    ['lock', tmp.path, '--wait', 'soon', '--', 'true'],
-    ['lock', tmp.path, '--wait', '-1s', '--', 'true'],
-    ['lock', tmp.path, '--nope', '--', 'true'],
+    ['lock', dir],
+    ['lock', dir, '--'],
+    ['lock', '', '--', 'true'],
+    ['lock', dir, '--factory', 'bogus', '--', 'true'],
+    ['lock', dir, '--wait', 'soon', '--', 'true'],
+    ['lock', dir, '--wait', '-1s', '--', 'true'],
+    ['lock', dir, '--wait', '--', 'true'],
+    ['lock', dir, '--nope', '--', 'true'],
   ]) {
     const result = await run([cliPath, ...args]);
     assert.equal(result.code, 2, args.join(' '));
-    assert.match(result.stderr, /^locksmith: /);
+    assert.match(result.stderr, /^locksmith lock: [^\n]+ \(INVALID_ARGUMENT\)\n$/, args.join(' '));
   }
+  assert.ok(!existsSync(dir), 'the directory was not created');
   const missing = await run([cliPath, 'lock', tmp.path, '--', '/no/such/program']);
   assert.equal(missing.code, 127);
+  assert.equal(missing.stderr, 'locksmith lock: cannot run /no/such/program (ENOENT)\n');
+});
+
+test('lock --wait refuses a bare number (ms or s?) and shows the option with a unit', async () => {
+  using tmp = tempDir();
+  const dir = join(tmp.path, 'not-yet');
+  for (const [value, example] of [
+    ['2', '--wait 2s'],
+    ['0.5', '--wait 0.5s'],
+  ] as const) {
+    const result = await run([cliPath, 'lock', dir, '--wait', value, '--', 'true']);
+    assert.equal(result.code, 2, result.stderr);
+    assert.ok(result.stderr.includes(example), result.stderr);
+    assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+  }
+  assert.ok(!existsSync(dir), 'nothing was taken or created');
+});
+
+test('lock --wait -1s names the negative duration in one line, not "argument is ambiguous"', async () => {
+  using tmp = tempDir();
+  for (const args of [['--wait', '-1s'], ['--wait', '-2'], ['--wait=-1s']]) {
+    const result = await run([cliPath, 'lock', tmp.path, ...args, '--', 'true']);
+    assert.equal(result.code, 2, args.join(' '));
+    assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+    assert.match(result.stderr, /^locksmith lock: --wait "-\S+" is negative/);
+    assert.doesNotMatch(result.stderr, /ambiguous/);
+  }
+  assert.deepEqual(readdirSync(tmp.path), [], 'no lock file was created');
+});
+
+test('lock errors are one line with their code, the stack only with LOCKSMITH_DEBUG=1', async () => {
+  using tmp = tempDir();
+  const file = join(tmp.path, 'file');
+  writeFileSync(file, '');
+  const plain = await run([cliPath, 'lock', file, '--', 'true']);
+  assert.equal(plain.code, 1);
+  assert.match(plain.stderr, /^locksmith lock: [^\n]*file[^\n]* \(IO_ERROR\)\n$/);
+  const debug = await run([cliPath, 'lock', file, '--', 'true'], {
+    env: { ...process.env, LOCKSMITH_DEBUG: '1' },
+  });
+  assert.equal(debug.code, 1);
+  assert.match(debug.stderr, /^locksmith lock: .*\(IO_ERROR\)\n/);
+  assert.match(debug.stderr, /\n\s+at /, 'a stack follows');
 });
 
 test('lock --factory simple removes its lock file afterwards', async () => {

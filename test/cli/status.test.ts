@@ -1,29 +1,59 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { cliPath, exitOf, holdLockInChild, run, tempDir } from '../helpers.js';
+import {
+  cliPath,
+  exitOf,
+  holdLockInChild,
+  orphanProof,
+  run,
+  tempDir,
+  waitForLine,
+} from '../helpers.js';
+
+/** `locksmith status`'s documented exit codes. */
+const FREE = 0;
+const HELD = 1;
+const USAGE = 2;
+const CANNOT_LOCK = 3;
+
+/** One line on stdout naming the path and the reason; nothing on stderr, no stack. */
+function assertCannotLock(
+  result: Awaited<ReturnType<typeof run>>,
+  path: string,
+  reason: RegExp,
+): void {
+  assert.equal(result.code, CANNOT_LOCK, `${result.stdout}${result.stderr}`);
+  assert.equal(result.stderr, '');
+  const lines = result.stdout.trim().split('\n');
+  assert.equal(lines.length, 1, result.stdout);
+  assert.ok(lines[0]?.startsWith(`${path}: cannot lock: `), lines[0]);
+  assert.match(lines[0] as string, reason);
+}
 
 test('status reports free, then held with the holder pid, without creating anything', async () => {
   using tmp = tempDir();
   const missing = await run([cliPath, 'status', join(tmp.path, 'nope')]);
-  assert.equal(missing.code, 0);
+  assert.equal(missing.code, FREE);
   assert.match(missing.stdout, /free \(no such directory\)/);
   const free = await run([cliPath, 'status', tmp.path]);
-  assert.equal(free.code, 0);
+  assert.equal(free.code, FREE);
   assert.match(free.stdout, /free \(no lock file\)/);
   assert.deepEqual(readdirSync(tmp.path), []);
 
   const { child, token } = await holdLockInChild(tmp.path);
+  orphanProof(child);
   const held = await run([cliPath, 'status', tmp.path]);
-  assert.equal(held.code, 1);
+  assert.equal(held.code, HELD);
   assert.match(held.stdout, new RegExp(`held by pid ${child.pid} \\[OFDLCK\\]`));
   const counter = Number(/fencing counter: (\d+)/.exec(held.stdout)?.[1]);
   assert.ok(counter > token, `the counter (${counter}) is above every token issued (${token})`);
   child.kill('SIGKILL');
   await exitOf(child);
   const after = await run([cliPath, 'status', tmp.path]);
-  assert.equal(after.code, 0);
+  assert.equal(after.code, FREE);
   assert.match(after.stdout, /write\.lock: free$/m);
 });
 
@@ -33,8 +63,141 @@ test('status with --factory simple reports an existing lock file as held or stal
   child.kill('SIGKILL');
   await exitOf(child);
   const stale = await run([cliPath, 'status', tmp.path, '--factory', 'simple']);
-  assert.equal(stale.code, 1);
+  assert.equal(stale.code, HELD);
   assert.match(stale.stdout, /held or stale/);
   const bad = await run([cliPath, 'status', tmp.path, '--name', '../etc']);
-  assert.equal(bad.code, 2);
+  assert.equal(bad.code, USAGE);
+});
+
+test('status: a directory that is a regular file cannot be locked (exit 3, one line, no stack)', async () => {
+  using tmp = tempDir();
+  const file = join(tmp.path, 'file');
+  writeFileSync(file, 'data');
+  assertCannotLock(
+    await run([cliPath, 'status', file]),
+    join(file, 'write.lock'),
+    /is a file, not a directory/,
+  );
+  // Below a file (ENOTDIR), too.
+  assertCannotLock(
+    await run([cliPath, 'status', join(file, 'sub')]),
+    join(file, 'sub', 'write.lock'),
+    /not a directory/,
+  );
+  const lock = await run([cliPath, 'lock', file, '--', 'true']);
+  assert.equal(lock.code, 1, 'lock fails on it as well');
+});
+
+test('status: a symlink at write.lock cannot be locked, whether it points to a file or nowhere', async () => {
+  using tmp = tempDir();
+  const target = join(tmp.path, 'target');
+  writeFileSync(target, '');
+  for (const [name, to] of [
+    ['to-file', target],
+    ['dangling', join(tmp.path, 'nothing')],
+  ] as const) {
+    const dir = join(tmp.path, name);
+    mkdirSync(dir);
+    symlinkSync(to, join(dir, 'write.lock'));
+    assertCannotLock(await run([cliPath, 'status', dir]), join(dir, 'write.lock'), /symbolic link/);
+    const lock = await run([cliPath, 'lock', dir, '--', 'true']);
+    assert.equal(lock.code, 1, `lock fails on the ${name} symlink too`);
+    assert.equal(lock.stderr.trim().split('\n').length, 1, lock.stderr);
+  }
+});
+
+test('status: a directory at write.lock cannot be locked, for either factory, as lock finds', async () => {
+  using tmp = tempDir();
+  mkdirSync(join(tmp.path, 'write.lock'));
+  for (const factory of ['native', 'simple']) {
+    assertCannotLock(
+      await run([cliPath, 'status', tmp.path, '--factory', factory]),
+      join(tmp.path, 'write.lock'),
+      /is a directory/,
+    );
+    const lock = await run([cliPath, 'lock', tmp.path, '--factory', factory, '--', 'true']);
+    assert.equal(lock.code, 1, factory);
+    assert.match(lock.stderr, /^locksmith lock: .*write\.lock is a directory.* \((IO_ERROR)\)\n$/);
+  }
+});
+
+test('status: a symlink or a directory at write.lock.fence cannot be locked: a grant would fail', async () => {
+  using tmp = tempDir();
+  const target = join(tmp.path, 'target');
+  writeFileSync(target, '');
+  const viaLink = join(tmp.path, 'link');
+  mkdirSync(viaLink);
+  symlinkSync(target, join(viaLink, 'write.lock.fence'));
+  const viaDir = join(tmp.path, 'dir');
+  mkdirSync(join(viaDir, 'write.lock.fence'), { recursive: true });
+  for (const [dir, reason] of [
+    [viaLink, /fencing-token file .* is a symbolic link/],
+    [viaDir, /fencing-token file .* is a directory/],
+  ] as const) {
+    assertCannotLock(await run([cliPath, 'status', dir]), join(dir, 'write.lock'), reason);
+    const lock = await run([cliPath, 'lock', dir, '--', 'true']);
+    assert.equal(lock.code, 1);
+    assert.equal(lock.stderr.trim().split('\n').length, 1, lock.stderr);
+  }
+});
+
+test('status: held by `locksmith lock DIR -- sleep` names the processes, free once it ends', async () => {
+  using tmp = tempDir();
+  const holder = orphanProof(
+    spawn(
+      process.execPath,
+      [cliPath, 'lock', tmp.path, '--', 'sh', '-c', 'echo started; exec sleep 30'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    ),
+  );
+  await waitForLine(holder, /^started/);
+  const held = await run([cliPath, 'status', tmp.path]);
+  assert.equal(held.code, HELD, held.stdout);
+  assert.match(held.stdout, new RegExp(`held by pid ${holder.pid} \\[OFDLCK\\]`));
+  assert.match(held.stdout, /held by pid \d+ \[OFDLCK\] sleep 30/, 'the command inherits it');
+  assert.equal(held.stderr, '');
+  holder.kill('SIGTERM'); // forwarded to the command
+  await exitOf(holder);
+  const free = await run([cliPath, 'status', tmp.path]);
+  assert.equal(free.code, FREE, free.stdout);
+});
+
+test('status: usage errors exit 2 with one line `locksmith status: … (INVALID_ARGUMENT)`, no stack', async () => {
+  using tmp = tempDir();
+  const missing = join(tmp.path, 'missing');
+  for (const args of [
+    ['status'],
+    ['status', missing, missing],
+    ['status', missing, '--name'],
+    ['status', missing, '--name', ''],
+    ['status', missing, '--name', 'a/b'],
+    ['status', missing, '--factory', 'bogus'],
+    ['status', missing, '--nope'],
+    ['status', missing, '--', 'x'],
+  ]) {
+    const result = await run([cliPath, ...args]);
+    assert.equal(result.code, USAGE, args.join(' '));
+    assert.match(
+      result.stderr,
+      /^locksmith status: [^\n]+ \(INVALID_ARGUMENT\)\n$/,
+      args.join(' '),
+    );
+    assert.equal(result.stdout, '');
+  }
+  assert.ok(!existsSync(missing), 'nothing was created');
+  const debug = await run([cliPath, 'status', missing, '--name', ''], {
+    env: { ...process.env, LOCKSMITH_DEBUG: '1' },
+  });
+  assert.equal(debug.code, USAGE);
+  assert.match(debug.stderr, /^locksmith status: .*\n.*InvalidArgumentError.*\n\s+at /);
+});
+
+test('status: a FIFO at write.lock cannot be locked, and status does not block opening it', async () => {
+  using tmp = tempDir();
+  execFileSync('mkfifo', [join(tmp.path, 'write.lock')]);
+  // A generous bound that only a blocked open (waiting for a writer forever) can reach.
+  const result = await run([cliPath, 'status', tmp.path], { timeoutMs: 20_000 });
+  assertCannotLock(result, join(tmp.path, 'write.lock'), /not a regular file/);
+  const lock = await run([cliPath, 'lock', tmp.path, '--', 'true'], { timeoutMs: 20_000 });
+  assert.equal(lock.code, 1);
 });
