@@ -8,8 +8,8 @@ import { lockPath } from './lock-file.js';
 export const FENCE_SUFFIX = '.fence';
 const WIDTH = 20;
 /**
- * LEAD, in µs of wall clock: no token and no stored counter is ever more than this ahead of
- * the wall clock at the moment it was issued or written (while the clock does not go back).
+ * LEAD, in µs of wall clock: every token is below, and every stored counter at most, the wall
+ * clock at the moment it was issued or written plus this (while the clock does not go back).
  * It is also the reservation window: a process that wrote the counter may issue tokens for
  * up to this long without writing again.
  */
@@ -51,17 +51,17 @@ const lastOfClosed = new Map<string, number>();
  *
  * The counter lives in `<name>.fence` beside the lock (the lock file itself must stay empty:
  * Lucene checks its size), as fixed-width decimal. It holds a **reservation**: every token
- * issued so far is ≤ the stored value, and the process that wrote it may keep issuing tokens
- * up to it without writing, for as long as the file is provably untouched since.
+ * issued so far is below the stored value, and the process that wrote it may keep issuing
+ * tokens below it without writing, for as long as the file is provably untouched since.
  *
  * The guarantee: tokens strictly increase across every grant of the lock on the machine,
  * whatever happens to the fence file (deleted, truncated, garbled, replaced by another file,
  * even by an old copy of itself), provided the wall clock does not go back. It rests on one
- * invariant: **no token is ever more than {@link FENCE_LEAD_MICROS} ahead of the wall clock
- * (µs) read when it was issued**. So a grant that cannot trust its own reservation issues
- * `max(clock + LEAD, stored + 1, own last + 1)`: the clock term beats every earlier token
+ * invariant: **every token is below the wall clock (µs) read when it was issued plus
+ * {@link FENCE_LEAD_MICROS}**. So a grant that cannot trust its own reservation issues
+ * `max(clock + LEAD − 1, stored, own last + 1)`: the clock term beats every earlier token
  * (each read an earlier clock), the stored term covers a clock set back while the file
- * survives. The reservation written is `max(token, clock + LEAD)`, never "token + window",
+ * survives. The reservation written is `max(token + 1, clock + LEAD)`, never "token + window",
  * so hand-overs between processes do not push the counter further and further ahead.
  *
  * A grant may issue from its reservation (one `lstat` + one `pread`, no write) only when the
@@ -96,7 +96,7 @@ export function advanceFenceTokenOf(lockFile: string, wallMs: number): number {
       ) {
         // Untouched since our write: nobody else issued a token since, count on from ours.
         const token = Math.max((file.last as number) + 1, Math.floor(wallMs * 1000));
-        if (token <= file.reserved) {
+        if (token < file.reserved) {
           file.last = token;
           return token;
         }
@@ -115,7 +115,7 @@ export function advanceFenceTokenOf(lockFile: string, wallMs: number): number {
 
 /**
  * The stored fencing counter of the lock file at `lockFile`: every token issued so far for
- * that lock is ≤ it (unless the file was tampered with). `undefined` when the fence file is
+ * that lock is below it (unless the file was tampered with). `undefined` when the fence file is
  * missing, unreadable, not a regular file or garbled. Reads only; never creates the file.
  */
 export function readFenceCounter(lockFile: string): number | undefined {
@@ -146,7 +146,7 @@ export function readFenceCounter(lockFile: string): number | undefined {
 /**
  * A grant that cannot issue from its own reservation: first use in this process, the file
  * deleted, replaced, renamed, truncated or written by someone else. Re-opens the path when it
- * no longer names our descriptor's file, then issues above the clock + LEAD floor.
+ * no longer names our descriptor's file, then issues at least clock + LEAD − 1.
  */
 function takeOver(
   lockFile: string,
@@ -170,14 +170,15 @@ function takeOver(
   }
   const stored = readCounter(file.fd);
   const now = clockMicros(wallMs);
-  let token = now + FENCE_LEAD_MICROS;
-  if (stored !== undefined && stored >= token) token = stored + 1;
+  // Every earlier token is below an earlier clock + LEAD, and below any genuine stored value.
+  let token = now + FENCE_LEAD_MICROS - 1;
+  if (stored !== undefined && stored > token) token = stored;
   if (file.last !== undefined && file.last >= token) token = file.last + 1;
   return write(file, token, wallMs, now);
 }
 
 /**
- * Stores the reservation `max(token, clock + LEAD)` and issues `token`. The descriptor is
+ * Stores the reservation `max(token + 1, clock + LEAD)` and issues `token`. The descriptor is
  * written only after an `fstat` shows it is still the fence file it was opened for (a
  * descriptor closed and reused behind our back is never written to).
  */
@@ -190,7 +191,7 @@ function write(file: FenceFile, token: number, wallMs: number, now = clockMicros
   if (statIfOurs(file) === undefined) {
     throw new LockIOError(`The descriptor of the fencing-token file ${file.path} was closed`);
   }
-  const reserved = Math.max(token, now + FENCE_LEAD_MICROS);
+  const reserved = Math.max(token + 1, now + FENCE_LEAD_MICROS);
   buf.write(`${String(reserved).padStart(WIDTH, '0')}\n`, 0, 'latin1');
   writeSync(file.fd, buf, 0, WIDTH + 1, 0);
   const st = fileCalls().fstat(file.fd);

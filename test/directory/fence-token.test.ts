@@ -280,7 +280,8 @@ test('native: a counter far ahead of the clock is continued from; one too large 
   const ahead = Date.now() * 1000 + 86_400_000_000;
   writeFileSync(fence, `${String(ahead).padStart(20, '0')}\n`);
   const other = await Granter.start(tmp.path);
-  assert.ok(tokens.accept(await other.grant(), 'ahead') > ahead);
+  // Every token issued is below the stored counter, so the next may be the counter itself.
+  assert.ok(tokens.accept(await other.grant(), 'ahead') >= ahead);
   tokens.accept(await granter.grant(5), 'ahead, the first process');
   tokens.accept(await other.grant(5), 'ahead, again');
   writeFileSync(fence, `${String(2 ** 53 - 2).padStart(20, '0')}\n`);
