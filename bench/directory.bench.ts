@@ -19,6 +19,7 @@ import {
   constants,
   existsSync,
   fstatSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -137,8 +138,8 @@ interface Candidate {
 
 /**
  * Diagnostic: the system calls one NativeFS obtain+release makes (open, fcntl(F_OFD_SETLK),
- * fstat, pread of the kept-open fence file, close; and fstat + pwrite of the fence file when
- * its 10 ms reservation runs out), made through the same Node fs calls and koffi binding, with
+ * fstat, lstat of the fence file's path, pread of the kept-open fence file, close; and
+ * fstat + pwrite + fstat of the fence file when its 10 ms reservation runs out), made through the same Node fs calls and koffi binding, with
  * none of locksmith's own code. Linux on 64-bit only, like the OFD layer.
  */
 function nodeSyscallsOp(dir: string): Candidate | undefined {
@@ -172,6 +173,7 @@ function nodeSyscallsOp(dir: string): Candidate | undefined {
       flock.writeInt16LE(F_WRLCK, 0);
       if (fcntl(fd, F_OFD_SETLK, flock) !== 0) throw new Error('fcntl(F_OFD_SETLK) failed');
       fstatSync(fd);
+      lstatSync(`${lockPath}.fence`);
       readSync(fence, counter, 0, 21, 0);
       last = Math.max(last + 1, Date.now() * 1000);
       if (last > reserved) {
@@ -179,6 +181,7 @@ function nodeSyscallsOp(dir: string): Candidate | undefined {
         reserved = last + 10_000;
         counter.write(`${String(reserved).padStart(20, '0')}\n`, 0, 'latin1');
         writeSync(fence, counter, 0, 21, 0);
+        fstatSync(fence);
       }
       closeSync(fd);
     },
@@ -255,7 +258,7 @@ async function uncontended(floorExe: string | undefined): Promise<void> {
     samples.set(name, list);
   };
   const FLOOR = 'floor: C open+OFD lock+fstat+unlock+close';
-  const FLOOR_FENCE = "C: NativeFS's syscalls (open+lock+fstat+fence pread+close)";
+  const FLOOR_FENCE = "C: NativeFS's syscalls (open+lock+fstat+fence lstat+pread+close)";
 
   for (let round = 0; round < ROUNDS; round++) {
     // The first round warms up longer (JIT, page cache, dentries); every round interleaves all

@@ -11,12 +11,12 @@
  * - Plain: each operation is open + fcntl(F_OFD_SETLK, F_WRLCK, whole file) + fstat +
  *   fcntl(F_OFD_SETLK, F_UNLCK) + close, the least a correct native lock does.
  * - `fence`: the exact system calls of one locksmith NativeFS obtain+release, fencing token
- *   included: open + fcntl(F_OFD_SETLK, F_WRLCK) + fstat + pread of the kept-open
- *   `<lock-file>.fence` + close (no explicit unlock: closing the only descriptor frees an OFD
- *   lock, which is what NativeFS relies on). Like locksmith, the fence file holds a reservation
- *   10 ms of wall clock ahead of the last token (tokens are max(last + 1, wall clock in µs));
- *   when a token passes it, that operation also makes fstat + pwrite of the fence file, so
- *   about once per 10 ms.
+ *   included: open + fcntl(F_OFD_SETLK, F_WRLCK) + fstat + statx (lstat) of the
+ *   `<lock-file>.fence` path + pread of the kept-open fence descriptor + close (no explicit
+ *   unlock: closing the only descriptor frees an OFD lock, which is what NativeFS relies on).
+ *   Like locksmith, the fence file holds a reservation 10 ms of wall clock ahead of the clock
+ *   (tokens are max(last + 1, wall clock in µs)); when a token passes it, that operation also
+ *   makes fstat + pwrite + fstat of the fence file, so about once per 10 ms.
  *
  * `hold`: takes the same lock, prints "held", and keeps it until its stdin closes: a holder
  * whose death under kill -9 costs the kernel almost nothing to clean up. With `MiB`, it first
@@ -41,6 +41,7 @@
 #define FENCE_RESERVE 10000LL
 
 static int fence_fd = -1;
+static char fence_path[4096];
 /* The counter value this process last wrote (-1: none), and the last token it issued. */
 static long long fence_reserved = -1;
 static long long fence_last = 0;
@@ -68,6 +69,10 @@ static void write_lock(int fd, int cmd) {
  * ran out. */
 static void fence_token(void) {
   char buf[FENCE_WIDTH + 2];
+  /* Re-validation by path: locksmith's lstat is a statx without following links. */
+  struct statx sx;
+  if (statx(AT_FDCWD, fence_path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0)
+    fail("statx(fence)");
   ssize_t n = pread(fence_fd, buf, FENCE_WIDTH + 1, 0);
   if (n < 0) fail("pread(fence)");
   buf[n] = '\0';
@@ -85,6 +90,7 @@ static void fence_token(void) {
     if (fstat(fence_fd, &st) != 0) fail("fstat(fence)");
     snprintf(buf, sizeof buf, "%0*lld\n", FENCE_WIDTH, token + FENCE_RESERVE);
     if (pwrite(fence_fd, buf, FENCE_WIDTH + 1, 0) != FENCE_WIDTH + 1) fail("pwrite(fence)");
+    if (fstat(fence_fd, &st) != 0) fail("fstat(fence)");
     fence_reserved = token + FENCE_RESERVE;
   }
   fence_last = token;
@@ -156,9 +162,8 @@ int main(int argc, char **argv) {
   long iterations = atol(argv[2]);
   if (iterations <= 0) return 2;
   if (argc > 3 && strcmp(argv[3], "fence") == 0) {
-    char fence[4096];
-    snprintf(fence, sizeof fence, "%s.fence", path);
-    fence_fd = open(fence, OPEN_FLAGS, 0644);
+    snprintf(fence_path, sizeof fence_path, "%s.fence", path);
+    fence_fd = open(fence_path, OPEN_FLAGS, 0644);
     if (fence_fd < 0) fail("open(fence)");
   }
   for (long i = 0; i < iterations / 10; i++) one(path);

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, lstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { endianness } from 'node:os';
 import { libc, systemError } from './libc.js';
 
@@ -10,6 +10,15 @@ export interface FileStatus {
   size: number;
   /** A regular file (`S_ISREG`). */
   isFile: boolean;
+  /** A symbolic link (`S_ISLNK`); only {@link FileCalls.lstat} can report one. */
+  isSymbolicLink: boolean;
+  /**
+   * The status-change time (ctime), whole seconds and nanoseconds. Compared for equality only:
+   * through Node's `fs` (the fallback) the nanoseconds are derived from `ctimeMs`, so the two
+   * paths' numbers are not interchangeable, but each is stable for an unchanged file.
+   */
+  ctimeSec: number;
+  ctimeNsec: number;
   /** Exactly Node's `Stats.birthtimeMs` for the same file (libuv's `statx` btime, else 0). */
   birthtimeMs: number;
 }
@@ -29,6 +38,8 @@ export interface FileCalls {
   /** `pread(2)` of up to `length` bytes at `position` into the start of `buf`. */
   pread(fd: number, buf: Buffer, length: number, position: number): number;
   fstat(fd: number): FileStatus;
+  /** `lstat(2)` of `path`: a symbolic link is reported as one, never followed. */
+  lstat(path: string): FileStatus;
   /** `close(2)`; EINTR counts as closed (Linux frees the descriptor anyway), as in libuv. */
   close(fd: number): void;
 }
@@ -42,26 +53,32 @@ export function fileCalls(): FileCalls {
   return selected;
 }
 
+function statusOf(st: Stats): FileStatus {
+  const ctimeSec = Math.floor(st.ctimeMs / 1000);
+  return {
+    dev: st.dev,
+    ino: st.ino,
+    nlink: st.nlink,
+    size: st.size,
+    isFile: st.isFile(),
+    isSymbolicLink: st.isSymbolicLink(),
+    ctimeSec,
+    ctimeNsec: Math.round((st.ctimeMs - ctimeSec * 1000) * 1e6),
+    birthtimeMs: st.birthtimeMs,
+  };
+}
+
 /** Node's `fs`: the fallback, and the path for macOS/BSD. */
 const nodeCalls: FileCalls = {
   open: (path, flags, mode) => openSync(path, flags, mode),
   pread: (fd, buf, length, position) => readSync(fd, buf, 0, length, position),
-  fstat: (fd) => {
-    const st = fstatSync(fd);
-    return {
-      dev: st.dev,
-      ino: st.ino,
-      nlink: st.nlink,
-      size: st.size,
-      isFile: st.isFile(),
-      birthtimeMs: st.birthtimeMs,
-    };
-  },
+  fstat: (fd) => statusOf(fstatSync(fd)),
+  lstat: (path) => statusOf(lstatSync(path)),
   close: (fd) => closeSync(fd),
 };
 
 /** The struct layouts and flag values below are the generic little-endian 64-bit Linux ABI. */
-const LINUX_64 =
+export const LINUX_64 =
   process.platform === 'linux' &&
   endianness() === 'LE' &&
   (process.arch === 'x64' ||
@@ -73,10 +90,13 @@ const LINUX_64 =
 
 const O_CLOEXEC = 0o2000000;
 const AT_EMPTY_PATH = 0x1000;
+const AT_SYMLINK_NOFOLLOW = 0x100;
+const AT_FDCWD = -100;
 /** `STATX_BASIC_STATS | STATX_BTIME`: the mask libuv asks for, so the numbers are Node's. */
 const STATX_MASK = 0xfff;
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
+const S_IFLNK = 0o120000;
 const EINTR = 4;
 /** libuv gives up on statx for good after these and falls back to fstat (see `uv__fs_statx`). */
 const STATX_UNUSABLE = new Set([
@@ -85,8 +105,8 @@ const STATX_UNUSABLE = new Set([
 
 /**
  * `struct statx` offsets: stx_nlink u32 @16, stx_mode u16 @28, stx_ino u64 @32, stx_size u64
- * @40, stx_btime {i64 sec @80, u32 nsec @88}, stx_dev_major u32 @136, stx_dev_minor u32 @140;
- * 256 bytes.
+ * @40, stx_btime {i64 sec @80, u32 nsec @88}, stx_ctime {i64 sec @96, u32 nsec @104},
+ * stx_dev_major u32 @136, stx_dev_minor u32 @140; 256 bytes.
  */
 const STATX_SIZE = 256;
 
@@ -143,28 +163,48 @@ function tryLinuxCalls(): FileCalls | undefined {
         useStatx = false;
         return nodeCalls.fstat(fd);
       }
-      const major = sx.readUInt32LE(136);
-      const minor = sx.readUInt32LE(140);
-      return {
-        // glibc's makedev, as libuv builds st_dev, in exact double arithmetic.
-        dev:
-          (major & 0xfff) * 0x100 +
-          Math.floor(major / 0x1000) * 2 ** 44 +
-          (minor & 0xff) +
-          Math.floor(minor / 0x100) * 0x100000,
-        ino: sx.readUInt32LE(32) + sx.readUInt32LE(36) * 2 ** 32,
-        nlink: sx.readUInt32LE(16),
-        size: sx.readUInt32LE(40) + sx.readUInt32LE(44) * 2 ** 32,
-        isFile: (sx.readUInt16LE(28) & S_IFMT) === S_IFREG,
-        // Node's msFromTimeSpec: sec * 1e3 + nsec / 1e6.
-        birthtimeMs:
-          (sx.readInt32LE(84) * 2 ** 32 + sx.readUInt32LE(80)) * 1e3 + sx.readUInt32LE(88) / 1e6,
-      };
+      return decodeStatx(sx);
+    },
+    lstat: (path) => {
+      if (!useStatx || path.includes('\0')) return nodeCalls.lstat(path);
+      for (;;) {
+        if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_MASK, sx) === 0)
+          return decodeStatx(sx);
+        const errno = c.errno();
+        if (errno === EINTR) continue;
+        if (!STATX_UNUSABLE.has(errno)) throw systemError('lstat', errno, path);
+        useStatx = false;
+        return nodeCalls.lstat(path);
+      }
     },
     close: (fd) => {
       if (close(fd) === 0) return;
       const errno = c.errno();
       if (errno !== EINTR) throw systemError('close', errno);
     },
+  };
+}
+
+function decodeStatx(sx: Buffer): FileStatus {
+  const major = sx.readUInt32LE(136);
+  const minor = sx.readUInt32LE(140);
+  const mode = sx.readUInt16LE(28) & S_IFMT;
+  return {
+    // glibc's makedev, as libuv builds st_dev, in exact double arithmetic.
+    dev:
+      (major & 0xfff) * 0x100 +
+      Math.floor(major / 0x1000) * 2 ** 44 +
+      (minor & 0xff) +
+      Math.floor(minor / 0x100) * 0x100000,
+    ino: sx.readUInt32LE(32) + sx.readUInt32LE(36) * 2 ** 32,
+    nlink: sx.readUInt32LE(16),
+    size: sx.readUInt32LE(40) + sx.readUInt32LE(44) * 2 ** 32,
+    isFile: mode === S_IFREG,
+    isSymbolicLink: mode === S_IFLNK,
+    ctimeSec: sx.readInt32LE(100) * 2 ** 32 + sx.readUInt32LE(96),
+    ctimeNsec: sx.readUInt32LE(104),
+    // Node's msFromTimeSpec: sec * 1e3 + nsec / 1e6.
+    birthtimeMs:
+      (sx.readInt32LE(84) * 2 ** 32 + sx.readUInt32LE(80)) * 1e3 + sx.readUInt32LE(88) / 1e6,
   };
 }
