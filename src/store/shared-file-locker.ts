@@ -188,7 +188,7 @@ export class SharedFileLocker extends AbstractLocker {
 
   /**
    * Re-checks the held lock (the keep-alive's checks) on every kernel hint about the file or
-   * its directory and every second; the first failed check reports the loss. A check that
+   * its directory (deleted, renamed over, rewritten) and every second; the first failed check reports the loss. A check that
    * cannot tell (an I/O error) reports nothing: the keep-alive's caller decides about those.
    */
   #watch(held: Held): void {
@@ -221,7 +221,14 @@ export class SharedFileLocker extends AbstractLocker {
         },
       );
     };
-    held.unwatch = watchLockFile(this.path, check);
+    const unwatch = watchLockFile(this.path, check);
+    // Also a rewrite in place (another writer's close-after-write), which the replacement
+    // watch does not report; our own writes come before the watch starts and after it stops.
+    const unwake = fileWakeSource(this.path)(check);
+    held.unwatch = () => {
+      unwatch();
+      unwake();
+    };
   }
 
   /** For the loss message: what became of the lock file. */

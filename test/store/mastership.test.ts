@@ -3,7 +3,7 @@
 // loss noticed by the locker (with its code and, measured, its latency), withMastership, and
 // stop() during a start() that is still waiting.
 import assert from 'node:assert/strict';
-import { renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import {
@@ -249,21 +249,28 @@ describe('Mastership', () => {
       await m.close();
     });
 
-    for (const how of ['deleted', 'renamed over'] as const) {
+    for (const how of ['deleted', 'renamed over', 'rewritten'] as const) {
       it(`SharedFileLocker: lock file ${how} is noticed in the background (LOCK_LOST), no keep-alive needed`, async (t) => {
         const locker = new SharedFileLocker({ directory: join(dir.path, uniqueTable()) });
         const m = await locker.start();
         const lost = new Promise<LockLostError>((r) => m.once('lost', r));
         const t0 = performance.now();
         if (how === 'deleted') unlinkSync(locker.path);
-        else {
+        else if (how === 'renamed over') {
           writeFileSync(`${locker.path}.new`, 'x');
           renameSync(`${locker.path}.new`, locker.path);
+        } else {
+          const bytes = readFileSync(locker.path);
+          bytes.fill(7, 8, 24); // another holder's nonce, same format
+          writeFileSync(locker.path, bytes);
         }
         const reason = await within(lost, 5_000);
         t.diagnostic(`file ${how}: lost after ${(performance.now() - t0).toFixed(1)} ms`);
         assert.equal(reason.code, 'LOCK_LOST');
-        assert.match(reason.message, how === 'deleted' ? /deleted/ : /replaced/);
+        assert.match(
+          reason.message,
+          { deleted: /deleted/, 'renamed over': /replaced/, rewritten: /rewritten/ }[how],
+        );
         assert.ok(m.signal.aborted);
         assert.equal(await locker.keepAlive(), false);
         await m.close();
