@@ -247,10 +247,12 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     return { dialect: this.#dialect, statements: this.#statements };
   }
 
+  /** One statement within `queryTimeout`; past it, its connection is dropped (see queryWithin). */
   #query(sql: string, params: readonly unknown[] = []) {
     const { dialect } = this.#setup();
-    return withTimeout(
-      dialect.query(sql, params),
+    return dialect.queryWithin(
+      sql,
+      params,
       this.queryTimeout,
       () =>
         new LockIOError(
@@ -599,8 +601,9 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       // Both are set while anything is held (doStart's failure path clears them together).
       if (dialect !== undefined && statements !== undefined) {
         try {
-          await withTimeout(
-            dialect.query(statements.release, [this.leaseHolderId, held.epoch]),
+          await dialect.queryWithin(
+            statements.release,
+            [this.leaseHolderId, held.epoch],
             this.queryTimeout,
             () => new LockIOError('release timed out'),
           );
