@@ -64,16 +64,19 @@ describe('mixed database lockers on one table', () => {
         const ma = await a.start({ lockKeepAlivePeriod: PERIOD });
         try {
           const failing = make(second, kind, t, { failIfLocked: true, leaseHolderId: 'B' });
-          await assert.rejects(failing.start({ lockKeepAlivePeriod: PERIOD }), (err: Error) => {
-            assert.ok(err instanceof LockObtainFailedError, String(err));
-            if (first === 'lease') {
-              assert.match(err.message, /leased by holder-A until \d{4}-\d\d-\d\dT/);
-            } else {
-              assert.match(err.message, /lock row/i);
-            }
-            return true;
-          });
-          await failing.stop();
+          try {
+            await assert.rejects(failing.start({ lockKeepAlivePeriod: PERIOD }), (err: Error) => {
+              assert.ok(err instanceof LockObtainFailedError, String(err));
+              if (first === 'lease') {
+                assert.match(err.message, /leased by holder-A until \d{4}-\d\d-\d\dT/);
+              } else {
+                assert.match(err.message, /lock row/i);
+              }
+              return true;
+            });
+          } finally {
+            await failing.stop(); // the old code made it master
+          }
           const b = make(second, kind, t, { leaseHolderId: 'holder-B' });
           try {
             const started = tracked(b.start({ lockKeepAlivePeriod: PERIOD }));
