@@ -440,8 +440,12 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     try {
       renewed = await this.#renew(held);
     } finally {
-      // Not confirmed (refused or an I/O error): nothing is held, whatever the row says.
-      if (!renewed) this.#held = undefined;
+      // Not confirmed (refused or an I/O error): we do not count ourselves master, and give
+      // back what the row may still record as ours (a no-op unless holder and EPOCH match).
+      if (!renewed) {
+        this.#held = undefined;
+        await this.#query(statements.release, [this.leaseHolderId, held.epoch]).catch(() => {});
+      }
     }
     if (!renewed) return undefined;
     this.#everStarted = true;
