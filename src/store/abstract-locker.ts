@@ -214,7 +214,7 @@ export abstract class AbstractLocker
     }
     if (!ok && this.#run === run && run.token !== undefined) {
       this.markLost(
-        new LockLostError(`Keep-alive of ${this.name} returned false: no longer master`),
+        new LockLostError(`Keep-alive of ${this.name} returned false: no longer the lock owner`),
       );
     }
     if (!ok) run.alive = false;

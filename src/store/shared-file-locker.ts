@@ -207,7 +207,7 @@ export class SharedFileLocker extends AbstractLocker {
           if (!ok && this.#held === held) {
             this.markLost(
               new LockLostError(
-                `Lock file ${this.path} ${this.#whatHappened(held)} (${this.name})`,
+                `Lock file ${this.path} ${this.#whatHappened(held)}: no longer the lock owner (${this.name})`,
               ),
             );
             held.unwatch?.();
