@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
-import { AbortedError, InvalidArgumentError, type LockLostError } from '../core/errors.js';
+import { AbortedError, InvalidArgumentError, LockLostError } from '../core/errors.js';
 import { checkBoolean, checkClock, checkOptionsObject, checkSignal } from '../core/options.js';
 import {
   DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
@@ -10,6 +10,7 @@ import {
   type LockerStartOptions,
 } from './locker.js';
 import { isStoreLogger, type StoreLogger, silentLogger } from './logger.js';
+import { Mastership, markEnded, markUnconfirmed } from './mastership.js';
 
 export interface AbstractLockerOptions extends LockerOptions {
   /** Drives the acquire sleep (and any other wait of the locker); default the system clock. */
@@ -31,9 +32,11 @@ export const ACQUIRE_ABORTED_MESSAGE = 'attempt to obtain lock aborted due to sh
 
 interface Run {
   readonly controller: AbortController;
-  promise: Promise<void>;
+  promise: Promise<Mastership>;
   /** Set once the lock is held. */
   token: number | undefined;
+  /** The handle `start()` resolved with, once the lock is held. */
+  mastership: Mastership | undefined;
   /** Sticky keep-alive verdict of this mastership (ActiveMQ's LockFile: once false, false). */
   alive: boolean;
   lostEmitted: boolean;
@@ -101,7 +104,7 @@ export abstract class AbstractLocker
     return this.#run?.token;
   }
 
-  start(options?: LockerStartOptions): Promise<void> {
+  start(options?: LockerStartOptions): Promise<Mastership> {
     let period: number;
     let signal: AbortSignal | undefined;
     try {
@@ -116,8 +119,9 @@ export abstract class AbstractLocker
     if (stopping !== undefined) return stopping.then(() => this.start(options));
     const run: Run = {
       controller: new AbortController(),
-      promise: Promise.resolve(),
+      promise: Promise.resolve() as unknown as Promise<Mastership>,
       token: undefined,
+      mastership: undefined,
       alive: true,
       lostEmitted: false,
     };
@@ -126,7 +130,7 @@ export abstract class AbstractLocker
     return run.promise;
   }
 
-  async #acquire(run: Run, period: number, external: AbortSignal | undefined): Promise<void> {
+  async #acquire(run: Run, period: number, external: AbortSignal | undefined): Promise<Mastership> {
     const { controller } = run;
     const onAbort = () =>
       controller.abort(new AbortedError(this.#abortedMessage(), { cause: external?.reason }));
@@ -141,6 +145,13 @@ export abstract class AbstractLocker
         throw controller.signal.reason;
       }
       run.token = token;
+      run.mastership = new Mastership(this, {
+        token,
+        clock: this.clock,
+        // Closing the handle of a mastership that has ended leaves a later one alone.
+        stop: () => (this.#run === run ? this.stop() : Promise.resolve()),
+      });
+      return run.mastership;
     } catch (err) {
       if (this.#run === run && this.#stopping === undefined) this.#run = undefined;
       if (controller.signal.aborted) {
@@ -175,6 +186,7 @@ export abstract class AbstractLocker
       } finally {
         run.token = undefined;
         run.alive = false;
+        if (run.mastership !== undefined) markEnded(run.mastership);
         if (this.#run === run) this.#run = undefined;
         this.#stopping = undefined;
       }
@@ -182,11 +194,29 @@ export abstract class AbstractLocker
     return this.#stopping;
   }
 
-  /** True while master; false (sticky for this mastership) once the lock is found lost. */
+  /**
+   * True while master; false (sticky for this mastership) once the lock is found lost. A
+   * false answer for a held lock fires `lost` first (code `LOCK_LOST`, unless the subclass
+   * reported a more precise loss already); a rejection ("unknown") ends the Mastership handle
+   * with `LOCK_UNCONFIRMED` but not the locker (the caller's I/O error policy decides).
+   */
   async keepAlive(): Promise<boolean> {
     const run = this.#run;
     if (run === undefined || run.token === undefined || !run.alive) return false;
-    const ok = await this.doKeepAlive();
+    let ok: boolean;
+    try {
+      ok = await this.doKeepAlive();
+    } catch (err) {
+      if (this.#run === run && run.mastership !== undefined && this.#stopping === undefined) {
+        markUnconfirmed(run.mastership, err);
+      }
+      throw err;
+    }
+    if (!ok && this.#run === run && run.token !== undefined) {
+      this.markLost(
+        new LockLostError(`Keep-alive of ${this.name} returned false: no longer the lock owner`),
+      );
+    }
     if (!ok) run.alive = false;
     return ok && run.alive;
   }
@@ -208,6 +238,8 @@ export abstract class AbstractLocker
   protected markLost(reason: LockLostError): void {
     const run = this.#run;
     if (run === undefined || run.token === undefined || run.lostEmitted) return;
+    // A stop in progress gives the lock up anyway; what it tears down is not a loss.
+    if (this.#stopping !== undefined) return;
     run.lostEmitted = true;
     run.alive = false;
     this.emit('lost', reason);

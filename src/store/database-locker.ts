@@ -10,7 +10,7 @@ import {
 } from './database-locker-options.js';
 import { describe } from './describe-error.js';
 import { type Dialect, type SqlConnection, withTimeout } from './sql/dialect.js';
-import { ensureLockTable, readLockRow } from './sql/lock-table.js';
+import { DATABASE_HOLD_MS, ensureLockTable, type LockRow, readLockRow } from './sql/lock-table.js';
 import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
 
 /**
@@ -179,6 +179,37 @@ export class DatabaseLocker extends AbstractLocker {
             await abortableSleep(interval, signal, this.clock, 'lock acquire');
           continue;
         }
+        const lease = await this.#liveLease(dialect, conn);
+        if (lease !== undefined) {
+          // A lease locker (ours or an ActiveMQ broker's) is master until its TIME: the row
+          // lock alone does not show it, since a lease holder holds no transaction.
+          await conn.query('ROLLBACK');
+          await conn.release();
+          conn = undefined;
+          const by = `leased by ${lease.holder ?? '(nobody)'} until ${formatDbTime(lease.time)} (database time now ${formatDbTime(lease.now)})`;
+          if (this.failIfLocked) {
+            throw new LockObtainFailedError(
+              `Lock row of ${this.lockTableName} on ${dialect.description} is ${by} (${this.name})`,
+            );
+          }
+          if (!waited) {
+            this.logger.info(
+              `Lock row of ${this.lockTableName} on ${dialect.description} is ${by}. This broker is now in slave mode waiting a lock to be acquired (${this.name})`,
+            );
+            waited = true;
+          } else {
+            this.logger.debug(`Lock row still ${by}; retrying (${this.name})`);
+          }
+          // Until the lease's expiry, or one interval if that comes first (it may be renewed,
+          // or released early: either way the next look decides).
+          await abortableSleep(
+            Math.max(1, Math.min(interval, lease.time - lease.now + 1)),
+            signal,
+            this.clock,
+            'lock acquire',
+          );
+          continue;
+        }
         const token = await this.#claim(dialect, conn);
         const held: Held = { conn, token };
         conn.onBroken((error) => {
@@ -236,11 +267,37 @@ export class DatabaseLocker extends AbstractLocker {
     }
   }
 
-  /** Inside the held transaction: bump EPOCH (our token) and stamp TIME. */
+  /**
+   * Inside the held transaction, with the row lock: the lease the row records, if it is live
+   * (TIME not before the database's now), so a lease master is not joined by this one.
+   */
+  async #liveLease(
+    dialect: Dialect,
+    conn: SqlConnection,
+  ): Promise<(LockRow & { time: number; now: number }) | undefined> {
+    const forUpdate = dialect.kind === 'sqlite' ? '' : ' FOR UPDATE';
+    const row = readLockRow(
+      (
+        await conn.query(
+          `SELECT BROKER_NAME, TIME, ${dialect.nowMs} AS NOW_MS FROM ${this.lockTableName} WHERE ID = 1${forUpdate}`,
+        )
+      ).rows[0],
+    );
+    const { time, now } = row;
+    if (time === undefined || now === undefined || time < now) return undefined;
+    return { ...row, time, now };
+  }
+
+  /**
+   * Inside the held transaction: bump EPOCH (our token), and mark the row as held by us for a
+   * day (BROKER_NAME, TIME), so that whoever reads it inside the lock sees a live hold. None of
+   * it is visible outside until the commit at stop, which first resets the hold.
+   */
   async #claim(dialect: Dialect, conn: SqlConnection): Promise<number> {
     const t = this.lockTableName;
     await conn.query(
-      `UPDATE ${t} SET TIME = ${dialect.nowMs}, EPOCH = ${dialect.greatest('COALESCE(EPOCH, 0) + 1', dialect.nowUs)} WHERE ID = 1`,
+      `UPDATE ${t} SET TIME = ${dialect.nowMs} + ${DATABASE_HOLD_MS}, BROKER_NAME = ?, EPOCH = ${dialect.greatest('COALESCE(EPOCH, 0) + 1', dialect.nowUs)} WHERE ID = 1`,
+      [this.name.slice(0, 250)],
     );
     const row = readLockRow((await conn.query(`SELECT EPOCH FROM ${t} WHERE ID = 1`)).rows[0]);
     if (row.epoch === undefined) throw new LockIOError(`Lock row of ${t} has no EPOCH`);
@@ -252,7 +309,9 @@ export class DatabaseLocker extends AbstractLocker {
     const dialect = this.#dialect;
     if (dialect === undefined) return false;
     const r = await withTimeout(
-      conn.query(`UPDATE ${this.lockTableName} SET TIME = ${dialect.nowMs} WHERE ID = 1`),
+      conn.query(
+        `UPDATE ${this.lockTableName} SET TIME = ${dialect.nowMs} + ${DATABASE_HOLD_MS} WHERE ID = 1`,
+      ),
       this.queryTimeout,
       () => new LockIOError(`keep-alive took more than ${this.queryTimeout} ms`),
     );
@@ -277,13 +336,21 @@ export class DatabaseLocker extends AbstractLocker {
     this.#dialect = undefined;
     if (held !== undefined && !held.conn.broken) {
       try {
+        // The hold mark goes before the commit: committed, it would read as a day's lease.
         await withTimeout(
-          held.conn.query('COMMIT'),
+          (async () => {
+            await held.conn.query(
+              `UPDATE ${this.lockTableName} SET TIME = 0, BROKER_NAME = NULL WHERE ID = 1`,
+            );
+            await held.conn.query('COMMIT');
+          })(),
           this.queryTimeout,
           () => new LockIOError('commit timed out'),
         );
         await held.conn.release();
       } catch (err) {
+        // Destroyed below: the transaction rolls back, hold mark and EPOCH bump alike (the
+        // next token is still larger: EPOCH has the database's time as its floor).
         this.logger.warn(`Releasing the lock row failed: ${describe(err)} (${this.name})`);
       }
     }
@@ -294,6 +361,12 @@ export class DatabaseLocker extends AbstractLocker {
   override toString(): string {
     return `DatabaseLocker(${this.name})`;
   }
+}
+
+/** A database time (epoch ms) for messages: ISO 8601, or `?`. */
+function formatDbTime(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? String(ms) : d.toISOString();
 }
 
 /**

@@ -39,6 +39,12 @@ export {
   type LockerStartOptions,
 } from './locker.js';
 export { consoleLogger, type StoreLogger, silentLogger } from './logger.js';
+export {
+  Mastership,
+  type MastershipOptions,
+  type WithMastershipOptions,
+  withMastership,
+} from './mastership.js';
 export type { Service, ServiceContext } from './service.js';
 export {
   DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD,

@@ -4,6 +4,7 @@ import { checkDuration } from '../core/duration.js';
 import {
   InvalidArgumentError,
   LockIOError,
+  type LockLossCode,
   LockLostError,
   LockObtainFailedError,
 } from '../core/errors.js';
@@ -19,7 +20,13 @@ import {
 import { describe } from './describe-error.js';
 import { type IOErrorPolicy, isIOErrorPolicy, stopOnUnknownOwnership } from './io-error-policy.js';
 import { type Dialect, withTimeout } from './sql/dialect.js';
-import { ensureLockTable, isUnreachable, type LockRow, readLockRow } from './sql/lock-table.js';
+import {
+  ensureLockTable,
+  isUnreachable,
+  type LockRow,
+  readLockRow,
+  rowLockStatement,
+} from './sql/lock-table.js';
 import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
 
 /**
@@ -240,10 +247,12 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     return { dialect: this.#dialect, statements: this.#statements };
   }
 
+  /** One statement within `queryTimeout`; past it, its connection is dropped (see queryWithin). */
   #query(sql: string, params: readonly unknown[] = []) {
     const { dialect } = this.#setup();
-    return withTimeout(
-      dialect.query(sql, params),
+    return dialect.queryWithin(
+      sql,
+      params,
       this.queryTimeout,
       () =>
         new LockIOError(
@@ -283,13 +292,35 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       let row: LockRow;
       try {
         const sent = this.clock.monotonic();
-        const r = await this.#query(statements.acquire, [this.leaseHolderId, lease]);
-        if (r.affected === 1) {
+        const taken = await this.#takeUnderRowLock(dialect, statements, signal, poll);
+        if (taken === 'row-locked') {
+          const who = `the lock row (a DatabaseLocker's or an ActiveMQ broker's transaction holds it)`;
+          if (this.failIfLocked) {
+            throw new LockObtainFailedError(
+              `Lease ${this.lockTableName} on ${dialect.description} is held by another session: ${who} (${this.name})`,
+            );
+          }
+          if (!waited) {
+            this.logger.info(
+              `Lease ${this.lockTableName} is held by another session: ${who}. This broker is now in slave mode waiting a lock to be acquired (${this.name})`,
+            );
+            waited = true;
+          } else {
+            this.logger.debug(`Lock row of ${this.lockTableName} still locked (${this.name})`);
+          }
+          // PostgreSQL and MariaDB waited in the database already; SQLite never waits there.
+          if (dialect.kind === 'sqlite') {
+            await abortableSleep(poll, signal, this.clock, 'lease acquire');
+          }
+          continue;
+        }
+        if (taken) {
           const token = await this.#confirm(statements, sent);
           if (token !== undefined) return token;
         }
         row = readLockRow((await this.#query(statements.select)).rows[0]);
       } catch (err) {
+        if (err instanceof LockObtainFailedError) throw err;
         if (signal.aborted) throw signal.reason;
         // Fail fast only while the first start has never reached the database (a wrong URL,
         // credentials, database): once it has waited as a slave, an unreachable database is an
@@ -335,6 +366,59 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     }
   }
 
+  /**
+   * The `acquire` statement inside a transaction that first locks the lock row (SELECT … FOR
+   * UPDATE; SQLite: `BEGIN IMMEDIATE`), waiting for it at most `waitMs` in the database. A
+   * {@link DatabaseLocker} (ours or ActiveMQ's) is master exactly while its transaction holds
+   * that row lock, so a lease is never taken beside it: `'row-locked'` then. Otherwise true
+   * when the lease was taken (and committed), false when it is held. A stop ends the wait by
+   * dropping the connection (which rolls the transaction back).
+   */
+  async #takeUnderRowLock(
+    dialect: Dialect,
+    statements: LeaseStatements,
+    signal: AbortSignal,
+    waitMs: number,
+  ): Promise<boolean | 'row-locked'> {
+    const conn = await dialect.connect();
+    const onAbort = () => conn.destroy();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timed = <T>(p: Promise<T>) =>
+      withTimeout(
+        p,
+        this.queryTimeout,
+        () =>
+          new LockIOError(
+            `Statement on ${dialect.description} took more than ${this.queryTimeout} ms (${this.name})`,
+          ),
+      );
+    try {
+      if (signal.aborted) throw signal.reason;
+      const got = await dialect.beginRowLock(
+        conn,
+        rowLockStatement(dialect, this.lockTableName),
+        this.failIfLocked ? 1 : Math.max(1, waitMs),
+      );
+      if (!got) {
+        await conn.release();
+        return 'row-locked';
+      }
+      const r = await timed(
+        conn.query(statements.acquire, [this.leaseHolderId, this.leaseDuration]),
+      );
+      await timed(conn.query('COMMIT'));
+      await conn.release();
+      return r.affected === 1;
+    } catch (err) {
+      // Rolls back whatever is open; a commit that did get through only delays us (the lease
+      // names us, and we wait for it to expire like anyone's).
+      conn.destroy();
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
   /** After a 1-row acquire: read back our EPOCH, confirm with one renewal, arm the watchdog. */
   async #confirm(statements: LeaseStatements, sent: number): Promise<number | undefined> {
     const row = readLockRow((await this.#query(statements.select)).rows[0]);
@@ -356,8 +440,12 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     try {
       renewed = await this.#renew(held);
     } finally {
-      // Not confirmed (refused or an I/O error): nothing is held, whatever the row says.
-      if (!renewed) this.#held = undefined;
+      // Not confirmed (refused or an I/O error): we do not count ourselves master, and give
+      // back what the row may still record as ours (a no-op unless holder and EPOCH match).
+      if (!renewed) {
+        this.#held = undefined;
+        await this.#query(statements.release, [this.leaseHolderId, held.epoch]).catch(() => {});
+      }
     }
     if (!renewed) return undefined;
     this.#everStarted = true;
@@ -410,7 +498,11 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       held.epoch,
     ]);
     if (r.affected !== 1 || held.lost || this.#held !== held) return false;
-    if (this.clock.monotonic() >= held.deadline) return false; // the watchdog fires next
+    if (this.clock.monotonic() >= held.deadline) {
+      // Renewed too late: another process may have taken the lease meanwhile.
+      this.#lose(held, this.#expiredWhy(), 'LEASE_EXPIRED');
+      return false;
+    }
     held.deadline = Math.max(
       held.deadline,
       sent + this.lockAcquireSleepInterval - this.selfFencingMargin,
@@ -470,28 +562,33 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       if (held.lost || held.stop.signal.aborted) return;
       const now = this.clock.monotonic();
       const lag = now - before - ms;
+      if (now >= held.deadline) {
+        this.#lose(held, this.#expiredWhy(), 'LEASE_EXPIRED');
+        return;
+      }
       if (lag > this.maxEventLoopLag) {
         this.#lose(
           held,
           `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLag ${this.maxEventLoopLag} ms), counted as a missed renewal`,
-        );
-        return;
-      }
-      if (now >= held.deadline) {
-        this.#lose(
-          held,
-          `lease not renewed for ${this.lockAcquireSleepInterval - this.selfFencingMargin} ms (lease ${this.lockAcquireSleepInterval} ms − margin ${this.selfFencingMargin} ms): self-fenced before it can expire`,
+          'LOCK_UNCONFIRMED',
         );
         return;
       }
     }
   }
 
-  #lose(held: Held, why: string): void {
+  #expiredWhy(): string {
+    return `lease not renewed for ${this.lockAcquireSleepInterval - this.selfFencingMargin} ms (lease ${this.lockAcquireSleepInterval} ms − margin ${this.selfFencingMargin} ms): self-fenced before it can expire`;
+  }
+
+  #lose(held: Held, why: string, code: LockLossCode): void {
+    if (held.lost) return;
     held.lost = true;
     held.resolveLost();
     this.logger.warn(`Lease ${this.lockTableName} epoch ${held.epoch}: ${why} (${this.name})`);
-    this.markLost(new LockLostError(`Lease ${this.lockTableName} lost: ${why} (${this.name})`));
+    this.markLost(
+      new LockLostError(`Lease ${this.lockTableName} lost: ${why} (${this.name})`, { code }),
+    );
   }
 
   protected async doStop(): Promise<void> {
@@ -508,8 +605,9 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       // Both are set while anything is held (doStart's failure path clears them together).
       if (dialect !== undefined && statements !== undefined) {
         try {
-          await withTimeout(
-            dialect.query(statements.release, [this.leaseHolderId, held.epoch]),
+          await dialect.queryWithin(
+            statements.release,
+            [this.leaseHolderId, held.epoch],
             this.queryTimeout,
             () => new LockIOError('release timed out'),
           );

@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { LockLostError } from '../core/errors.js';
+import type { Mastership } from './mastership.js';
 
 /** ActiveMQ's defaults: `lockAcquireSleepInterval` 10 s, `failIfLocked` false. */
 export const DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL = 10_000;
@@ -28,8 +29,8 @@ export interface LockerStartOptions {
 /**
  * ActiveMQ's `Locker`: one master per shared store.
  *
- * - `start()` resolves only once the lock is held: that is what makes a process a slave
- *   while it waits. It is idempotent (a second call shares the first). With `failIfLocked`
+ * - `start()` resolves only once the lock is held, with the {@link Mastership} handle (its
+ *   `signal` aborts when the mastership is lost): waiting is what makes a process a slave. It is idempotent (a second call shares the first). With `failIfLocked`
  *   it rejects at once with a `LockObtainFailedError`; a `stop()` (or the signal) during the
  *   wait rejects it with an `AbortedError` "attempt to obtain lock aborted due to shutdown".
  * - `keepAlive()` confirms mastership: `true` still master, `false` lost (stop being master
@@ -37,8 +38,10 @@ export interface LockerStartOptions {
  * - `stop()` releases; calling it before `start()` or twice is harmless.
  * - `token` is the fencing token of the current mastership, strictly increasing across
  *   takeovers; `undefined` while not master.
- * - `lost` fires (once per mastership) when the locker itself finds out it is no longer
- *   master between keep-alives, e.g. a lease's self-fencing deadline passed.
+ * - `lost` fires (once per mastership) when the locker finds out it is no longer master: a
+ *   keep-alive returned false (fired before `keepAlive()` resolves), or between keep-alives
+ *   (a lease's self-fencing deadline passed, the connection holding the row lock died, the
+ *   lock file was deleted or replaced).
  */
 export interface Locker
   extends Pick<EventEmitter<{ lost: [LockLostError] }>, 'on' | 'once' | 'off'> {
@@ -58,7 +61,8 @@ export interface Locker
    * it as its deadline.
    */
   readonly validUntil: number | undefined;
-  start(options?: LockerStartOptions): Promise<void>;
+  /** Resolves, once master, with the {@link Mastership} handle of this mastership. */
+  start(options?: LockerStartOptions): Promise<Mastership>;
   keepAlive(): Promise<boolean>;
   stop(): Promise<void>;
 }

@@ -4,6 +4,7 @@ import {
   constants,
   fstatSync,
   fsyncSync,
+  lstatSync,
   mkdirSync,
   openSync,
   read,
@@ -18,12 +19,14 @@ import {
   InvalidArgumentError,
   isErrno,
   LockIOError,
+  LockLostError,
   LockObtainFailedError,
 } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
 import { checkBoolean, checkOptionsObject } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
 import { explainOpenError } from '../directory/lock-file.js';
+import { watchLockFile } from '../directory/lock-file-watch.js';
 import { fileLocks } from '../os/file-lock.js';
 import { fileWakeSource } from '../os/file-watcher.js';
 import {
@@ -99,6 +102,13 @@ export interface SharedFileLockerOptions extends AbstractLockerOptions {
    * polling every `lockAcquireSleepInterval` (true). Hints never replace the poll.
    */
   wakeOnHints?: boolean | undefined;
+  /**
+   * While master, notice in the background that the lock file was deleted, replaced or
+   * rewritten by someone else (inotify on the file and its directory on Linux, plus a re-check
+   * every second everywhere) and report it at once as `lost` (code `LOCK_LOST`), instead of at
+   * the next keep-alive (true).
+   */
+  watchLockFile?: boolean | undefined;
 }
 
 interface Held {
@@ -110,6 +120,8 @@ interface Held {
   /** The 8 bytes we wrote at offset 0 (copied into the released mark). */
   epoch: Buffer;
   key: string;
+  /** Stops the background watch, if one runs. */
+  unwatch?: (() => void) | undefined;
 }
 
 /** An acquisition: the fencing token, and whether the previous holder left the released mark. */
@@ -147,6 +159,7 @@ export class SharedFileLocker extends AbstractLocker {
   readonly path: string;
   readonly defaultKeepAlivePeriod = DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD;
   readonly #wakeOnHints: boolean;
+  readonly #watchLockFile: boolean;
   #held: Held | undefined;
 
   constructor(options: SharedFileLockerOptions) {
@@ -159,12 +172,79 @@ export class SharedFileLocker extends AbstractLocker {
     const directory = resolve(o.directory);
     super(o, directory);
     const wake = checkBoolean(o.wakeOnHints ?? true, 'wakeOnHints');
+    const watch = checkBoolean(o.watchLockFile ?? true, 'watchLockFile');
     this.directory = directory;
     this.path = join(directory, LOCK_FILE_NAME);
     this.#wakeOnHints = wake;
+    this.#watchLockFile = watch;
   }
 
-  protected async doStart({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
+  protected async doStart(context: AcquireContext): Promise<number> {
+    const token = await this.#acquire(context);
+    const held = this.#held;
+    if (held !== undefined && this.#watchLockFile) this.#watch(held);
+    return token;
+  }
+
+  /**
+   * Re-checks the held lock (the keep-alive's checks) on every kernel hint about the file or
+   * its directory (deleted, renamed over, rewritten) and every second; the first failed check reports the loss. A check that
+   * cannot tell (an I/O error) reports nothing: the keep-alive's caller decides about those.
+   */
+  #watch(held: Held): void {
+    let running = false;
+    let again = false;
+    const check = () => {
+      if (this.#held !== held) return;
+      if (running) {
+        again = true;
+        return;
+      }
+      running = true;
+      this.#check().then(
+        (ok) => {
+          running = false;
+          if (!ok && this.#held === held) {
+            this.markLost(
+              new LockLostError(
+                `Lock file ${this.path} ${this.#whatHappened(held)}: no longer the lock owner (${this.name})`,
+              ),
+            );
+            held.unwatch?.();
+          } else if (again) {
+            again = false;
+            check();
+          }
+        },
+        () => {
+          running = false;
+        },
+      );
+    };
+    const unwatch = watchLockFile(this.path, check);
+    // Also a rewrite in place (another writer's close-after-write), which the replacement
+    // watch does not report; our own writes come before the watch starts and after it stops.
+    const unwake = fileWakeSource(this.path)(check);
+    held.unwatch = () => {
+      unwatch();
+      unwake();
+    };
+  }
+
+  /** For the loss message: what became of the lock file. */
+  #whatHappened(held: Held): string {
+    try {
+      const st = lstatSync(this.path, { bigint: true });
+      if (st.dev !== held.dev || st.ino !== held.ino) {
+        return 'was replaced by another file (renamed over, or deleted and recreated)';
+      }
+      return 'was rewritten by another writer, or its kernel lock is gone';
+    } catch {
+      return 'was deleted (or its directory moved away)';
+    }
+  }
+
+  async #acquire({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
     const key = this.#prepare();
     let waited = false;
     for (;;) {
@@ -318,6 +398,7 @@ export class SharedFileLocker extends AbstractLocker {
    */
   protected async doStop(): Promise<void> {
     const held = this.#held;
+    held?.unwatch?.();
     if (held !== undefined) {
       let ours = false;
       try {
@@ -345,6 +426,7 @@ export class SharedFileLocker extends AbstractLocker {
     const held = this.#held;
     if (held === undefined) return;
     this.#held = undefined;
+    held.unwatch?.();
     try {
       closeSync(held.fd);
     } catch {

@@ -142,6 +142,13 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
     const token2 = tokenOf(await e.line(/became master/, 2));
     assert.ok(token2 > token1, `${token2} > ${token1}`);
     await e.line(/waiting as slave/, 2);
+    // The command must have started (trap set) before its lock goes: the locker notices a
+    // deleted lock file within milliseconds now, not at the next keep-alive.
+    await poll(
+      () => readLines(log)[2],
+      5000,
+      () => 'second start',
+    );
 
     rmSync(join(store, 'lock'));
     await e.line(/lost mastership/, 2);

@@ -17,6 +17,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import pg from 'pg';
+import { DatabaseLocker } from '../../src/store/database-locker.js';
 import { LeaseDatabaseLocker } from '../../src/store/lease-database-locker.js';
 import type { Locker } from '../../src/store/locker.js';
 import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
@@ -735,6 +736,158 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
       await w.stop();
       await broker?.kill('SIGKILL');
       await us?.supervisor.stop();
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Mixed kinds on one ACTIVEMQ_LOCK: a held transaction (DefaultDatabaseLocker, ours or the
+// broker's) beside a lease (LeaseDatabaseLocker, ours or the broker's).
+
+function databaseBroker(dir: string, db: TestDatabase, name: string): Broker {
+  return new Broker(
+    'database.xml',
+    dir,
+    {
+      brokerName: name,
+      jdbcUrl: db.jdbcUrl,
+      jdbcUser: db.user,
+      lockAcquireSleepInterval: AMQ_LEASE,
+      lockKeepAlivePeriod: AMQ_RENEW,
+    },
+    /Becoming the master on dataSource/,
+  );
+}
+
+function ourDatabaseLocker(db: TestDatabase): DatabaseLocker {
+  return new DatabaseLocker({
+    database: db.url,
+    lockTableName: 'ACTIVEMQ_LOCK',
+    lockAcquireSleepInterval: OUR_LEASE,
+    takeoverPause: 0,
+  });
+}
+
+describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIVEMQ_LOCK', () => {
+  it("the broker's DefaultDatabaseLocker master: our lease and our DatabaseLocker wait; after its kill -9 ours takes over", async (t) => {
+    if (await skipUnlessAvailable(t, true)) return;
+    using dir = tempDir('locksmith-amq-');
+    const db = await createDatabase();
+    let broker: Broker | undefined;
+    const lockers: ReturnType<typeof ours>[] = [];
+    try {
+      broker = databaseBroker(dir.path, db, 'amq-d');
+      await broker.waitFor(/Becoming the master on dataSource/, BROKER_START);
+      await broker.waitFor(/BrokerService - Apache ActiveMQ .* started/, 10_000);
+      const lease = ours(leaseLocker(db, 'locksmith-l'), OUR_RENEW);
+      const held = ours(ourDatabaseLocker(db), OUR_RENEW);
+      lockers.push(lease, held);
+      assert.equal(await settlesWithin(lease.started, OBSERVE), false, 'our lease became master');
+      assert.equal(held.supervisor.state, 'waiting', 'our DatabaseLocker became master');
+      assert.ok(broker.master, broker.tail());
+      const killed = Date.now();
+      await broker.kill('SIGKILL');
+      // PostgreSQL drops the dead broker's session and its row lock: exactly one of ours wins.
+      await when(() => lease.master || held.master, 10_000, 'one of ours master');
+      t.diagnostic(`one of ours master ${Date.now() - killed} ms after the broker's kill -9`);
+      await sleep(OBSERVE / 2);
+      assert.ok(!(lease.master && held.master), 'both of ours master');
+    } finally {
+      await broker?.kill('SIGKILL');
+      for (const l of lockers) await l.supervisor.stop();
+      await db.drop();
+    }
+  });
+
+  it("our DatabaseLocker master: the broker's DefaultDatabaseLocker and the broker's lease locker wait; each takes over after our stop", async (t) => {
+    if (await skipUnlessAvailable(t, true)) return;
+    for (const kind of ['database', 'lease'] as const) {
+      using dir = tempDir('locksmith-amq-');
+      const db = await createDatabase();
+      let broker: Broker | undefined;
+      const us = ours(ourDatabaseLocker(db), OUR_RENEW);
+      try {
+        await us.started;
+        broker =
+          kind === 'database'
+            ? databaseBroker(dir.path, db, 'amq-d')
+            : leaseBroker(dir.path, db, 'amq-l');
+        // Its start-up may already wait behind our transaction (its INSERT of the seed row
+        // conflicts with our uncommitted update of it), before its locker logs anything.
+        await broker.waitFor(/Using Persistence Adapter/, BROKER_START);
+        await sleep(OBSERVE);
+        assert.equal(broker.find(/ecoming (the )?master/), undefined, broker.tail());
+        assert.ok(us.master);
+        assert.deepEqual(us.troubles(), []);
+        const stopping = Date.now();
+        await us.supervisor.stop();
+        const became = await broker.waitFor(/ecoming (the )?master/, AMQ_LEASE * 3 + 2_000);
+        t.diagnostic(
+          `${kind} broker master ${(became.logged ?? became.received) - stopping} ms after our stop began`,
+        );
+        assert.ok((became.logged ?? became.received) >= stopping);
+      } finally {
+        await broker?.kill('SIGKILL');
+        await us.supervisor.stop();
+        await db.drop();
+      }
+    }
+  });
+
+  it("the broker's lease master: our DatabaseLocker waits (it reads the live lease), and takes over after the broker's graceful stop", async (t) => {
+    if (await skipUnlessAvailable(t, true)) return;
+    using dir = tempDir('locksmith-amq-');
+    const db = await createDatabase();
+    let broker: Broker | undefined;
+    let us: ReturnType<typeof ours> | undefined;
+    try {
+      broker = leaseBroker(dir.path, db, 'amq-l');
+      await broker.waitFor(/becoming master with lease expiry/, BROKER_START);
+      us = ours(ourDatabaseLocker(db), OUR_RENEW);
+      assert.equal(await settlesWithin(us.started, OBSERVE), false, 'ours became master');
+      assert.ok(broker.master, broker.tail());
+      assert.equal(broker.find(/failed to update lease|giving up being a master/), undefined);
+      const terminating = Date.now();
+      await broker.kill('SIGTERM');
+      await us.started;
+      t.diagnostic(
+        `ours master ${(us.at('master') ?? 0) - terminating} ms after the broker's SIGTERM`,
+      );
+    } finally {
+      await broker?.kill('SIGKILL');
+      await us?.supervisor.stop();
+      await db.drop();
+    }
+  });
+
+  it("CAVEAT: our lease master, then the broker's DefaultDatabaseLocker: the broker does not look at the lease and becomes master; ours self-fences (LEASE_EXPIRED) within lease − margin", async (t) => {
+    if (await skipUnlessAvailable(t, true)) return;
+    using dir = tempDir('locksmith-amq-');
+    const db = await createDatabase();
+    let broker: Broker | undefined;
+    const locker = leaseLocker(db, 'locksmith-l');
+    let lost: { at: number; code: unknown } | undefined;
+    locker.on('lost', (reason) => {
+      lost ??= { at: Date.now(), code: reason.code };
+    });
+    const us = ours(locker, OUR_RENEW);
+    try {
+      await us.started;
+      broker = databaseBroker(dir.path, db, 'amq-d');
+      const became = await broker.waitFor(/Becoming the master on dataSource/, BROKER_START);
+      const brokerMaster = became.logged ?? became.received;
+      // Our renewals now wait behind the broker's row lock: the self-fencing deadline ends it.
+      await when(() => us.at('demoted') !== undefined, OUR_LEASE * 4, 'ours demoted');
+      const overlap = (lost?.at ?? Number.NaN) - brokerMaster;
+      t.diagnostic(
+        `two masters for ${overlap} ms (ours self-fenced; lease ${OUR_LEASE}, renew ${OUR_RENEW}); ours stopped ${(us.at('demoted') ?? 0) - (lost?.at ?? 0)} ms after`,
+      );
+      assert.equal(lost?.code, 'LEASE_EXPIRED');
+      assert.ok(overlap <= OUR_LEASE, `two masters for ${overlap} ms`);
+    } finally {
+      await broker?.kill('SIGKILL');
+      await us.supervisor.stop();
+      await db.drop();
     }
   });
 });

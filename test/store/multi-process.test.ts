@@ -118,8 +118,9 @@ describe('store lockers across processes', () => {
         unlinkSync(path);
       }
       await until(() => a.line(/^demoted/) !== undefined, 5_000);
+      // Noticed by the locker's own watch of the file (or a keep-alive, whichever is first):
+      // either way a `lost` with LOCK_LOST, so no `keepalive-failed` is needed.
       assert.equal(a.line(/^demoted/), `demoted ${token} LOCK_LOST`);
-      assert.ok(a.line(/^keepalive-failed/));
       // The service was stopped before the demotion was reported.
       assert.ok(
         a.lines.indexOf('service-stop') < a.lines.findIndex((l) => l.startsWith('demoted')),

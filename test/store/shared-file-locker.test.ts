@@ -16,6 +16,7 @@ import {
   AbortedError,
   InvalidArgumentError,
   LockIOError,
+  type LockLostError,
   LockObtainFailedError,
 } from '../../src/core/errors.js';
 import { fileLocks } from '../../src/os/file-lock.js';
@@ -424,15 +425,19 @@ describe('SharedFileLocker', () => {
     await other.stop();
   });
 
-  it('a failed keep-alive is reported by its false result alone: no throw, no lost event', async () => {
+  it('a keep-alive that finds the lock gone resolves false, with one lost event (LOCK_LOST) before it', async () => {
     using dir = tempDir();
-    const locker = new SharedFileLocker({ directory: dir.path });
-    const seen: unknown[] = [];
+    const locker = new SharedFileLocker({ directory: dir.path, watchLockFile: false });
+    const seen: LockLostError[] = [];
     locker.on('lost', (reason) => seen.push(reason));
     await locker.start();
     unlinkSync(locker.path);
+    const alive = locker.keepAlive();
+    assert.equal(await alive, false);
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0]?.code, 'LOCK_LOST');
     assert.equal(await locker.keepAlive(), false);
     await locker.stop();
-    assert.deepEqual(seen, []); // keepAlive false is reported by keepAlive itself
+    assert.equal(seen.length, 1);
   });
 });

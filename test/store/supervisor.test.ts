@@ -13,6 +13,7 @@ import {
 import {
   type Locker,
   type LockerStartOptions,
+  Mastership,
   type Service,
   type ServiceContext,
   SharedFileLocker,
@@ -39,18 +40,18 @@ class ScriptedLocker extends EventEmitter<{ lost: [LockLostError] }> implements 
   #grant: (() => void) | undefined;
   #next = 10;
 
-  start(options?: LockerStartOptions): Promise<void> {
+  start(options?: LockerStartOptions): Promise<Mastership> {
     this.calls.push('locker.start');
     this.startOptions.push(options ?? {});
     if (this.startFailure !== undefined) return Promise.reject(this.startFailure);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<Mastership>((resolve, reject) => {
       const signal = options?.signal;
       const onAbort = () => reject(new AbortedError('aborted'));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#grant = () => {
         signal?.removeEventListener('abort', onAbort);
         this.token = this.#next++;
-        resolve();
+        resolve(new Mastership(this));
       };
     });
   }

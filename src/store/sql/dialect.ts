@@ -52,6 +52,17 @@ export interface Dialect {
   greatest(a: string, b: string): string;
   connect(): Promise<SqlConnection>;
   query(sql: string, params?: readonly unknown[]): Promise<SqlResult>;
+  /**
+   * `query()` limited to `ms` (0: no limit), rejecting with `onTimeout()` past it. The
+   * connection that ran it is then dropped, so a statement blocked in the database (behind
+   * another session's row lock) holds neither a pooled connection nor a later `close()`.
+   */
+  queryWithin(
+    sql: string,
+    params: readonly unknown[],
+    ms: number,
+    onTimeout: () => Error,
+  ): Promise<SqlResult>;
   beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean>;
   /** Statements that create the lock table and seed row if missing (each may fail harmlessly). */
   createTableStatements(table: string): string[];

@@ -58,6 +58,22 @@ export async function ensureLockTable(dialect: Dialect, table: string): Promise<
   );
 }
 
+/**
+ * The statement that locks the lock row inside a transaction: `SELECT … FOR UPDATE`; on
+ * SQLite a plain read, the lock being the database write lock `BEGIN IMMEDIATE` took.
+ */
+export function rowLockStatement(dialect: Dialect, table: string): string {
+  return dialect.kind === 'sqlite'
+    ? `SELECT ID FROM ${table} WHERE ID = 1`
+    : `SELECT ID FROM ${table} WHERE ID = 1 FOR UPDATE`;
+}
+
+/**
+ * How long a DatabaseLocker's hold looks alive to a lease reader: while its transaction holds
+ * the row it sets TIME this far ahead (ms, one day), and resets it when it gives the row back.
+ */
+export const DATABASE_HOLD_MS = 86_400_000;
+
 /** The lock row as stored. */
 export interface LockRow {
   holder: string | undefined;

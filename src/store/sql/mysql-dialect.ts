@@ -1,6 +1,6 @@
 import mysql from 'mysql2/promise';
 import { ConnectionDeath } from './connection-death.js';
-import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
+import { type Dialect, type SqlConnection, type SqlResult, withTimeout } from './dialect.js';
 import { DialectPool, type PoolSource } from './dialect-pool.js';
 
 function result(out: unknown): SqlResult {
@@ -124,6 +124,27 @@ export class MysqlDialect implements Dialect {
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
     const [out] = await this.#pool.query(sql, params as unknown[]);
     return result(out);
+  }
+
+  async queryWithin(
+    sql: string,
+    params: readonly unknown[],
+    ms: number,
+    onTimeout: () => Error,
+  ): Promise<SqlResult> {
+    if (ms <= 0) return this.query(sql, params);
+    const conn = await this.#pool.getConnection();
+    try {
+      const [out] = await withTimeout(conn.query(sql, params as unknown[]), ms, onTimeout);
+      conn.release();
+      return result(out);
+    } catch (err) {
+      const id = conn.threadId;
+      conn.destroy();
+      // The server would keep the statement waiting until its lock wait timeout.
+      if (typeof id === 'number') this.#pool.query(`KILL ${Math.floor(id)}`).catch(() => {});
+      throw err;
+    }
   }
 
   async beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean> {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { ConnectionDeath } from './connection-death.js';
-import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
+import { type Dialect, type SqlConnection, type SqlResult, withTimeout } from './dialect.js';
 import { DialectPool, type PoolSource } from './dialect-pool.js';
 
 /** `?` → `$1, $2, …` (our statements never contain a literal `?`). */
@@ -120,6 +120,27 @@ export class PostgresDialect implements Dialect {
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
     const r = await this.#use().query(dollars(sql), params as unknown[]);
     return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
+  }
+
+  async queryWithin(
+    sql: string,
+    params: readonly unknown[],
+    ms: number,
+    onTimeout: () => Error,
+  ): Promise<SqlResult> {
+    if (ms <= 0) return this.query(sql, params);
+    const client = await this.#use().connect();
+    // A client ended under a pending statement may still report the error as an event.
+    client.on('error', ignore);
+    try {
+      const r = await withTimeout(client.query(dollars(sql), params as unknown[]), ms, onTimeout);
+      client.off('error', ignore);
+      client.release();
+      return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
+    } catch (err) {
+      client.release(true); // ends the socket: the pool forgets it, the statement is abandoned
+      throw err;
+    }
   }
 
   async beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean> {

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
+import { type Dialect, type SqlConnection, type SqlResult, withTimeout } from './dialect.js';
 
 /** How long a statement retries a busy database (asynchronously, never blocking the loop). */
 const BUSY_RETRY_MS = 1_000;
@@ -120,6 +120,16 @@ export class SqliteDialect implements Dialect {
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
     this.#shared ??= open(this.#path);
     return runRetrying(this.#shared, sql, params);
+  }
+
+  /** better-sqlite3 is synchronous: a statement never stays blocked, only busy-retried. */
+  queryWithin(
+    sql: string,
+    params: readonly unknown[],
+    ms: number,
+    onTimeout: () => Error,
+  ): Promise<SqlResult> {
+    return withTimeout(this.query(sql, params), ms, onTimeout);
   }
 
   async beginRowLock(conn: SqlConnection, lockStatement: string): Promise<boolean> {
