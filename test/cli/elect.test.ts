@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
@@ -346,4 +346,58 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
     assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
   }
   assert.ok(!existsSync(join(tmp.path, 'never.db')));
+});
+
+/** The pid of `elect`'s watchdog process (its child running command-watchdog-process.js). */
+function watchdogOf(electPid: number): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== electPid) continue;
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('command-watchdog-process')) {
+        return Number(entry);
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
+}
+
+test('elect: its watchdog survives SIGTERM to it; a watchdog killed with kill -9 makes elect stop its command and exit 1', async () => {
+  using tmp = tempDir();
+  const pidFile = join(tmp.path, 'pid');
+  const e = elect(join(tmp.path, 'store'), 'w', [
+    'sh',
+    '-c',
+    `echo $$ > ${pidFile}; while :; do sleep 0.05; done`,
+  ]);
+  try {
+    await e.line(/became master/);
+    const pid = Number(
+      await poll(
+        () => readLines(pidFile)[0],
+        20_000,
+        () => 'pid',
+      ),
+    );
+    const watchdog = await poll(
+      () => watchdogOf(e.child.pid as number),
+      5000,
+      () => 'the watchdog process',
+    );
+    // Terminal-style signals do not end the watch.
+    process.kill(watchdog, 'SIGTERM');
+    process.kill(watchdog, 'SIGINT');
+    await sleep(300);
+    assert.ok(!isDead(watchdog), 'the watchdog ignores SIGTERM/SIGINT');
+    process.kill(watchdog, 'SIGKILL');
+    assert.deepEqual(await exitOf(e.child), { code: 1, signal: null });
+    assert.ok(isDead(pid), 'the unwatched command was stopped');
+    assert.match(e.lines.at(-1) ?? '', /stopped \(the command watchdog exited unexpectedly/);
+  } finally {
+    e.child.kill('SIGKILL');
+  }
 });
