@@ -333,13 +333,14 @@ export function watchdogPolicy(
       return ({ validUntil }) => deadlines(toShared(validUntil), lease / 8);
     }
     case 'database':
-      return ({ at }) =>
+      return ({ at, validUntil }) =>
         deadlines(
-          toShared(at + renewMs + (DATABASE_QUERY_TIMEOUT_MS * 3) / 4),
+          toShared(Math.min(validUntil, at + renewMs + (DATABASE_QUERY_TIMEOUT_MS * 3) / 4)),
           DATABASE_QUERY_TIMEOUT_MS / 4,
         );
     case 'shared-file':
-      return () => ({ termAt: Number.POSITIVE_INFINITY, killAt: Number.POSITIVE_INFINITY });
+      // Infinity today; a deadline the locker comes to know is honoured as it is.
+      return ({ validUntil }) => deadlines(toShared(validUntil), renewMs / 2);
   }
 }
 
