@@ -1,10 +1,12 @@
-import { parseDuration } from '../core/duration.js';
+import { systemClock } from '../core/clock.js';
+import { MAX_DURATION_MS, parseDuration } from '../core/duration.js';
 import { LockLostError } from '../core/errors.js';
+import { CommandWatchdog, sharedNow } from '../os/command-watchdog.js';
 import { type CommandExit, CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
 import { describe } from '../store/describe-error.js';
 import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL, type Locker } from '../store/locker.js';
 import { SharedFileLocker } from '../store/shared-file-locker.js';
-import { Supervisor, type SupervisorEvent } from '../store/supervisor.js';
+import { type ConfirmedEvent, Supervisor, type SupervisorEvent } from '../store/supervisor.js';
 import { parseCommandLine, UsageError } from './args.js';
 
 export const USAGE =
@@ -39,6 +41,12 @@ export interface ElectOptions {
   command: string[];
 }
 
+/**
+ * The database locker's limit on its keep-alive statement, which elect passes explicitly: the
+ * watchdog deadline of the `database` locker is derived from it (see {@link watchdogPolicy}).
+ */
+export const DATABASE_QUERY_TIMEOUT_MS = 2000;
+
 /** Signals that stop elect: the command is stopped (with the grace), the lock released. */
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 const SIGNAL_STATUS: Record<(typeof STOP_SIGNALS)[number], number> = {
@@ -52,7 +60,8 @@ const SIGNAL_STATUS: Record<(typeof STOP_SIGNALS)[number], number> = {
  * one-line message (the dispatcher prints it and exits 2): unknown locker, a missing or
  * misplaced `--dir`/`--db`/`--table`/`--lease`/`--acquire-interval`, a missing `--id`, a
  * malformed, negative or zero duration (only `--grace` may be 0), for lease-database a
- * `--renew` not at most 3/4 of the lease (given or default), no command.
+ * `--renew` not at most 3/8 of the lease (given or default), a lease under 1 s, no command.
+ * Durations need a unit and lie within 1 ms .. 2^31−1 ms (see {@link duration}).
  */
 export function parseElectOptions(args: string[]): ElectOptions {
   rejectNegativeDurations(args);
@@ -133,23 +142,58 @@ export function parseElectOptions(args: string[]): ElectOptions {
   if (lease !== undefined) options.leaseMs = lease;
   if (renew !== undefined) options.renewMs = renew;
   if (interval !== undefined) options.acquireIntervalMs = interval;
-  if (locker === 'lease-database' && renew !== undefined) {
-    // The lease locker self-fences when no renewal succeeded for lease − lease/4: a renewal
-    // period above that makes every mastership end between two renewals.
-    const leaseMs = lease ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
-    const leaseText = lease === undefined ? `${leaseMs}ms, the default` : str('lease');
-    if (renew >= leaseMs) {
+  checkCombination(options, (name) => str(name));
+  return options;
+}
+
+/** The shortest lease elect accepts: below it, scheduling noise alone eats the margins. */
+export const MIN_LEASE_MS = 1000;
+
+/**
+ * Lease-database: the longest renewal period, as a fraction of the lease. The master counts
+ * itself master for 3/4 of the lease after a renewal was sent (then it self-fences), and its
+ * command watchdog sends SIGTERM 1/8 of the lease before that; a renewal every 3/8 of the lease
+ * leaves 1/4 of the lease for the renewal's round trip and the event loop's delays.
+ */
+export const MAX_RENEW_FRACTION = 3 / 8;
+
+/**
+ * The lease/renew/interval combinations that cannot work, refused before anything is taken:
+ * a lease-database lease under {@link MIN_LEASE_MS}, a renewal not shorter than the lease or
+ * longer than {@link MAX_RENEW_FRACTION} of it, and (database) a renewal so long that the
+ * takeover pause (renew + query timeout) is past the longest duration.
+ */
+function checkCombination(options: ElectOptions, str: (name: string) => string | undefined): void {
+  const { locker, renewMs: renew } = options;
+  if (locker === 'lease-database') {
+    const lease = options.leaseMs ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
+    const leaseText = options.leaseMs === undefined ? `${lease}ms, the default` : str('lease');
+    if (lease < MIN_LEASE_MS) {
+      throw new UsageError(
+        `--lease (${leaseText}) must be at least 1s: a shorter lease leaves no time to renew it on a busy machine`,
+      );
+    }
+    if (renew === undefined) return;
+    if (renew >= lease) {
       throw new UsageError(
         `--renew (${str('renew')}) must be shorter than --lease (${leaseText}): a lease renewed no faster than it expires lapses between renewals`,
       );
     }
-    if (renew > leaseMs - leaseMs / 4) {
+    if (renew > lease * MAX_RENEW_FRACTION) {
       throw new UsageError(
-        `--renew (${str('renew')}) must be at most 3/4 of --lease (${leaseText}): the master self-fences when it has not renewed for lease − lease/4`,
+        `--renew (${str('renew')}) must be at most 3/8 of --lease (${leaseText}), e.g. --renew ${Math.floor(lease / 4)}ms: the command is stopped 5/8 of the lease after a renewal that is not followed by another`,
       );
     }
   }
-  return options;
+  if (
+    locker === 'database' &&
+    renew !== undefined &&
+    renew + DATABASE_QUERY_TIMEOUT_MS > MAX_DURATION_MS
+  ) {
+    throw new UsageError(
+      `--renew (${str('renew')}) is too long: a new master pauses --renew + ${DATABASE_QUERY_TIMEOUT_MS}ms, which must stay within ${MAX_DURATION_MS}ms`,
+    );
+  }
 }
 
 const DURATION_OPTIONS = ['--lease', '--renew', '--acquire-interval', '--grace'];
@@ -169,21 +213,40 @@ function rejectNegativeDurations(args: string[]): void {
   }
 }
 
-/** A duration option: undefined when absent; 0 only where `zeroAllowed`. */
+/**
+ * A duration option: undefined when absent. It needs a unit (`10` is refused with an example:
+ * 10 ms and 10 s are both plausible readings, and picking one flipped masters hundreds of
+ * times in seconds), lies within 1 ms .. {@link MAX_DURATION_MS} (Node's longest timer: a
+ * longer one fires at once), and is 0 only where `zeroAllowed`.
+ */
 function duration(
   value: string | undefined,
   what: string,
   zeroAllowed: boolean,
 ): number | undefined {
   if (value === undefined) return undefined;
+  const text = JSON.stringify(value);
+  if (/^\s*\d+(?:\.\d+)?\s*$/.test(value)) {
+    throw new UsageError(
+      `Invalid ${what} ${text}: a duration needs a unit (ms, s, m, h), e.g. ${what} ${value.trim()}s`,
+    );
+  }
   let ms: number;
   try {
     ms = parseDuration(value, what);
   } catch (err) {
+    if (/longest duration/.test((err as Error).message)) {
+      throw new UsageError(
+        `Invalid ${what} ${text}: longer than the longest duration allowed, ${MAX_DURATION_MS}ms (about 24.8 days)`,
+      );
+    }
     throw new UsageError((err as Error).message);
   }
   if (ms === 0 && !zeroAllowed) {
-    throw new UsageError(`Invalid ${what} ${JSON.stringify(value)}: must be greater than 0`);
+    throw new UsageError(`Invalid ${what} ${text}: must be greater than 0`);
+  }
+  if (ms > 0 && ms < 1) {
+    throw new UsageError(`Invalid ${what} ${text}: shorter than 1ms, the shortest duration`);
   }
   return ms;
 }
@@ -222,8 +285,62 @@ export async function createLocker(options: ElectOptions): Promise<Locker> {
         lockTableName: options.table,
         lockAcquireSleepInterval: options.acquireIntervalMs,
         failIfLocked: options.failIfLocked,
+        queryTimeout: DATABASE_QUERY_TIMEOUT_MS,
       });
     }
+  }
+}
+
+/** The watchdog's deadlines, in {@link sharedNow} ms. */
+export interface WatchdogDeadlines {
+  termAt: number;
+  killAt: number;
+}
+
+/**
+ * Turns a confirmation of mastership into the command's deadlines: SIGKILL to its group at
+ * `killAt`, which comes before any other contender can be master; SIGTERM `min(--grace, lead)`
+ * before it.
+ *
+ * - lease-database: `killAt` = the locker's `validUntil` (3/4 of the lease after the renewal
+ *   was sent): the lease itself runs at least 1/4 lease longer, and a contender takes it only
+ *   once it has expired on the database's clock. Lead: 1/8 of the lease.
+ * - database: the row lock is held by our session, paused or not; another contender gets it
+ *   only when the database or the network ends that session, and then pauses `renew + query
+ *   timeout` before it acts. The lock was ours after `at` (the confirmation's start), so
+ *   `killAt` = at + renew + 3/4 of the query timeout leaves 1/4 of it (500 ms) for the
+ *   watchdog to act. Lead: 1/4 of the query timeout. (This holds when every contender uses
+ *   the same `--renew`; the newcomer's pause is its own.)
+ * - shared-file: the kernel's lock stays with our open file while elect is paused, and is
+ *   freed only when elect dies, which also kills the command (parent-death signal, and the
+ *   watchdog): no deadline.
+ */
+export function watchdogPolicy(
+  options: ElectOptions,
+  renewMs: number,
+): (confirmed: ConfirmedEvent) => WatchdogDeadlines {
+  const toShared = (monotonic: number) =>
+    monotonic === Number.POSITIVE_INFINITY
+      ? monotonic
+      : sharedNow() + (monotonic - systemClock.monotonic());
+  const deadlines = (killAt: number, lead: number): WatchdogDeadlines => ({
+    termAt: killAt - Math.min(options.graceMs, lead),
+    killAt,
+  });
+  switch (options.locker) {
+    case 'lease-database': {
+      const lease = options.leaseMs ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
+      return ({ validUntil }) => deadlines(toShared(validUntil), lease / 8);
+    }
+    case 'database':
+      return ({ at, validUntil }) =>
+        deadlines(
+          toShared(Math.min(validUntil, at + renewMs + (DATABASE_QUERY_TIMEOUT_MS * 3) / 4)),
+          DATABASE_QUERY_TIMEOUT_MS / 4,
+        );
+    case 'shared-file':
+      // Infinity today; a deadline the locker comes to know is honoured as it is.
+      return ({ validUntil }) => deadlines(toShared(validUntil), renewMs / 2);
   }
 }
 
@@ -233,12 +350,18 @@ export async function createLocker(options: ElectOptions): Promise<Locker> {
  *
  * - Loss of mastership: SIGTERM to the command's process group, SIGKILL after `--grace`, then
  *   back to waiting as a slave (a new mastership runs the command again, with a new token).
+ * - The command watchdog: a separate process holds the command's deadline (see
+ *   {@link watchdogPolicy}), which each confirmation of mastership moves on. If elect cannot
+ *   confirm in time (paused by SIGSTOP, its event loop blocked, the database slow), the
+ *   watchdog sends SIGTERM and then SIGKILL to the command's group before any other contender
+ *   can be master; the same deadline cuts `--grace` short on a loss or a stop. If elect dies
+ *   (even `kill -9`) the watchdog SIGKILLs the whole group at once (the command itself also
+ *   has the parent-death signal). A command the watchdog stopped is a loss: elect demotes,
+ *   gives the lock back, and waits as a slave. The watchdog process dying ends elect (exit 1).
  * - The command ending on its own ends elect with its status (128 + signal number when a
  *   signal we did not send killed it); the lock is released first.
  * - SIGINT/SIGTERM/SIGHUP to elect: the command is stopped (with the grace), the lock
  *   released, and elect exits 128 + that signal's number.
- * - elect dying, even by `kill -9`: the command is SIGKILLed by the kernel (CommandService
- *   spawns it with PR_SET_PDEATHSIG), so an orphan can never act as a second master.
  * - Exactly one stderr line per role change: waiting as slave, became master (with the
  *   token), lost mastership (with the reason), stopped. A failure that ends the supervisor
  *   (e.g. `--fail-if-locked` while another is master) is the "stopped" line and exit 1. The
@@ -249,11 +372,26 @@ export async function run(args: string[]): Promise<number> {
   const options = parseElectOptions(args);
   const say = (line: string) => process.stderr.write(`locksmith elect [${options.id}]: ${line}\n`);
   const locker = await createLocker(options);
-  const service = new CommandService(options.command, { graceMs: options.graceMs });
+  // Started before anything is taken: no command ever runs unwatched.
+  const watchdog = await CommandWatchdog.start();
+  let deadlines: WatchdogDeadlines | undefined;
+  const service = new CommandService(options.command, {
+    graceMs: options.graceMs,
+    onSpawn: (pid) => {
+      if (deadlines === undefined) throw new Error('no confirmed mastership to run under');
+      watchdog.arm(pid, deadlines.termAt, deadlines.killAt);
+    },
+    onExit: () => watchdog.disarm(),
+  });
   const supervisor = new Supervisor({
     locker,
     service,
     ...(options.renewMs === undefined ? {} : { lockKeepAlivePeriod: options.renewMs }),
+  });
+  const policy = watchdogPolicy(options, supervisor.lockKeepAlivePeriod);
+  supervisor.on('confirmed', (confirmed: ConfirmedEvent) => {
+    deadlines = policy(confirmed);
+    watchdog.extend(deadlines.termAt, deadlines.killAt);
   });
 
   // The exit status, fixed by whichever ends elect first: the command, a signal, a failure.
@@ -271,13 +409,30 @@ export async function run(args: string[]): Promise<number> {
     finish(SIGNAL_STATUS[sig], ` (received ${sig})`);
   for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
 
+  const watchdogLoss = (detail: string) =>
+    new LockLostError(
+      `the command watchdog stopped the command: mastership was not confirmed before its deadline${detail}`,
+    );
+  watchdog.on('fired', ({ pgid, signal, lateMs }) => {
+    if (pgid === service.pid) {
+      supervisor.demote(watchdogLoss(` (${signal} ${Math.round(lateMs)} ms after it)`));
+    }
+  });
+  watchdog.on('exit', ({ expected, code, signal }) => {
+    if (!expected) finish(1, ` (the command watchdog exited unexpectedly: ${code ?? signal})`);
+  });
+
   supervisor.on('waiting', () => say(`waiting as slave for ${locker.name}`));
   supervisor.on('master', ({ token }: SupervisorEvent) => {
     say(`became master with token ${token}; running ${options.command.join(' ')}`);
-    // The exit promise of this run: a run we stopped (loss, signal) does not end elect.
+    // The exit promise of this run: a run we stopped (loss, signal) does not end elect, nor
+    // does one the watchdog stopped (a loss, though elect may hear of it only now).
+    const fired = () => watchdog.fired;
     service.exited.then(
       (exit: CommandExit) => {
-        if (!exit.stopped) finish(exit.status, ` (command exited with status ${exit.status})`);
+        if (exit.stopped) return;
+        if (fired()) supervisor.demote(watchdogLoss(''));
+        else finish(exit.status, ` (command exited with status ${exit.status})`);
       },
       () => {},
     );
@@ -309,5 +464,6 @@ export async function run(args: string[]): Promise<number> {
     return await stopped;
   } finally {
     for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
+    await watchdog.close();
   }
 }

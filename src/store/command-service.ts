@@ -19,6 +19,18 @@ export interface CommandServiceOptions {
    * then has no controlling terminal; keyboard signals reach the supervisor, which stops it.
    */
   processGroup?: boolean;
+  /**
+   * Called synchronously right after the command was spawned, with its pid (the process group
+   * id too, with `processGroup`), before anything else can run: the place to put it under a
+   * watch (elect's CommandWatchdog). A throw is reported as a failed start after the command
+   * was killed.
+   */
+  onSpawn?: (pid: number) => void;
+  /**
+   * Called synchronously once the command was reaped and its group SIGKILLed, in the same tick:
+   * the place to end a watch on its pid before the id can be reused.
+   */
+  onExit?: (pid: number) => void;
 }
 
 /** How a run of the command ended. */
@@ -125,6 +137,7 @@ export class CommandService implements Service {
         child.once('exit', (code, sig) => {
           // Whatever the command left in its group must not keep acting after it.
           if (group && child.pid !== undefined) kill(-child.pid, 'SIGKILL');
+          if (child.pid !== undefined) this.#options.onExit?.(child.pid);
           signal.removeEventListener('abort', onAbort);
           if (this.#run === run) this.#run = undefined;
           resolve({
@@ -139,6 +152,15 @@ export class CommandService implements Service {
     this.#run = run;
     run.exited.then(this.#settle, () => {});
     signal.addEventListener('abort', onAbort, { once: true });
+    if (child.pid !== undefined && this.#options.onSpawn !== undefined) {
+      try {
+        this.#options.onSpawn(child.pid);
+      } catch (err) {
+        // Unwatched, the command must not run: kill it and report the start as failed.
+        await this.#stopRun(run).catch(() => {});
+        throw new LockIOError(`cannot watch ${this.command[0]}`, { cause: err });
+      }
+    }
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);
       // Only a failed spawn rejects (and ends the run: no 'exit' follows it); a later 'error'

@@ -38,11 +38,34 @@ export interface SupervisorEvent {
   token?: number;
 }
 
+/** What `confirmed` carries: when and until when this process is certainly master. */
+export interface ConfirmedEvent {
+  token: number;
+  /**
+   * The locker's {@link Locker.validUntil} just after the confirmation (its clock's
+   * `monotonic()` ms): no other process can be master before then. `Infinity` when the
+   * locker knows no deadline (only a loss it reports ends the mastership).
+   */
+  validUntil: number;
+  /**
+   * The supervisor clock's `monotonic()` when the confirmation began (the acquisition's end,
+   * or the call of the keep-alive that returned true): the lock was held at some instant
+   * after this. A caller that derives its own deadline counts from here.
+   */
+  at: number;
+}
+
 export interface SupervisorEvents {
   /** Waiting for the lock (a slave). */
   waiting: [SupervisorEvent];
   /** The lock is held and the service started. */
   master: [SupervisorEvent];
+  /**
+   * Mastership was confirmed: once the lock is acquired (before the service starts) and after
+   * each keep-alive that returned true. Whatever must stop before anyone else can become
+   * master (elect's command watchdog) takes its deadline from here.
+   */
+  confirmed: [ConfirmedEvent];
   /** A keep-alive returned false or threw (whether or not that demotes). */
   'keepalive-failed': [SupervisorEvent];
   /** Mastership ended by loss: the service was stopped and the lock given back. */
@@ -184,17 +207,20 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
         if (this.locker !== undefined) {
           this.#state = 'waiting';
           this.#emit('waiting', {});
+          let acquiredAt = 0;
           try {
             await this.locker.start({
               signal: stopSignal,
               lockKeepAlivePeriod: this.lockKeepAlivePeriod,
             });
+            acquiredAt = this.#clock.monotonic();
           } catch (err) {
             if (stopSignal.aborted) break;
             failure = err;
             break;
           }
           token = this.locker.token ?? 0;
+          this.#confirm(this.locker, token, acquiredAt);
         }
         const reason = await this.#serve(token, resolveFirst);
         if (reason instanceof ServiceStartError) {
@@ -306,6 +332,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
       // Fixed rate without bursts: a late tick moves the schedule instead of catching up.
       next = Math.max(next + period, this.#clock.monotonic());
       let alive: boolean;
+      const at = this.#clock.monotonic();
       try {
         alive = await locker.keepAlive();
       } catch (err) {
@@ -333,7 +360,36 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
         mastership.end(reason);
         return;
       }
+      this.#confirm(locker, mastership.token, at);
     }
+  }
+
+  #confirm(locker: Locker, token: number, at: number): void {
+    const validUntil = locker.validUntil;
+    // undefined: the locker no longer counts itself master (a loss is on its way).
+    if (validUntil === undefined) return;
+    this.#emit('confirmed', { token, validUntil, at });
+  }
+
+  /**
+   * Ends the current mastership as a loss, as a keep-alive returning false would: the
+   * service's signal aborts with `reason` (a {@link LockLostError} unless one is given), the
+   * service is stopped, the lock given back, `demoted` emitted, and (with `restartAllowed`)
+   * the supervisor waits as a slave again. For a caller that learnt of the loss elsewhere (a
+   * watchdog that stopped the service at its deadline). Returns false, doing nothing, when
+   * this process is not master (waiting, or already ending a mastership).
+   */
+  demote(reason?: unknown): boolean {
+    const mastership = this.#mastership;
+    if (mastership === undefined || mastership.controller.signal.aborted) return false;
+    mastership.end(
+      reason instanceof LockLostError
+        ? reason
+        : new LockLostError(`Mastership of ${this.#name()} given up by demote()`, {
+            cause: reason,
+          }),
+    );
+    return true;
   }
 
   stop(): Promise<void> {
@@ -353,9 +409,9 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
   }
 
   /** Listeners are user code: one that throws must not break the supervisor's timers. */
-  #emit<K extends keyof SupervisorEvents>(event: K, payload: SupervisorEvent): void {
+  #emit<K extends keyof SupervisorEvents>(event: K, payload: SupervisorEvents[K][0]): void {
     try {
-      (this.emit as (e: K, p: SupervisorEvent) => boolean)(event, payload);
+      (this.emit as (e: K, p: SupervisorEvents[K][0]) => boolean)(event, payload);
     } catch (err) {
       this.#logger.warn(`A '${event}' listener of ${this.#name()} threw: ${describe(err)}`);
     }
