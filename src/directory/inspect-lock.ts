@@ -4,7 +4,6 @@ import {
   constants,
   lstatSync,
   openSync,
-  readSync,
   realpathSync,
   type Stats,
   statSync,
@@ -16,7 +15,7 @@ import { checkOptionsObject, describeValue } from '../core/options.js';
 import { fileLocks } from '../os/file-lock.js';
 import { type LockHolder, lockHolders } from '../os/lock-holders.js';
 import { WRITE_LOCK_NAME } from './acquire-lock.js';
-import { FENCE_SUFFIX } from './fence-token-file.js';
+import { FENCE_SUFFIX, readFenceCounter } from './fence-token-file.js';
 import type { LockFactory } from './lock-factory.js';
 import { lockPath } from './lock-file.js';
 import { NativeFSLockFactory } from './native-fs-lock-factory.js';
@@ -156,7 +155,7 @@ export function inspectLock(dir: string, options?: InspectLockOptions): LockInsp
     throw new LockIOError(`Cannot resolve directory ${absolute}`, { cause: err });
   }
   const path = lockPath(real, name);
-  const fenceCounter = readStoredCounter(path + FENCE_SUFFIX);
+  const fenceCounter = readFenceCounter(path);
 
   const lockStat = statOrError(path, lstat);
   if (lockStat instanceof Error) {
@@ -291,33 +290,6 @@ function isLockedElsewhere(path: string): boolean {
   }
   try {
     return fileLocks().isLockedElsewhere(fd, path);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
- * The counter stored in the fence file, or `undefined` when missing, unreadable or torn.
- * Only a regular file is read. TODO(merge): replace with `readFenceCounter` from
- * fence-token-file.ts once that exists.
- */
-function readStoredCounter(fencePath: string): number | undefined {
-  const st = statOrError(fencePath, lstat);
-  if (st instanceof Error || !st.isFile()) return undefined;
-  let fd: number;
-  try {
-    fd = openSync(fencePath, PROBE_FLAGS);
-  } catch {
-    return undefined;
-  }
-  try {
-    const buf = Buffer.alloc(32);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    const match = /^(\d+)\n?$/.exec(buf.toString('latin1', 0, n));
-    const value = match === null ? Number.NaN : Number(match[1]);
-    return Number.isSafeInteger(value) ? value : undefined;
-  } catch {
-    return undefined;
   } finally {
     closeSync(fd);
   }

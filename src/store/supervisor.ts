@@ -209,17 +209,20 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
           this.#emit('waiting', {});
           let acquiredAt = 0;
           try {
-            await this.locker.start({
+            // The handle's token, not the locker's property: the grant this mastership is.
+            // Loss is taken from the locker's `lost` event (below), not the handle's signal,
+            // since a keep-alive that throws ends the handle but is this supervisor's
+            // ioErrorPolicy to judge.
+            ({ token } = await this.locker.start({
               signal: stopSignal,
               lockKeepAlivePeriod: this.lockKeepAlivePeriod,
-            });
+            }));
             acquiredAt = this.#clock.monotonic();
           } catch (err) {
             if (stopSignal.aborted) break;
             failure = err;
             break;
           }
-          token = this.locker.token ?? 0;
           this.#confirm(this.locker, token, acquiredAt);
         }
         const reason = await this.#serve(token, resolveFirst);

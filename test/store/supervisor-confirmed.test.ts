@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { test } from 'node:test';
 import { LockLostError } from '../../src/core/errors.js';
-import type { Locker, Service } from '../../src/store/index.js';
+import { type Locker, Mastership, type Service } from '../../src/store/index.js';
 import {
   type ConfirmedEvent,
   Supervisor,
@@ -23,9 +23,10 @@ class QuickLocker extends EventEmitter<{ lost: [LockLostError] }> implements Loc
   get validUntil(): number | undefined {
     return this.token === undefined ? undefined : this.deadline;
   }
-  async start(): Promise<void> {
+  async start(): Promise<Mastership> {
     this.token = this.#next++;
     this.deadline = performance.now() + 1000;
+    return new Mastership(this);
   }
   async keepAlive(): Promise<boolean> {
     const ok = this.answers.shift() ?? true;
