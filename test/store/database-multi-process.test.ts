@@ -1,27 +1,17 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { LockViolationError } from '../../src/core/errors.js';
-import { dropTable, KINDS, type Kind, uniqueTable, urlOf } from '../fixtures/db-servers.js';
+import { KINDS, urlOf } from '../fixtures/db-servers.js';
 import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
-import { exitOf, tempDir } from '../helpers.js';
-import { killMasterFailover, until } from './store-helpers.js';
+import { exitOf } from '../helpers.js';
+import { killMasterFailover, scratchTables, until } from './store-helpers.js';
 
 const CONTENDERS = 3;
 const ROUNDS = 10;
 
 describe('database lockers across processes', () => {
-  const dir = tempDir();
-  const tables: [Kind, string][] = [];
-  const table = (kind: Kind) => {
-    const t = uniqueTable();
-    tables.push([kind, t]);
-    return t;
-  };
-  after(async () => {
-    for (const [kind, t] of tables) await dropTable(kind, t);
-    dir[Symbol.dispose]();
-  });
+  const { dir, table } = scratchTables();
 
   for (const locker of ['lease', 'database'] as const) {
     for (const kind of KINDS) {

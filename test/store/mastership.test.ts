@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import {
   AbortedError,
   AlreadyClosedError,
@@ -26,15 +26,13 @@ import { rowLockStatement } from '../../src/store/sql/lock-table.js';
 import { openDialect } from '../../src/store/sql/open-dialect.js';
 import {
   admin,
-  dropTable,
   KINDS,
   type Kind,
   killSession,
   uniqueTable,
   urlOf,
 } from '../fixtures/db-servers.js';
-import { tempDir } from '../helpers.js';
-import { tracked } from './store-helpers.js';
+import { scratchTables, tracked } from './store-helpers.js';
 
 /** A locker whose keep-alive answers what the test says (a rejection is "unknown"). */
 class ScriptedAnswerLocker extends AbstractLocker {
@@ -57,17 +55,7 @@ class ScriptedAnswerLocker extends AbstractLocker {
 type Make = (extra?: { failIfLocked?: boolean }) => Locker;
 
 describe('Mastership', () => {
-  const dir = tempDir();
-  const tables: [Kind, string][] = [];
-  const table = (kind: Kind) => {
-    const t = uniqueTable();
-    tables.push([kind, t]);
-    return t;
-  };
-  after(async () => {
-    for (const [kind, t] of tables) await dropTable(kind, t);
-    dir[Symbol.dispose]();
-  });
+  const { dir, table } = scratchTables();
 
   const factories: [string, () => Make][] = [
     [

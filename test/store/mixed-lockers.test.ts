@@ -2,16 +2,16 @@
 // A DatabaseLocker is master while its transaction holds the lock row; a LeaseDatabaseLocker
 // while its lease (TIME on the database's clock) is live. Each must wait for the other kind.
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { LockObtainFailedError } from '../../src/core/errors.js';
 import { DatabaseLocker } from '../../src/store/database-locker.js';
 import { LeaseDatabaseLocker } from '../../src/store/lease-database-locker.js';
 import type { Locker } from '../../src/store/locker.js';
-import { dropTable, KINDS, type Kind, uniqueTable, urlOf } from '../fixtures/db-servers.js';
+import { KINDS, type Kind, urlOf } from '../fixtures/db-servers.js';
 import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
-import { exitOf, tempDir } from '../helpers.js';
-import { tracked, until } from './store-helpers.js';
+import { exitOf } from '../helpers.js';
+import { scratchTables, tracked, until } from './store-helpers.js';
 
 type LockerKind = 'lease' | 'database';
 const ORDERS: [LockerKind, LockerKind][] = [
@@ -23,17 +23,7 @@ const LEASE = 1_000;
 const PERIOD = 250;
 
 describe('mixed database lockers on one table', () => {
-  const dir = tempDir();
-  const tables: [Kind, string][] = [];
-  const table = (kind: Kind) => {
-    const t = uniqueTable();
-    tables.push([kind, t]);
-    return t;
-  };
-  after(async () => {
-    for (const [kind, t] of tables) await dropTable(kind, t);
-    dir[Symbol.dispose]();
-  });
+  const { dir, table } = scratchTables();
 
   const make = (
     which: LockerKind,

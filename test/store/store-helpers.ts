@@ -1,8 +1,11 @@
-// Shared by the store tests: a recording logger and a poll-until helper. Not a test file.
+// Shared by the store tests: a recording logger, a poll-until helper, scratch lock tables. Not a test file.
 import assert from 'node:assert/strict';
 import { readdirSync, readlinkSync } from 'node:fs';
+import { after } from 'node:test';
 import type { StoreLogger } from '../../src/store/logger.js';
+import { dropTable, type Kind, uniqueTable } from '../fixtures/db-servers.js';
 import { type FixtureProcess, masterToken, spawnFixture } from '../fixtures/fixture-process.js';
+import { tempDir } from '../helpers.js';
 
 export interface RecordingLogger extends StoreLogger {
   lines: { level: 'info' | 'debug' | 'warn'; message: string }[];
@@ -96,4 +99,26 @@ export async function killMasterFailover(
   await until(() => b.line(/^master \d+/) !== undefined, 10_000);
   const failover = performance.now() - t0;
   return { a, b, tokenA, tokenB: masterToken(b), failover };
+}
+
+/**
+ * For a `describe` block: a temporary directory (for SQLite files) and `table(kind)`, which
+ * hands out a unique lock-table name; after the block every table handed out is dropped and
+ * the directory removed.
+ */
+export function scratchTables(): { dir: { path: string }; table: (kind: Kind) => string } {
+  const dir = tempDir();
+  const tables: [Kind, string][] = [];
+  after(async () => {
+    for (const [kind, t] of tables) await dropTable(kind, t);
+    dir[Symbol.dispose]();
+  });
+  return {
+    dir,
+    table: (kind) => {
+      const t = uniqueTable();
+      tables.push([kind, t]);
+      return t;
+    },
+  };
 }
