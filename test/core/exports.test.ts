@@ -82,3 +82,23 @@ test('a caught directory error is an instance of the class the subpath exports',
   await lock.close();
   await dir.close();
 });
+
+test('the singleton factories refuse a second instance at run time, as their types do', () => {
+  const singletons = [
+    directory.SimpleFSLockFactory,
+    directory.NativeFSLockFactory,
+    directory.NoLockFactory,
+  ] as const;
+  for (const cls of singletons) {
+    assert.ok(cls.INSTANCE instanceof cls, `${cls.name}.INSTANCE`);
+    // The constructor is private to the type checker; plain JavaScript must not get around it.
+    const ctor = cls as unknown as new () => unknown;
+    assert.throws(
+      () => new ctor(),
+      (err: unknown) =>
+        err instanceof directory.UnsupportedOperationError &&
+        err.code === 'UNSUPPORTED_OPERATION' &&
+        err.message.includes(`${cls.name}.INSTANCE`),
+    );
+  }
+});
