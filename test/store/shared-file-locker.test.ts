@@ -240,8 +240,27 @@ describe('SharedFileLocker', () => {
     await holder.start();
     const ac = new AbortController();
     const viaSignal = waiter.start({ signal: ac.signal });
-    ac.abort(new Error('caller gave up'));
-    await assert.rejects(viaSignal, AbortedError);
+    const reason = new Error('caller gave up');
+    ac.abort(reason);
+    await assert.rejects(viaSignal, (err: unknown) => {
+      assert.ok(err instanceof AbortedError);
+      // No stop() happened: the message must not claim a shutdown, and names the reason.
+      assert.doesNotMatch(err.message, /shutdown/);
+      assert.match(err.message, /aborted by the caller's start signal: caller gave up/);
+      assert.equal(err.cause, reason);
+      return true;
+    });
+    // A start signal that times out says so.
+    const timedOut = waiter.start({ signal: AbortSignal.timeout(50) });
+    await assert.rejects(timedOut, (err: unknown) => {
+      assert.ok(err instanceof AbortedError);
+      assert.equal(err.code, 'ABORTED');
+      assert.doesNotMatch(err.message, /shutdown/);
+      assert.match(err.message, /timed out/);
+      assert.equal((err.cause as Error).name, 'TimeoutError');
+      return true;
+    });
+    assert.equal(waiter.token, undefined);
     await holder.stop();
     await waiter.start();
     await waiter.stop();
