@@ -1,5 +1,6 @@
 // HBase: The Definitive Guide, example 3.17 (RowLockExample), on locksmith's row store:
-// `npx tsx examples/row-lock-example.ts` (after `npm install`, which builds `dist/`, where `locksmith/rows` resolves to).
+// `npx tsx examples/row-lock-example.ts` from the clone, after `npm install` (which builds
+// `dist/`, where `locksmith/rows` resolves to).
 //
 // The main task locks row1; a second task's put to row1 without the lock blocks until the
 // main task, after sleeping 5 s, has put val1 and val2 with the lock and unlocked the row.
