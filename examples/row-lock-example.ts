@@ -1,12 +1,13 @@
 // HBase: The Definitive Guide, example 3.17 (RowLockExample), on locksmith's row store:
-// `npx tsx examples/row-lock-example.ts` (after `npm install`).
+// `npx tsx examples/row-lock-example.ts` from the clone, after `npm install` (which builds
+// `dist/`, where `locksmith/rows` resolves to).
 //
 // The main task locks row1; a second task's put to row1 without the lock blocks until the
 // main task, after sleeping 5 s, has put val1 and val2 with the lock and unlocked the row.
 // `timestampOnArrival` reproduces HBase 0.90: the blocked put's time was read when it
 // arrived, so val3 ends up about 5 s older than val1 although it was written last.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatCell, Get, Put, Region } from '../src/rows/index.js';
+import { formatCell, Get, Put, Region } from 'locksmith/rows';
 
 const ROW1 = 'row1';
 const COLFAM1 = 'colfam1';

@@ -1,3 +1,19 @@
+// The error classes this subpath's functions throw, re-exported so callers can catch by class
+// without a second import from 'locksmith' (they are the same objects as core's).
+export {
+  AbortedError,
+  AlreadyClosedError,
+  InvalidArgumentError,
+  LockIOError,
+  LockLostError,
+  LockObtainFailedError,
+  LockReleaseFailedError,
+  LocksmithError,
+  LockTimeoutError,
+  LockViolationError,
+  ProtocolError,
+  UnsupportedOperationError,
+} from '../core/errors.js';
 export { type AcquireLockOptions, acquireLock, WRITE_LOCK_NAME } from './acquire-lock.js';
 export { ByteBuffersDirectory } from './byte-buffers-directory.js';
 export { ByteChannel, EndOfStreamError } from './byte-channel.js';

@@ -1,6 +1,11 @@
 import { constants } from 'node:fs';
 import { systemClock } from '../core/clock.js';
-import { AlreadyClosedError, LockIOError, LockObtainFailedError } from '../core/errors.js';
+import {
+  AlreadyClosedError,
+  LockIOError,
+  LockObtainFailedError,
+  UnsupportedOperationError,
+} from '../core/errors.js';
 import type { WakeSource } from '../core/wait.js';
 import { fileCalls } from '../os/file-calls.js';
 import { fileLocks } from '../os/file-lock.js';
@@ -45,7 +50,17 @@ const releases = new InProcessReleases();
 export class NativeFSLockFactory extends FSLockFactory {
   static readonly INSTANCE: NativeFSLockFactory = new NativeFSLockFactory();
 
+  /**
+   * A singleton, as in Lucene: use `NativeFSLockFactory.INSTANCE`. The constructor is private for the type
+   * checker and throws at run time once `INSTANCE` exists, so plain JavaScript cannot make a
+   * second instance either.
+   */
   private constructor() {
+    if (NativeFSLockFactory.INSTANCE !== undefined) {
+      throw new UnsupportedOperationError(
+        'NativeFSLockFactory is a singleton: use NativeFSLockFactory.INSTANCE instead of new NativeFSLockFactory()',
+      );
+    }
     super();
   }
 

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { LockLostError } from '../core/errors.js';
+import { type LockLostError, UnsupportedOperationError } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
 import type { Directory } from './directory.js';
 import type { Lock } from './lock.js';
@@ -37,7 +37,17 @@ export class NoLockFactory extends LockFactory {
   static readonly INSTANCE: NoLockFactory = new NoLockFactory();
   static readonly SINGLETON_LOCK: Lock = new NoLock();
 
+  /**
+   * A singleton, as in Lucene: use `NoLockFactory.INSTANCE`. The constructor is private for the type
+   * checker and throws at run time once `INSTANCE` exists, so plain JavaScript cannot make a
+   * second instance either.
+   */
   private constructor() {
+    if (NoLockFactory.INSTANCE !== undefined) {
+      throw new UnsupportedOperationError(
+        'NoLockFactory is a singleton: use NoLockFactory.INSTANCE instead of new NoLockFactory()',
+      );
+    }
     super();
   }
 

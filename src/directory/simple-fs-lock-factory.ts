@@ -1,6 +1,10 @@
 import { closeSync, constants, fstatSync, unlinkSync } from 'node:fs';
 import { systemClock } from '../core/clock.js';
-import { LockObtainFailedError, LockReleaseFailedError } from '../core/errors.js';
+import {
+  LockObtainFailedError,
+  LockReleaseFailedError,
+  UnsupportedOperationError,
+} from '../core/errors.js';
 import type { WakeSource } from '../core/wait.js';
 import { fileWakeSource } from '../os/file-watcher.js';
 import type { Directory } from './directory.js';
@@ -31,7 +35,17 @@ const releases = new InProcessReleases();
 export class SimpleFSLockFactory extends FSLockFactory {
   static readonly INSTANCE: SimpleFSLockFactory = new SimpleFSLockFactory();
 
+  /**
+   * A singleton, as in Lucene: use `SimpleFSLockFactory.INSTANCE`. The constructor is private for the type
+   * checker and throws at run time once `INSTANCE` exists, so plain JavaScript cannot make a
+   * second instance either.
+   */
   private constructor() {
+    if (SimpleFSLockFactory.INSTANCE !== undefined) {
+      throw new UnsupportedOperationError(
+        'SimpleFSLockFactory is a singleton: use SimpleFSLockFactory.INSTANCE instead of new SimpleFSLockFactory()',
+      );
+    }
     super();
   }
 

@@ -1,7 +1,11 @@
 export {
+  AbortedError,
+  AlreadyClosedError,
   DeadlockError,
   InvalidArgumentError,
+  LockIOError,
   LockLostError,
+  LockObtainFailedError,
   LocksmithError,
   LockTimeoutError,
   UnknownRowLockError,

@@ -53,7 +53,9 @@ interface Run {
  *   the same promise. A failed start (not aborted) leaves the locker startable again.
  * - `stop()` before `start()` does nothing. During acquisition it aborts the subclass's wait
  *   and `start()` rejects with an {@link AbortedError} "attempt to obtain lock aborted due to
- *   shutdown"; nothing stays locked. After a stop the locker can be started again (the
+ *   shutdown"; nothing stays locked. The caller's start signal ends it the same way, with a
+ *   message from the signal's reason ("… timed out …" for `AbortSignal.timeout()`, "… aborted
+ *   by the caller's start signal: <reason>" otherwise). After a stop the locker can be started again (the
  *   supervisor does that after a demotion).
  * - `keepAlive()` is false while not master and sticky per mastership: once false, it stays
  *   false until the next `start()`. Rejections pass through ("unknown").
@@ -133,7 +135,9 @@ export abstract class AbstractLocker
   async #acquire(run: Run, period: number, external: AbortSignal | undefined): Promise<Mastership> {
     const { controller } = run;
     const onAbort = () =>
-      controller.abort(new AbortedError(this.#abortedMessage(), { cause: external?.reason }));
+      controller.abort(
+        new AbortedError(this.#callerAbortMessage(external?.reason), { cause: external?.reason }),
+      );
     if (external?.aborted) onAbort();
     else external?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -156,9 +160,9 @@ export abstract class AbstractLocker
       if (this.#run === run && this.#stopping === undefined) this.#run = undefined;
       if (controller.signal.aborted) {
         const reason: unknown = controller.signal.reason;
-        if (reason instanceof AbortedError && reason.message === this.#abortedMessage()) {
-          throw reason;
-        }
+        // Our controller is aborted only with an AbortedError (stop() or the caller's signal),
+        // whose message already says which of the two it was.
+        if (reason instanceof AbortedError) throw reason;
         throw new AbortedError(this.#abortedMessage(), { cause: reason ?? err });
       }
       throw err;
@@ -169,6 +173,20 @@ export abstract class AbstractLocker
 
   #abortedMessage(): string {
     return `${ACQUIRE_ABORTED_MESSAGE}: ${this.name}`;
+  }
+
+  /**
+   * The message when the caller's start signal ends the wait: not ActiveMQ's "shutdown" (no
+   * stop() happened), but what the signal's reason says, a timeout named as such.
+   */
+  #callerAbortMessage(reason: unknown): string {
+    const what = `attempt to obtain lock ${this.name}`;
+    if (reason instanceof Error && reason.name === 'TimeoutError') {
+      return `${what} timed out (the start signal's timeout): ${reason.message}`;
+    }
+    const why =
+      reason instanceof Error ? reason.message : reason === undefined ? '' : String(reason);
+    return `${what} aborted by the caller's start signal${why === '' ? '' : `: ${why}`}`;
   }
 
   /** Releases the lock, or ends a running acquisition; shared by concurrent calls. */

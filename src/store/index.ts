@@ -1,3 +1,15 @@
+// The error classes this subpath's functions throw, re-exported so callers can catch by class
+// without a second import from 'locksmith' (they are the same objects as core's).
+export {
+  AbortedError,
+  AlreadyClosedError,
+  InvalidArgumentError,
+  LockIOError,
+  LockLostError,
+  LockObtainFailedError,
+  LocksmithError,
+  UnsupportedOperationError,
+} from '../core/errors.js';
 export {
   AbstractLocker,
   type AbstractLockerOptions,

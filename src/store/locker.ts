@@ -32,7 +32,8 @@ export interface LockerStartOptions {
  * - `start()` resolves only once the lock is held, with the {@link Mastership} handle (its
  *   `signal` aborts when the mastership is lost): waiting is what makes a process a slave. It is idempotent (a second call shares the first). With `failIfLocked`
  *   it rejects at once with a `LockObtainFailedError`; a `stop()` (or the signal) during the
- *   wait rejects it with an `AbortedError` "attempt to obtain lock aborted due to shutdown".
+ *   wait rejects it with an `AbortedError`: "attempt to obtain lock aborted due to shutdown" for
+ *   a stop, "… timed out …" or "… aborted by the caller's start signal: <reason>" for the signal.
  * - `keepAlive()` confirms mastership: `true` still master, `false` lost (stop being master
  *   now), a rejection means "unknown" (the I/O error policy decides).
  * - `stop()` releases; calling it before `start()` or twice is harmless.

@@ -32,7 +32,7 @@ test('errors carry stable codes, names and causes', () => {
   assert.equal(new AbortedError('x').name, 'AbortError');
 });
 
-test('checklist 7: obtain and release failures are I/O errors, AlreadyClosed is not', () => {
+test('conformance D7: obtain and release failures are I/O errors, AlreadyClosed is not', () => {
   assert.ok(new LockObtainFailedError('x') instanceof LockIOError);
   assert.ok(new LockTimeoutError('x') instanceof LockObtainFailedError);
   assert.ok(new LockReleaseFailedError('x') instanceof LockIOError);

@@ -1,4 +1,4 @@
-// Lucene's BaseLockFactoryTestCase, run against every factory (checklist 1-6, 8).
+// Lucene's BaseLockFactoryTestCase, run against every factory (conformance D1-D6, D8).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AlreadyClosedError, LockObtainFailedError } from '../../src/core/index.js';

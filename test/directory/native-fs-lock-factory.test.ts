@@ -34,7 +34,7 @@ const inside = (lock: object) =>
   (lock as unknown as Record<symbol, Internals>)[internals] as Internals;
 const openFds = () => readdirSync('/proc/self/fd').length;
 
-test('checklist 10: a pre-existing empty lock file does not block, and close never deletes it', async () => {
+test('conformance D10: a pre-existing empty lock file does not block, and close never deletes it', async () => {
   using tmp = tempDir();
   writeFileSync(join(tmp.path, 'write.lock'), '');
   const dir = await FSDirectory.open(tmp.path);
@@ -43,7 +43,7 @@ test('checklist 10: a pre-existing empty lock file does not block, and close nev
   assert.equal(statSync(join(tmp.path, 'write.lock')).size, 0, 'write.lock exists and stays empty');
 });
 
-test('checklist 11: a second obtain in this process fails from the registry and opens no descriptor', async () => {
+test('conformance D11: a second obtain in this process fails from the registry and opens no descriptor', async () => {
   using tmp = tempDir();
   const a = await FSDirectory.open(tmp.path);
   const b = await FSDirectory.open(`${tmp.path}/.`);
@@ -59,7 +59,7 @@ test('checklist 11: a second obtain in this process fails from the registry and 
   await lock.close();
 });
 
-test('checklist 12 and 13: held by another process, then freed when that process is SIGKILLed', async () => {
+test('conformance D12 and D13: held by another process, then freed when that process is SIGKILLed', async () => {
   using tmp = tempDir();
   const { child, token } = await holdLockInChild(tmp.path);
   const dir = await FSDirectory.open(tmp.path);
@@ -93,7 +93,7 @@ test('a second descriptor in the same process conflicts (OFD semantics), and clo
   await lock.close();
 });
 
-test('checklist 14: ensureValid fails with AlreadyClosed when the kernel lock is released', async () => {
+test('conformance D14: ensureValid fails with AlreadyClosed when the kernel lock is released', async () => {
   using tmp = tempDir();
   const dir = await FSDirectory.open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -110,7 +110,7 @@ test('checklist 14: ensureValid fails with AlreadyClosed when the kernel lock is
   await lock.close();
 });
 
-test('checklist 14: ensureValid fails with AlreadyClosed when the descriptor is closed', async () => {
+test('conformance D14: ensureValid fails with AlreadyClosed when the descriptor is closed', async () => {
   using tmp = tempDir();
   const dir = await FSDirectory.open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -120,7 +120,7 @@ test('checklist 14: ensureValid fails with AlreadyClosed when the descriptor is 
   await (await dir.obtainLock('write.lock')).close();
 });
 
-test('checklist 14: ensureValid fails with AlreadyClosed when the file is not empty', async () => {
+test('conformance D14: ensureValid fails with AlreadyClosed when the file is not empty', async () => {
   using tmp = tempDir();
   const dir = await FSDirectory.open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -129,7 +129,7 @@ test('checklist 14: ensureValid fails with AlreadyClosed when the file is not em
   await lock.close();
 });
 
-test('checklist 14: ensureValid fails with AlreadyClosed when the registry entry is removed', async () => {
+test('conformance D14: ensureValid fails with AlreadyClosed when the registry entry is removed', async () => {
   using tmp = tempDir();
   const dir = await FSDirectory.open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -140,7 +140,7 @@ test('checklist 14: ensureValid fails with AlreadyClosed when the registry entry
   assert.equal(lock.closed, true, 'closed anyway');
 });
 
-test('checklist 15: a deleted lock file is an I/O error, a recreated one is AlreadyClosed', async () => {
+test('conformance D15: a deleted lock file is an I/O error, a recreated one is AlreadyClosed', async () => {
   using tmp = tempDir();
   const dir = await FSDirectory.open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -165,7 +165,7 @@ test('checklist 15: a deleted lock file is an I/O error, a recreated one is Alre
   await second.close();
 });
 
-test('checklist 16: symlinked and relative paths to one directory contend for one lock', async () => {
+test('conformance D16: symlinked and relative paths to one directory contend for one lock', async () => {
   using tmp = tempDir();
   mkdirSync(join(tmp.path, 'real'));
   symlinkSync(join(tmp.path, 'real'), join(tmp.path, 'link'));
@@ -222,7 +222,7 @@ async function tryObtainUnprivileged(dir: string) {
   };
 }
 
-test('checklist 17: a lock file that cannot be created fails with the OS error as cause (read-only dir)', async () => {
+test('conformance D17: a lock file that cannot be created fails with the OS error as cause (read-only dir)', async () => {
   using tmp = tempDir();
   chmodSync(tmp.path, 0o755);
   const ro = join(tmp.path, 'ro');
@@ -268,7 +268,7 @@ test('a lock directory that is a file fails clearly', async () => {
   });
 });
 
-test('checklist 18: a failed obtain leaves no registry entry and no descriptor', async () => {
+test('conformance D18: a failed obtain leaves no registry entry and no descriptor', async () => {
   using tmp = tempDir();
   const { child } = await holdLockInChild(tmp.path);
   const dir = await FSDirectory.open(tmp.path);
@@ -281,7 +281,7 @@ test('checklist 18: a failed obtain leaves no registry entry and no descriptor',
   await (await dir.obtainLock('write.lock')).close();
 });
 
-test('checklist 22: a missing lock directory is created recursively, also after it was deleted', async () => {
+test('conformance D22: a missing lock directory is created recursively, also after it was deleted', async () => {
   using tmp = tempDir();
   const path = join(tmp.path, 'a', 'b', 'c');
   const dir = await FSDirectory.open(path);
@@ -292,7 +292,7 @@ test('checklist 22: a missing lock directory is created recursively, also after 
   await lock.close();
 });
 
-test('checklist 23: FS factories reject directories that are not file-system based', async () => {
+test('conformance D23: FS factories reject directories that are not file-system based', async () => {
   await assert.rejects(
     NativeFSLockFactory.INSTANCE.obtainLock(new ByteBuffersDirectory(), 'write.lock'),
     (err: Error) => {

@@ -13,7 +13,7 @@ import { exitOf, holdLockInChild, tempDir } from '../helpers.js';
 
 const open = (path: string) => FSDirectory.open(path, SimpleFSLockFactory.INSTANCE);
 
-test('checklist 19: obtain creates the file exclusively; an existing file means held elsewhere', async () => {
+test('conformance D19: obtain creates the file exclusively; an existing file means held elsewhere', async () => {
   using tmp = tempDir();
   const dir = await open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -28,7 +28,7 @@ test('checklist 19: obtain creates the file exclusively; an existing file means 
   });
 });
 
-test('checklist 20: close deletes the file', async () => {
+test('conformance D20: close deletes the file', async () => {
   using tmp = tempDir();
   const dir = await open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -36,7 +36,7 @@ test('checklist 20: close deletes the file', async () => {
   assert.ok(!existsSync(join(tmp.path, 'write.lock')));
 });
 
-test('checklist 20: close after failed validation keeps the file, throws LockReleaseFailed, ends closed', async () => {
+test('conformance D20: close after failed validation keeps the file, throws LockReleaseFailed, ends closed', async () => {
   using tmp = tempDir();
   const dir = await open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -52,7 +52,7 @@ test('checklist 20: close after failed validation keeps the file, throws LockRel
   await lock.close(); // idempotent even after a failed release
 });
 
-test('checklist 15: a deleted lock file is an I/O error; a recreated one is AlreadyClosed', async () => {
+test('conformance D15: a deleted lock file is an I/O error; a recreated one is AlreadyClosed', async () => {
   using tmp = tempDir();
   const dir = await open(tmp.path);
   const lock = await dir.obtainLock('write.lock');
@@ -78,7 +78,7 @@ test('checklist 15: a deleted lock file is an I/O error; a recreated one is Alre
   await assert.rejects(second.close(), LockReleaseFailedError);
 });
 
-test('checklist 21: a stale file left by a killed process blocks until it is removed', async () => {
+test('conformance D21: a stale file left by a killed process blocks until it is removed', async () => {
   using tmp = tempDir();
   const { child, token } = await holdLockInChild(tmp.path, 'simple');
   child.kill('SIGKILL');

@@ -10,7 +10,7 @@ import {
 import { internals } from '../../src/directory/internals.js';
 import { tempDir } from '../helpers.js';
 
-test('checklist 24: in-memory directories default to their own SingleInstance factory', async () => {
+test('conformance D24: in-memory directories default to their own SingleInstance factory', async () => {
   const a = new ByteBuffersDirectory();
   const b = new ByteBuffersDirectory();
   assert.ok(a.lockFactory instanceof SingleInstanceLockFactory);
@@ -29,7 +29,7 @@ test('checklist 24: in-memory directories default to their own SingleInstance fa
   await lb.close();
 });
 
-test('checklist 24: a SingleInstance factory keys by name only, across directories that share it', async () => {
+test('conformance D24: a SingleInstance factory keys by name only, across directories that share it', async () => {
   using tmp = tempDir();
   const factory = new SingleInstanceLockFactory();
   const mem = new ByteBuffersDirectory(factory);
@@ -39,7 +39,7 @@ test('checklist 24: a SingleInstance factory keys by name only, across directori
   await lock.close();
 });
 
-test('checklist 25: close after the name was removed externally throws AlreadyClosed, and the lock is closed', async () => {
+test('conformance D25: close after the name was removed externally throws AlreadyClosed, and the lock is closed', async () => {
   const dir = new ByteBuffersDirectory();
   const lock = await dir.obtainLock('write.lock');
   const inner = (
@@ -57,7 +57,7 @@ test('checklist 25: close after the name was removed externally throws AlreadyCl
   await lock.close();
 });
 
-test('checklist 26: NoLock always succeeds, two writers coexist, close and ensureValid never throw', async () => {
+test('conformance D26: NoLock always succeeds, two writers coexist, close and ensureValid never throw', async () => {
   using tmp = tempDir();
   const dir = await FSDirectory.open(tmp.path, NoLockFactory.INSTANCE);
   const a = await dir.obtainLock('write.lock');

@@ -103,7 +103,7 @@ async function fakeServer(
   };
 }
 
-describe('LockVerifyServer (checklist 30)', () => {
+describe('LockVerifyServer (conformance D30)', () => {
   test('sends the start signal only after every client sent its id, ignoring strays', {
     timeout: 10_000,
   }, async () => {
@@ -350,7 +350,7 @@ describe('LockVerifyServer (checklist 30)', () => {
   });
 });
 
-describe('VerifyingLockFactory (checklist 29)', () => {
+describe('VerifyingLockFactory (conformance D29)', () => {
   test('reports an acquisition after it happens and a release before it happens', {
     timeout: 10_000,
   }, async () => {
@@ -497,7 +497,7 @@ describe('VerifyingLockFactory (checklist 29)', () => {
   });
 });
 
-describe('runLockStressTest (checklist 31)', () => {
+describe('runLockStressTest (conformance D31)', () => {
   test('two clients in one process, native locks: no violation', { timeout: 20_000 }, async () => {
     using tmp = tempDir();
     const server = await listen({ clients: 2 });
@@ -646,7 +646,7 @@ describe('runLockStressTest (checklist 31)', () => {
 });
 
 describe('the stress and verify-server commands', () => {
-  test('stress: usage errors exit 1 (checklist 31)', { timeout: 30_000 }, async () => {
+  test('stress: usage errors exit 1 (conformance D31)', { timeout: 30_000 }, async () => {
     const cases: string[][] = [
       [],
       ['0', '127.0.0.1', '1', 'native', '/tmp/x', '1'],
@@ -734,7 +734,7 @@ function describeRun(run: { server: Proc; clients: Proc[] }): string {
   ].join('\n');
 }
 
-describe('two processes never hold the lock at once (checklist 9)', () => {
+describe('two processes never hold the lock at once (conformance D9)', () => {
   for (const factory of ['native', 'simple']) {
     test(`${factory}: 2 stress clients x 500 rounds, no violation`, {
       timeout: 40_000,

@@ -49,7 +49,7 @@ async function runSleeping(timeout: number, poll: number) {
   return { attempts: counting.attempts, error: error as Error, elapsed: clock.monotonic() };
 }
 
-test('checklist 27: timeout T and poll P make floor(T/P)+1 attempts, sleeping after each, then time out', async () => {
+test('conformance D27: timeout T and poll P make floor(T/P)+1 attempts, sleeping after each, then time out', async () => {
   for (const [t, p] of [
     [100, 10],
     [95, 10],
@@ -71,7 +71,7 @@ test('checklist 27: timeout T and poll P make floor(T/P)+1 attempts, sleeping af
   }
 });
 
-test('checklist 27: only LockObtainFailed is retried', async () => {
+test('conformance D27: only LockObtainFailed is retried', async () => {
   const counting = new CountingDirectory(
     new ByteBuffersDirectory(),
     () => new Error('disk on fire'),
@@ -81,7 +81,7 @@ test('checklist 27: only LockObtainFailed is retried', async () => {
   assert.equal(counting.attempts, 1);
 });
 
-test('checklist 27: -1 waits forever; other negative timeouts and negative polls are rejected', async () => {
+test('conformance D27: -1 waits forever; other negative timeouts and negative polls are rejected', async () => {
   const clock = new FakeClock();
   const inner = new ByteBuffersDirectory();
   const held = await inner.obtainLock('write.lock');
@@ -122,7 +122,7 @@ test('the sleeping wrapper wait can be aborted', async () => {
   await held.close();
 });
 
-test('checklist 28: the validating wrapper checks the lock before every destructive operation', async () => {
+test('conformance D28: the validating wrapper checks the lock before every destructive operation', async () => {
   using tmp = tempDir();
   const fsDir = await FSDirectory.open(tmp.path);
   const source = new ByteBuffersDirectory();

@@ -46,7 +46,7 @@ function manager(clock = new FakeClock(), options: { rowLockWaitMs?: number } = 
   return { clock, locks: new RowLockManager({ clock, ...options }) };
 }
 
-describe('explicit locks (checklist 1, 3, 4, 5, 7)', () => {
+describe('explicit locks (conformance R1, R3, R4, R5, R7)', () => {
   test('lockRow grants {row, lockId, token}; unlockRow releases', async () => {
     const { locks } = manager();
     const grant = await locks.lockRow('row1');
@@ -153,7 +153,7 @@ describe('explicit locks (checklist 1, 3, 4, 5, 7)', () => {
   });
 });
 
-describe('waiting (checklist 2, 20)', () => {
+describe('waiting (conformance R2, R20)', () => {
   test('a held row makes lockRow and acquireImplicit wait until unlock', async () => {
     const { locks } = manager();
     const held = await locks.lockRow('r');
@@ -278,7 +278,7 @@ describe('waiting (checklist 2, 20)', () => {
     locks.close();
   });
 
-  test('unlockRow never waits, even with many blocked waiters (checklist 20)', async () => {
+  test('unlockRow never waits, even with many blocked waiters (conformance R20)', async () => {
     const { locks } = manager();
     const held = await locks.lockRow('r');
     const waits = Array.from({ length: 10 }, () => locks.lockRow('r'));
@@ -304,7 +304,7 @@ describe('waiting (checklist 2, 20)', () => {
   });
 });
 
-describe('leases (checklist 6)', () => {
+describe('leases (conformance R6)', () => {
   test('an idle lock expires after 60000 ms: the waiter gets in, the old id fails, `expired` fires', async () => {
     const { clock, locks } = manager(new FakeClock(), { rowLockWaitMs: Number.POSITIVE_INFINITY });
     const expired: RowLockGrant[] = [];
@@ -415,7 +415,7 @@ describe('leases (checklist 6)', () => {
   });
 });
 
-describe('implicit locks (checklist 8)', () => {
+describe('implicit locks (conformance R8)', () => {
   test('released in finally when the operation fails; a caller-held explicit lock is never released', async () => {
     const { locks } = manager();
     await assert.rejects(async () => {
@@ -505,7 +505,7 @@ describe('implicit locks (checklist 8)', () => {
   });
 });
 
-describe('deadlock detection (checklist 22)', () => {
+describe('deadlock detection (conformance R22)', () => {
   test('opposite-order explicit lockers: the one closing the cycle fails at once, the other proceeds', async () => {
     const { locks } = manager();
     const a1 = await locks.lockRow('row1', { owner: 'A' });

@@ -81,7 +81,7 @@ for (const kind of KINDS) {
       dir[Symbol.dispose]();
     });
 
-    it('creates the ActiveMQ table with EPOCH, acquires, renews, releases (24, 26, 27, 29, 33)', async () => {
+    it('creates the ActiveMQ table with EPOCH, acquires, renews, releases (S24, S26, S27, S29, S33)', async () => {
       const t = table();
       const a = make(t, { leaseHolderId: 'broker-a' });
       await a.start();
@@ -116,7 +116,7 @@ for (const kind of KINDS) {
       }
     });
 
-    it('failIfLocked rejects at once; a held lease blocks, the release lets exactly one in (3, 31, 32)', async () => {
+    it('failIfLocked rejects at once; a held lease blocks, the release lets exactly one in (S3, S31, S32)', async () => {
       const t = table();
       const a = make(t, { lockAcquireSleepInterval: 300 });
       await a.start();
@@ -196,7 +196,7 @@ for (const kind of KINDS) {
       assert.ok(await b.keepAlive());
     });
 
-    it('a stolen lease: keepAlive false, with the owner logged (27)', async () => {
+    it('a stolen lease: keepAlive false, with the owner logged (S27)', async () => {
       const t = table();
       const logger = recordingLogger();
       const a = make(t, { logger });
@@ -206,7 +206,7 @@ for (const kind of KINDS) {
       assert.ok(logger.lines.some((l) => /held by thief/.test(l.message)));
     });
 
-    it('stop during the wait rejects start with the ActiveMQ message, holding nothing (4)', async () => {
+    it('stop during the wait rejects start with the ActiveMQ message, holding nothing (S4)', async () => {
       const t = table();
       const a = make(t);
       await a.start();
@@ -348,7 +348,7 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     }
   });
 
-  it('warns when the lease is not longer than the renew period, or the period is 0 (25)', async () => {
+  it('warns when the lease is not longer than the renew period, or the period is 0 (S25)', async () => {
     using dir = tempDir();
     const url = `sqlite:${dir.path}/w.db`;
     for (const [period, pattern] of [
@@ -373,7 +373,7 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     assert.equal(logger.count('warn'), 0);
   });
 
-  it('skew check (28): 0 queries nothing; above 0 and over the max, offset = db − local', async () => {
+  it('skew check (S28): 0 queries nothing; above 0 and over the max, offset = db − local', async () => {
     using dir = tempDir();
     const url = `sqlite:${dir.path}/s.db`;
     const wall = Date.now();

@@ -31,7 +31,7 @@ import { descriptorsOf, recordingLogger, settle, tracked, until } from './store-
 const WALL = 1_700_000_000_000;
 
 describe('SharedFileLocker', () => {
-  it('1: start is idempotent, resolves once held; stop before start and twice is harmless', async () => {
+  it('S1: start is idempotent, resolves once held; stop before start and twice is harmless', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.stop();
@@ -48,7 +48,7 @@ describe('SharedFileLocker', () => {
     assert.equal(await locker.keepAlive(), false);
   });
 
-  it('2: defaults to 10 000 ms and false; configured values are kept', () => {
+  it('S2: defaults to 10 000 ms and false; configured values are kept', () => {
     using dir = tempDir();
     const d = new SharedFileLocker({ directory: dir.path });
     assert.equal(d.lockAcquireSleepInterval, DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL);
@@ -100,7 +100,7 @@ describe('SharedFileLocker', () => {
     await assert.rejects(locker.start({ lockKeepAlivePeriod: -5 }), InvalidArgumentError);
   });
 
-  it('11: the lock file is <dir>/lock, parents are created, the name defaults to the directory', async () => {
+  it('S11: the lock file is <dir>/lock, parents are created, the name defaults to the directory', async () => {
     using dir = tempDir();
     const store = join(dir.path, 'a', 'b', 'KahaDB');
     const locker = new SharedFileLocker({ directory: store });
@@ -111,7 +111,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('14: on acquire writes epoch ms (8 bytes BE) at offset 0, then nonce and token', async () => {
+  it('S14: on acquire writes epoch ms (8 bytes BE) at offset 0, then nonce and token', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const locker = new SharedFileLocker({ directory: dir.path, clock });
@@ -135,7 +135,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('12: the kernel lock excludes another process; failIfLocked rejects at once', async () => {
+  it('S12: the kernel lock excludes another process; failIfLocked rejects at once', async () => {
     using dir = tempDir();
     const child = orphanProof(
       spawn(process.execPath, [fixture('store-supervised'), dir.path, '50', '0'], {
@@ -162,7 +162,7 @@ describe('SharedFileLocker', () => {
     await waiter.stop();
   });
 
-  it('13: same-process guard: a second locker fails fast or waits, never shares', async () => {
+  it('S13: same-process guard: a second locker fails fast or waits, never shares', async () => {
     using dir = tempDir();
     const first = new SharedFileLocker({ directory: dir.path });
     await first.start();
@@ -184,7 +184,7 @@ describe('SharedFileLocker', () => {
     await second.stop();
   });
 
-  it('3 + 16: retries every interval; logs one INFO then one DEBUG per retry', async () => {
+  it('S3 + S16: retries every interval; logs one INFO then one DEBUG per retry', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const holder = new SharedFileLocker({ directory: dir.path });
@@ -217,7 +217,7 @@ describe('SharedFileLocker', () => {
     await waiter.stop();
   });
 
-  it('4: stop during acquisition rejects start with "aborted due to shutdown", nothing locked', async () => {
+  it('S4: stop during acquisition rejects start with "aborted due to shutdown", nothing locked', async () => {
     using dir = tempDir();
     const holder = new SharedFileLocker({ directory: dir.path });
     await holder.start();
@@ -240,14 +240,33 @@ describe('SharedFileLocker', () => {
     await holder.start();
     const ac = new AbortController();
     const viaSignal = waiter.start({ signal: ac.signal });
-    ac.abort(new Error('caller gave up'));
-    await assert.rejects(viaSignal, AbortedError);
+    const reason = new Error('caller gave up');
+    ac.abort(reason);
+    await assert.rejects(viaSignal, (err: unknown) => {
+      assert.ok(err instanceof AbortedError);
+      // No stop() happened: the message must not claim a shutdown, and names the reason.
+      assert.doesNotMatch(err.message, /shutdown/);
+      assert.match(err.message, /aborted by the caller's start signal: caller gave up/);
+      assert.equal(err.cause, reason);
+      return true;
+    });
+    // A start signal that times out says so.
+    const timedOut = waiter.start({ signal: AbortSignal.timeout(50) });
+    await assert.rejects(timedOut, (err: unknown) => {
+      assert.ok(err instanceof AbortedError);
+      assert.equal(err.code, 'ABORTED');
+      assert.doesNotMatch(err.message, /shutdown/);
+      assert.match(err.message, /timed out/);
+      assert.equal((err.cause as Error).name, 'TimeoutError');
+      return true;
+    });
+    assert.equal(waiter.token, undefined);
     await holder.stop();
     await waiter.start();
     await waiter.stop();
   });
 
-  it('17: after wait-then-acquire pauses lockKeepAlivePeriod, then re-verifies', async () => {
+  it('S17: after wait-then-acquire pauses lockKeepAlivePeriod, then re-verifies', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const holder = new SharedFileLocker({ directory: dir.path });
@@ -295,7 +314,7 @@ describe('SharedFileLocker', () => {
     await holder.stop();
   });
 
-  it('17: a clean stop leaves the released mark; the next holder then skips the pause, unless offset 0 changed since', async () => {
+  it('S17: a clean stop leaves the released mark; the next holder then skips the pause, unless offset 0 changed since', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const holder = new SharedFileLocker({ directory: dir.path, clock });
@@ -356,7 +375,7 @@ describe('SharedFileLocker', () => {
     }
   });
 
-  it('15: keepAlive is false, and stays false, when the file is deleted', async () => {
+  it('S15: keepAlive is false, and stays false, when the file is deleted', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -367,7 +386,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('15: keepAlive is false when the content is rewritten, even with the mtime restored', async () => {
+  it('S15: keepAlive is false when the content is rewritten, even with the mtime restored', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -381,7 +400,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('15: keepAlive is false on an mtime change alone', async () => {
+  it('S15: keepAlive is false on an mtime change alone', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -392,7 +411,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('15: keepAlive is false when the kernel lock was released behind its back', async () => {
+  it('S15: keepAlive is false when the kernel lock was released behind its back', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -403,7 +422,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('15: the file replaced by another one (rename over it) makes keepAlive false', async () => {
+  it('S15: the file replaced by another one (rename over it) makes keepAlive false', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -414,7 +433,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('18: stop unlocks without deleting the file', async () => {
+  it('S18: stop unlocks without deleting the file', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();

@@ -99,7 +99,7 @@ function events(supervisor: Supervisor): string[] {
 }
 
 describe('Supervisor', () => {
-  it('6: locker.start, then service.start; a waiting slave starts nothing', async () => {
+  it('S6: locker.start, then service.start; a waiting slave starts nothing', async () => {
     const locker = new ScriptedLocker();
     const service = recordingService(locker.calls);
     const clock = new FakeClock();
@@ -128,7 +128,7 @@ describe('Supervisor', () => {
     assert.equal(clock.pending, 0, 'no timer outlives stop');
   });
 
-  it('5 + 19: useLock=false: no locker, no timer, the service starts at once', async () => {
+  it('S5 + S19: useLock=false: no locker, no timer, the service starts at once', async () => {
     const calls: string[] = [];
     const clock = new FakeClock();
     const sup = new Supervisor({ useLock: false, service: recordingService(calls), clock });
@@ -143,7 +143,7 @@ describe('Supervisor', () => {
     assert.throws(() => new Supervisor({ service: recordingService([]) }), InvalidArgumentError);
   });
 
-  it('7: keepAlive at a fixed rate, first run one period in; 0 runs nothing', async () => {
+  it('S7: keepAlive at a fixed rate, first run one period in; 0 runs nothing', async () => {
     const locker = new ScriptedLocker();
     const clock = new FakeClock();
     const sup = new Supervisor({ locker, service: recordingService([]), clock });
@@ -183,7 +183,7 @@ describe('Supervisor', () => {
     await none.stop();
   });
 
-  it('8: keepAlive false demotes exactly once, aborting the signal with LockLostError; restarts when allowed', async () => {
+  it('S8: keepAlive false demotes exactly once, aborting the signal with LockLostError; restarts when allowed', async () => {
     const locker = new ScriptedLocker();
     const service = recordingService(locker.calls);
     const clock = new FakeClock();
@@ -220,7 +220,7 @@ describe('Supervisor', () => {
     assert.equal(clock.pending, 0);
   });
 
-  it('8: with restartAllowed=false a demotion stops the supervisor', async () => {
+  it('S8: with restartAllowed=false a demotion stops the supervisor', async () => {
     const locker = new ScriptedLocker();
     const clock = new FakeClock();
     const sup = new Supervisor({
@@ -249,7 +249,7 @@ describe('Supervisor', () => {
     await sup.stop();
   });
 
-  it('9: a throwing keepAlive keeps ticking unless stopOnError', async () => {
+  it('S9: a throwing keepAlive keeps ticking unless stopOnError', async () => {
     const locker = new ScriptedLocker();
     const logger = recordingLogger();
     const clock = new FakeClock();
@@ -326,7 +326,7 @@ describe('Supervisor', () => {
     await sup.stop();
   });
 
-  it('4 + 10: stop while waiting rejects start, stops the locker, leaves no timer', async () => {
+  it('S4 + S10: stop while waiting rejects start, stops the locker, leaves no timer', async () => {
     const locker = new ScriptedLocker();
     const clock = new FakeClock();
     const sup = new Supervisor({ locker, service: recordingService(locker.calls), clock });
@@ -365,7 +365,7 @@ describe('Supervisor', () => {
     assert.ok(locker.calls.includes('locker.stop'));
   });
 
-  it('3: a failIfLocked locker failing rejects start with its error and stops', async () => {
+  it('S3: a failIfLocked locker failing rejects start with its error and stops', async () => {
     const locker = new ScriptedLocker();
     locker.startFailure = new LockObtainFailedError('Lock held by another process');
     const sup = new Supervisor({ locker, service: recordingService([]) });
