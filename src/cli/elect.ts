@@ -8,9 +8,9 @@ import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL, type Locker } from '../store/locke
 import { SharedFileLocker } from '../store/shared-file-locker.js';
 import { type ConfirmedEvent, Supervisor, type SupervisorEvent } from '../store/supervisor.js';
 import { parseCommandLine, UsageError } from './args.js';
+import { USAGES } from './usage.js';
 
-export const USAGE =
-  'locksmith elect --locker shared-file --dir <dir> | --locker database|lease-database --db <url> [--table <name>] --id <name> [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--grace <duration>] [--fail-if-locked] -- <command> [args...]';
+export const USAGE = `locksmith ${USAGES.elect.synopsis}`;
 
 export const LOCKER_KINDS = ['shared-file', 'database', 'lease-database'] as const;
 export type LockerKind = (typeof LOCKER_KINDS)[number];

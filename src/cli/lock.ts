@@ -8,9 +8,9 @@ import type { Lock } from '../directory/lock.js';
 import { NativeFSLockFactory, nativeLockDescriptor } from '../directory/native-fs-lock-factory.js';
 import { SimpleFSLockFactory } from '../directory/simple-fs-lock-factory.js';
 import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import { USAGES } from './usage.js';
 
-export const USAGE =
-  'locksmith lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]';
+export const USAGE = `locksmith ${USAGES.lock.synopsis}`;
 
 const FORWARDED: NodeJS.Signals[] = [
   'SIGINT',
