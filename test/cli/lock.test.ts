@@ -172,3 +172,31 @@ test('lock fails at once, with the OS reason, on a directory that cannot be crea
     /^locksmith lock: Cannot use \/proc\/locksmith-no-such-dir as a directory: it cannot be created \(ENOENT: .*\) \(IO_ERROR\)\n$/,
   );
 });
+
+test('lock --factory simple on a write.lock a native lock left behind says it may be a leftover and how to check', async () => {
+  using tmp = tempDir();
+  // A native lock, taken and released: its write.lock stays, a plain file nobody holds.
+  const native = await run([cliPath, 'lock', tmp.path, '--', 'true']);
+  assert.equal(native.code, 0);
+  for (const wait of [[], ['--wait', '100ms']]) {
+    const result = await run([
+      cliPath,
+      'lock',
+      '--factory',
+      'simple',
+      ...wait,
+      tmp.path,
+      '--',
+      'true',
+    ]);
+    assert.equal(result.code, 1);
+    assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+    assert.match(result.stderr, /write\.lock exists \(created [^)]+\); it may be a leftover/);
+    assert.match(result.stderr, /locksmith status /);
+    assert.doesNotMatch(result.stderr, /held by another process/);
+    assert.match(
+      result.stderr,
+      wait.length === 0 ? /\(LOCK_OBTAIN_FAILED\)\n$/ : /\(LOCK_TIMEOUT\)\n$/,
+    );
+  }
+});
