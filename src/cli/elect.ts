@@ -1,6 +1,7 @@
 import { systemClock } from '../core/clock.js';
 import { MAX_DURATION_MS, parseDuration } from '../core/duration.js';
-import { LockLostError, LockObtainFailedError } from '../core/errors.js';
+import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
+import { makeDirectories } from '../directory/make-directories.js';
 import { CommandWatchdog, sharedNow } from '../os/command-watchdog.js';
 import { type CommandExit, CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
 import { describe } from '../store/describe-error.js';
@@ -377,6 +378,19 @@ export function watchdogPolicy(
 export async function run(args: string[]): Promise<number> {
   const options = parseElectOptions(args);
   const say = (line: string) => process.stderr.write(`locksmith elect [${options.id}]: ${line}\n`);
+  if (options.dir !== undefined) {
+    // The shared-file locker creates its directory with Node's recursive mkdir, which spins
+    // forever where a directory cannot be created (`/proc/x`); create it here first, so that
+    // such a directory fails at once with the OS's reason.
+    try {
+      await makeDirectories(options.dir);
+    } catch (err) {
+      throw new LockIOError(
+        `Cannot create lock directory ${options.dir} (${String((err as Error).message).split(',')[0]})`,
+        { cause: err },
+      );
+    }
+  }
   // The database locker pauses renew + query timeout after it got the row and before it acts
   // as master (ActiveMQ's DatabaseLocker does so, to let the old master notice); it says
   // nothing meanwhile, so elect announces the pause up front. Set once the period is known.

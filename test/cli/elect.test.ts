@@ -419,3 +419,31 @@ test('elect: its watchdog survives SIGTERM to it; a watchdog killed with kill -9
     e.child.kill('SIGKILL');
   }
 });
+
+test('elect --locker shared-file fails at once, with the OS reason, on a directory that cannot be created (/proc/x)', {
+  skip: !existsSync('/proc/self') && 'needs /proc',
+}, async () => {
+  // Node's recursive mkdir spins here with the event loop blocked: killed after the timeout.
+  const result = await run(
+    [
+      cliPath,
+      'elect',
+      '--locker',
+      'shared-file',
+      '--dir',
+      '/proc/locksmith-no-such-dir',
+      '--id',
+      'p',
+      '--',
+      'true',
+    ],
+    { timeoutMs: 20_000 },
+  );
+  assert.equal(result.signal, null, 'killed after the timeout: mkdir did not fail at once');
+  assert.equal(result.code, 1);
+  assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+  assert.match(
+    result.stderr,
+    /^locksmith elect: Cannot create lock directory \/proc\/locksmith-no-such-dir \(ENOENT: .*\) \(IO_ERROR\)\n$/,
+  );
+});
