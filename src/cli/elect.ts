@@ -1,16 +1,18 @@
 import { systemClock } from '../core/clock.js';
 import { MAX_DURATION_MS, parseDuration } from '../core/duration.js';
-import { LockLostError } from '../core/errors.js';
+import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
+import { makeDirectories } from '../directory/make-directories.js';
 import { CommandWatchdog, sharedNow } from '../os/command-watchdog.js';
 import { type CommandExit, CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
 import { describe } from '../store/describe-error.js';
 import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL, type Locker } from '../store/locker.js';
+import type { StoreLogger } from '../store/logger.js';
 import { SharedFileLocker } from '../store/shared-file-locker.js';
 import { type ConfirmedEvent, Supervisor, type SupervisorEvent } from '../store/supervisor.js';
 import { parseCommandLine, UsageError } from './args.js';
+import { USAGES } from './usage.js';
 
-export const USAGE =
-  'locksmith elect --locker shared-file --dir <dir> | --locker database|lease-database --db <url> [--table <name>] --id <name> [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--grace <duration>] [--fail-if-locked] -- <command> [args...]';
+export const USAGE = `locksmith ${USAGES.elect.synopsis}`;
 
 export const LOCKER_KINDS = ['shared-file', 'database', 'lease-database'] as const;
 export type LockerKind = (typeof LOCKER_KINDS)[number];
@@ -252,20 +254,21 @@ function duration(
 }
 
 /**
- * The one place that turns the options into a {@link Locker} (silent: elect reports role
- * changes itself). The database lockers are imported on demand, so that `shared-file` never
+ * The one place that turns the options into a {@link Locker} (silent unless given `logger`:
+ * elect reports role changes itself, and listens only for the locker's first "held" line). The database lockers are imported on demand, so that `shared-file` never
  * loads the database drivers. Their constructors validate the URL and the table name (an
  * InvalidArgumentError: exit 2); nothing connects before `start()`. `--id` names the lease
  * holder of lease-database; the held-transaction `database` locker has no holder column, so
  * there it only names this contender in elect's lines.
  */
-export async function createLocker(options: ElectOptions): Promise<Locker> {
+export async function createLocker(options: ElectOptions, logger?: StoreLogger): Promise<Locker> {
   switch (options.locker) {
     case 'shared-file':
       return new SharedFileLocker({
         directory: options.dir as string,
         lockAcquireSleepInterval: options.acquireIntervalMs,
         failIfLocked: options.failIfLocked,
+        logger,
       });
     case 'lease-database': {
       const { LeaseDatabaseLocker } = await import('../store/lease-database-locker.js');
@@ -276,6 +279,7 @@ export async function createLocker(options: ElectOptions): Promise<Locker> {
         // ActiveMQ's semantics: the lease locker's acquire interval is its lease duration.
         lockAcquireSleepInterval: options.leaseMs,
         failIfLocked: options.failIfLocked,
+        logger,
       });
     }
     case 'database': {
@@ -286,6 +290,7 @@ export async function createLocker(options: ElectOptions): Promise<Locker> {
         lockAcquireSleepInterval: options.acquireIntervalMs,
         failIfLocked: options.failIfLocked,
         queryTimeout: DATABASE_QUERY_TIMEOUT_MS,
+        logger,
       });
     }
   }
@@ -362,8 +367,10 @@ export function watchdogPolicy(
  *   signal we did not send killed it); the lock is released first.
  * - SIGINT/SIGTERM/SIGHUP to elect: the command is stopped (with the grace), the lock
  *   released, and elect exits 128 + that signal's number.
- * - Exactly one stderr line per role change: waiting as slave, became master (with the
- *   token), lost mastership (with the reason), stopped. A failure that ends the supervisor
+ * - One stderr line per step: trying to become master (with the database locker's takeover
+ *   pause), waiting as slave (only once the locker has found another master, naming it where
+ *   the store says), became master (with the token), lost mastership (with the reason),
+ *   stopped. A failure that ends the supervisor
  *   (e.g. `--fail-if-locked` while another is master) is the "stopped" line and exit 1. The
  *   only other line: a warning when a keep-alive failed but mastership continues.
  * - A second stop signal while stopping changes nothing: the grace already bounds the wait.
@@ -371,7 +378,34 @@ export function watchdogPolicy(
 export async function run(args: string[]): Promise<number> {
   const options = parseElectOptions(args);
   const say = (line: string) => process.stderr.write(`locksmith elect [${options.id}]: ${line}\n`);
-  const locker = await createLocker(options);
+  if (options.dir !== undefined) {
+    // The shared-file locker creates its directory with Node's recursive mkdir, which spins
+    // forever where a directory cannot be created (`/proc/x`); create it here first, so that
+    // such a directory fails at once with the OS's reason.
+    try {
+      await makeDirectories(options.dir);
+    } catch (err) {
+      throw new LockIOError(
+        `Cannot create lock directory ${options.dir} (${String((err as Error).message).split(',')[0]})`,
+        { cause: err },
+      );
+    }
+  }
+  // The database locker pauses renew + query timeout after it got the row and before it acts
+  // as master (ActiveMQ's DatabaseLocker does so, to let the old master notice); it says
+  // nothing meanwhile, so elect announces the pause up front. Set once the period is known.
+  let pauseNote = '';
+  const locker = await createLocker(options, {
+    // The locker's first "held" line is the moment this contender has looked and found
+    // another master: only then is it a slave. The rest of its log stays quiet.
+    info: (message) => {
+      const held = /^(.*?)\. This broker is now in slave mode/.exec(message)?.[1];
+      if (held !== undefined)
+        say(`waiting as slave: ${held}${pauseNote && ` (when it frees: ${pauseNote})`}`);
+    },
+    debug: () => {},
+    warn: () => {},
+  });
   // Started before anything is taken: no command ever runs unwatched.
   const watchdog = await CommandWatchdog.start();
   let deadlines: WatchdogDeadlines | undefined;
@@ -389,6 +423,10 @@ export async function run(args: string[]): Promise<number> {
     ...(options.renewMs === undefined ? {} : { lockKeepAlivePeriod: options.renewMs }),
   });
   const policy = watchdogPolicy(options, supervisor.lockKeepAlivePeriod);
+  if (options.locker === 'database' && supervisor.lockKeepAlivePeriod > 0) {
+    const pauseS = (supervisor.lockKeepAlivePeriod + DATABASE_QUERY_TIMEOUT_MS) / 1000;
+    pauseNote = `pausing ${pauseS} s before taking over, as ActiveMQ's DatabaseLocker does`;
+  }
   supervisor.on('confirmed', (confirmed: ConfirmedEvent) => {
     deadlines = policy(confirmed);
     watchdog.extend(deadlines.termAt, deadlines.killAt);
@@ -422,7 +460,14 @@ export async function run(args: string[]): Promise<number> {
     if (!expected) finish(1, ` (the command watchdog exited unexpectedly: ${code ?? signal})`);
   });
 
-  supervisor.on('waiting', () => say(`waiting as slave for ${locker.name}`));
+  // Not yet a slave: the locker has not looked. It says "waiting as slave" when it finds
+  // another master (above); with --fail-if-locked it never waits.
+  const notes = [
+    ...(options.failIfLocked ? ['--fail-if-locked: exiting if another process is master'] : []),
+    ...(pauseNote ? [`once the lock is ours: ${pauseNote}`] : []),
+  ];
+  const trying = `trying to become master of ${locker.name}${notes.length > 0 ? ` (${notes.join('; ')})` : ''}`;
+  supervisor.on('waiting', () => say(trying));
   supervisor.on('master', ({ token }: SupervisorEvent) => {
     say(`became master with token ${token}; running ${options.command.join(' ')}`);
     // The exit promise of this run: a run we stopped (loss, signal) does not end elect, nor
@@ -450,7 +495,11 @@ export async function run(args: string[]): Promise<number> {
   const stopped = new Promise<number>((resolve) => {
     supervisor.once('stopped', ({ reason }: SupervisorEvent) => {
       if (reason !== undefined && status === undefined) {
-        say(`stopped: ${describe(reason)}`);
+        say(
+          reason instanceof LockObtainFailedError && options.failIfLocked
+            ? `stopped: another process is master (--fail-if-locked): ${describe(reason)}`
+            : `stopped: ${describe(reason)}`,
+        );
         resolve(1);
         return;
       }

@@ -8,9 +8,9 @@ import type { Lock } from '../directory/lock.js';
 import { NativeFSLockFactory, nativeLockDescriptor } from '../directory/native-fs-lock-factory.js';
 import { SimpleFSLockFactory } from '../directory/simple-fs-lock-factory.js';
 import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import { USAGES } from './usage.js';
 
-export const USAGE =
-  'locksmith lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]';
+export const USAGE = `locksmith ${USAGES.lock.synopsis}`;
 
 const FORWARDED: NodeJS.Signals[] = [
   'SIGINT',
@@ -94,12 +94,23 @@ function explainNotObtained(
     return new LockIOError(`cannot lock: ${seen.message}`, { cause: err });
   }
   const after = waitText === undefined ? '' : ` after waiting ${waitText}`;
+  const code = err.code === 'LOCK_TIMEOUT' ? 'LOCK_TIMEOUT' : 'LOCK_OBTAIN_FAILED';
+  if (seen?.state === 'held' && seen.mayBeStale) {
+    // A SimpleFS lock is the file's existence: nobody may hold it (a native lock's file, or
+    // one left by a holder that died). Only a person can tell; say how to look.
+    const created = seen.since === undefined ? '' : ` (created ${seen.since.toISOString()})`;
+    const dir = directory.path;
+    return new LockObtainFailedError(
+      `${directory.path} is locked${after}: ${WRITE_LOCK_NAME} exists${created}; it may be a leftover (a holder that died, or the file a native lock leaves behind): check with "locksmith status ${dir}" (is a native lock held on it?) and "locksmith status --factory simple ${dir}", and remove it only if no holder is alive`,
+      { cause: err, code },
+    );
+  }
   const holders = seen?.state === 'held' ? (seen.holders ?? []) : [];
   const pids = holders.flatMap((h) => (h.pid === undefined ? [] : [h.pid]));
   const by = pids.length > 0 ? `held by pid ${pids.join(', ')}` : 'held by another process';
   return new LockObtainFailedError(
     `${directory.path} is locked${after}: ${WRITE_LOCK_NAME} is ${by}`,
-    { cause: err, code: err.code === 'LOCK_TIMEOUT' ? 'LOCK_TIMEOUT' : 'LOCK_OBTAIN_FAILED' },
+    { cause: err, code },
   );
 }
 

@@ -1,60 +1,69 @@
 #!/usr/bin/env node
-import { isErrno, LocksmithError } from '../core/errors.js';
+import { LocksmithError } from '../core/errors.js';
+import { errorLine, stackOf } from './error-line.js';
+import {
+  COMMAND_NAMES,
+  type CommandName,
+  commandUsage,
+  isCommandName,
+  topUsage,
+  version,
+  wantsHelp,
+} from './usage.js';
 
 /**
  * The `locksmith` command. Each subcommand lives in its own file and exports
  * `run(args): Promise<number>` (the exit code). What a command throws is printed on one line
  * (see {@link errorLine}) and exits 2 for a usage error (`INVALID_ARGUMENT`), 1 otherwise;
  * `verify-server` and `stress` keep Lucene's exit codes, which they return themselves.
+ * Every usage text comes from ./usage.ts; `--help`/`-h` (before any `--`) is answered here for
+ * every command, before the command is loaded, and exits 0.
  */
-const COMMANDS: Record<
-  string,
-  { summary: string; load: () => Promise<{ run(args: string[]): Promise<number> }> }
-> = {
-  lock: {
-    summary: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]',
-    load: () => import('./lock.js'),
-  },
-  elect: {
-    summary:
-      'elect --locker shared-file --dir <dir> | --locker database|lease-database --db <url> [--table <name>] --id <name> [--lease <d>] [--renew <d>] [--acquire-interval <d>] [--grace <d>] [--fail-if-locked] -- <command> [args...]',
-    load: () => import('./elect.js'),
-  },
-  status: { summary: 'status <dir> [--name <lock>]', load: () => import('./status.js') },
-  'verify-server': {
-    summary: 'verify-server <bindHost> <clients>',
-    load: () => import('./verify-server.js'),
-  },
-  stress: {
-    summary:
-      'stress <myID> <verifierHost> <verifierPort> <factory> <lockDir> <sleepTimeMS> <count>',
-    load: () => import('./stress.js'),
-  },
+const COMMANDS: Record<CommandName, () => Promise<{ run(args: string[]): Promise<number> }>> = {
+  lock: () => import('./lock.js'),
+  status: () => import('./status.js'),
+  elect: () => import('./elect.js'),
+  'verify-server': () => import('./verify-server.js'),
+  stress: () => import('./stress.js'),
 };
-
-export function usage(): string {
-  return [
-    'Usage: locksmith <command> [args]',
-    '',
-    ...Object.values(COMMANDS).map((c) => `  locksmith ${c.summary}`),
-  ].join('\n');
-}
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
-    process.stdout.write(`${usage()}\n`);
+  if (name === undefined || name === '-h' || name === '--help') {
+    process.stdout.write(topUsage());
     return name === undefined ? 2 : 0;
   }
-  const command = COMMANDS[name];
-  if (command === undefined) {
+  if (name === '--version' || name === '-V') {
+    process.stdout.write(`${version()}\n`);
+    return 0;
+  }
+  if (name === 'help') {
+    const [topic, ...extra] = rest;
+    if (topic === undefined) {
+      process.stdout.write(topUsage());
+      return 0;
+    }
+    if (!isCommandName(topic) || extra.length > 0) {
+      process.stderr.write(
+        `locksmith help: unknown command ${JSON.stringify(rest.join(' '))}; expected one of ${COMMAND_NAMES.join(', ')} (INVALID_ARGUMENT)\n`,
+      );
+      return 2;
+    }
+    process.stdout.write(commandUsage(topic));
+    return 0;
+  }
+  if (!isCommandName(name)) {
     process.stderr.write(
       `locksmith: unknown command ${JSON.stringify(name)}; run "locksmith help" for the commands (INVALID_ARGUMENT)\n`,
     );
     return 2;
   }
+  if (wantsHelp(rest)) {
+    process.stdout.write(commandUsage(name));
+    return 0;
+  }
   try {
-    return await (await command.load()).run(rest);
+    return await (await COMMANDS[name]()).run(rest);
   } catch (err) {
     process.stderr.write(`${errorLine(name, err)}\n`);
     if (process.env.LOCKSMITH_DEBUG === '1') process.stderr.write(`${stackOf(err)}\n`);
@@ -64,41 +73,6 @@ async function main(argv: string[]): Promise<number> {
 
 function isInvalidArgument(err: unknown): boolean {
   return err instanceof LocksmithError && err.code === 'INVALID_ARGUMENT';
-}
-
-/**
- * Every error a command throws becomes one line, `locksmith <cmd>: <message> (<CODE>)`: the
- * LocksmithError code, else the OS error code (`ENOENT`, …). The OS error behind a
- * LocksmithError is named too, since its message alone ("Cannot open …") does not say why.
- * The stack is for LOCKSMITH_DEBUG=1 only.
- */
-function errorLine(command: string, err: unknown): string {
-  const who = command === '' ? 'locksmith' : `locksmith ${command}`;
-  const oneLine = (text: string) => text.replace(/\s*\n\s*/g, '; ').trim();
-  if (!(err instanceof Error)) return `${who}: ${oneLine(String(err))} (INTERNAL)`;
-  let message = oneLine(err.message);
-  const cause = err.cause;
-  if (err instanceof LocksmithError) {
-    if (
-      !(cause instanceof LocksmithError) &&
-      isErrno(cause) &&
-      !message.includes(cause.code as string)
-    )
-      message += `: ${cause.code}`;
-    return `${who}: ${message} (${err.code})`;
-  }
-  if (isErrno(err)) return `${who}: ${message} (${err.code})`;
-  return `${who}: ${message} (INTERNAL; LOCKSMITH_DEBUG=1 shows the stack)`;
-}
-
-/** The stack of `err` and of each of its causes. */
-function stackOf(err: unknown): string {
-  const parts: string[] = [];
-  for (let e = err, depth = 0; e !== undefined && depth < 8; depth++) {
-    parts.push(e instanceof Error ? (e.stack ?? String(e)) : String(e));
-    e = e instanceof Error ? e.cause : undefined;
-  }
-  return parts.join('\nCaused by: ');
 }
 
 main(process.argv.slice(2)).then(

@@ -4,8 +4,9 @@ import { inspectLock, type LockInspection } from '../directory/inspect-lock.js';
 import { NativeFSLockFactory } from '../directory/native-fs-lock-factory.js';
 import { SimpleFSLockFactory } from '../directory/simple-fs-lock-factory.js';
 import { parseCommandLine, pathArgument, UsageError } from './args.js';
+import { USAGES } from './usage.js';
 
-export const USAGE = 'locksmith status <dir> [--name <lock>] [--factory native|simple]';
+export const USAGE = `locksmith ${USAGES.status.synopsis}`;
 
 /** The exit codes of `locksmith status`. */
 export const STATUS_EXIT = {

@@ -1,29 +1,28 @@
-import { LocksmithError, LockViolationError } from '../core/errors.js';
+import { LockViolationError } from '../core/errors.js';
 import { LockVerifyServer } from '../directory/lock-verify-server.js';
-
-const USAGE = `Usage: locksmith verify-server <bindHost> <clients>
-
-  bindHost = address to listen on (127.0.0.1 unless the clients run on other machines)
-  clients  = number of stress clients that will connect (1..256)
-
-Prints "Listening on <host>:<port>..." once it listens (the port is chosen by the system),
-starts the clients together once all of them registered, and exits 0 when every client
-finished without a locking violation, 1 otherwise. Run the clients with "locksmith stress"
-or Lucene's LockStressTest.
-`;
+import { errorLine } from './error-line.js';
+import { commandUsage } from './usage.js';
 
 /**
  * `locksmith verify-server <bindHost> <clients>`: Lucene's `LockVerifyServer` as a command.
  * Exit codes: 0 all clients finished cleanly, 1 usage error, violation or any other failure
- * (Lucene's server exits 0 even after a violation; this one does not).
+ * (Lucene's server exits 0 even after a violation; this one does not). Only a wrong number of
+ * arguments prints the usage; a bad value or a runtime failure (the address cannot be bound)
+ * is one line, `locksmith verify-server: <message> (<CODE>)`.
  */
 export async function run(args: string[]): Promise<number> {
   if (args.length !== 2) {
-    process.stderr.write(USAGE);
+    process.stderr.write(commandUsage('verify-server'));
     return 1;
   }
   const [host = '', clientsArg = ''] = args;
-  const clients = /^[+-]?\d+$/.test(clientsArg) ? Number(clientsArg) : Number.NaN;
+  if (!/^\d{1,3}$/.test(clientsArg) || Number(clientsArg) < 1 || Number(clientsArg) > 256) {
+    process.stderr.write(
+      `locksmith verify-server: clients must be an integer from 1 to 256, got ${JSON.stringify(clientsArg)} (INVALID_ARGUMENT)\n`,
+    );
+    return 1;
+  }
+  const clients = Number(clientsArg);
   let server: LockVerifyServer;
   try {
     server = await LockVerifyServer.listen({
@@ -39,8 +38,7 @@ export async function run(args: string[]): Promise<number> {
       },
     });
   } catch (err) {
-    if (!(err instanceof LocksmithError)) throw err;
-    process.stderr.write(`locksmith verify-server: ${err.message}\n\n${USAGE}`);
+    process.stderr.write(`${errorLine('verify-server', err)}\n`);
     return 1;
   }
   // Scripts and tests read the port from this line, so it must be out before any client

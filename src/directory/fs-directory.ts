@@ -6,6 +6,7 @@ import { InvalidArgumentError, LockIOError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { checkFileName, Directory } from './directory.js';
 import { LockFactory } from './lock-factory.js';
+import { makeDirectories } from './make-directories.js';
 import { NativeFSLockFactory } from './native-fs-lock-factory.js';
 
 /**
@@ -54,13 +55,14 @@ export class FSDirectory extends Directory {
     }
     if (!isDirectory) {
       try {
-        await fsp.mkdir(absolute, { recursive: true });
+        await makeDirectories(absolute);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
+        // The OS's reason, without the path it repeats: "ENOENT: no such file or directory".
         const why =
           code === 'EEXIST' || code === 'ENOTDIR'
             ? 'it is a file, not a directory'
-            : 'it cannot be created';
+            : `it cannot be created (${String((err as Error).message).split(',')[0]})`;
         throw new LockIOError(`Cannot use ${absolute} as a directory: ${why}`, { cause: err });
       }
     }

@@ -1,6 +1,7 @@
-import { mkdirSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { AlreadyClosedError, LockIOError } from '../core/errors.js';
 import { fileCalls } from '../os/file-calls.js';
+import { makeDirectoriesSync } from './make-directories.js';
 
 /** What identifies one incarnation of a lock file: a deleted and recreated file differs. */
 export interface FileIdentity {
@@ -59,7 +60,7 @@ export function openInLockDir(dir: string, path: string, flags: number): number 
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw explainOpenError(err, dir, path);
   }
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirectoriesSync(dir);
   } catch (err) {
     throw new LockIOError(`Cannot create lock directory ${dir}`, { cause: err });
   }

@@ -35,7 +35,10 @@ const SCENARIOS: Scenario[] = [
     // A 1 s lease renewed every 250 ms: a kill -9 failover takes at most one lease (+ a poll).
     timing: ['--lease', '1s', '--renew', '250ms'],
     failoverMs: 1250,
-    busy: (table) => new RegExp(`stopped: Lease ${table} .* is held by`),
+    busy: (table) =>
+      new RegExp(
+        `stopped: another process is master \\(--fail-if-locked\\): Lease ${table} .* is held by`,
+      ),
   },
   {
     kind: 'database',
@@ -44,7 +47,10 @@ const SCENARIOS: Scenario[] = [
     // (300 ms + 2 s) before it reports mastership.
     timing: ['--renew', '300ms', '--acquire-interval', '200ms'],
     failoverMs: 2500,
-    busy: () => /stopped: /,
+    busy: (table) =>
+      new RegExp(
+        `stopped: another process is master \\(--fail-if-locked\\): Lock row of ${table} .* is held by`,
+      ),
   },
 ];
 
@@ -82,6 +88,15 @@ async function failover(
     ]);
     assert.equal(busy.code, 1);
     assert.match(busy.stderr, busyPattern(table));
+    // It looked, found a master and gave up: it never claims to wait.
+    assert.doesNotMatch(busy.stderr, /waiting as slave/);
+    if (kind === 'database') {
+      // The takeover pause (renew + query timeout) is announced, not sat through silently.
+      assert.match(
+        first.lines[0] ?? '',
+        /trying to become master .*pausing 2\.3 s before taking over, as ActiveMQ's DatabaseLocker does/,
+      );
+    }
 
     const { failover, command: run2 } = await killMaster(
       first,

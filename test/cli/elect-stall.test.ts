@@ -127,7 +127,7 @@ async function stall(
       // The old master finds its command stopped by the watchdog (or its lease lost) and
       // steps down, alive, back to waiting.
       assert.match(await a.line(/lost mastership/, 1, 20_000), /lost mastership/);
-      await a.line(/waiting as slave/, 2, 20_000);
+      await a.line(/trying to become master/, 2, 20_000);
     }
     // The next master: the standby, or (SQLite has no queue of waiters) the old master again,
     // with a new token and a new run of its command.

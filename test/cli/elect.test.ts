@@ -48,7 +48,8 @@ test('elect: the command exiting on its own ends elect with its status, one stde
   const exits = elect(tmp.path, 'x', ['sh', '-c', 'exit 7']);
   assert.deepEqual(await exitOf(exits.child), { code: 7, signal: null });
   assert.equal(exits.lines.length, 3, JSON.stringify(exits.lines));
-  assert.match(exits.lines[0] ?? '', /^locksmith elect \[x\]: waiting as slave/);
+  // A first contender has not found another master: it never says it waits as a slave.
+  assert.match(exits.lines[0] ?? '', /^locksmith elect \[x\]: trying to become master of /);
   assert.match(exits.lines[1] ?? '', /^locksmith elect \[x\]: became master with token \d+/);
   assert.match(
     exits.lines[2] ?? '',
@@ -142,7 +143,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
     assert.match(await e.line(/lost mastership/), /no longer the lock owner/);
     const token2 = tokenOf(await e.line(/became master/, 2));
     assert.ok(token2 > token1, `${token2} > ${token1}`);
-    await e.line(/waiting as slave/, 2);
+    await e.line(/trying to become master/, 2);
     // The command must have started (trap set) before its lock goes: the locker notices a
     // deleted lock file within milliseconds now, not at the next keep-alive.
     await poll(
@@ -193,7 +194,17 @@ test('elect --fail-if-locked exits 1 while another process is master; a waiting 
       'true',
     ]);
     assert.equal(busy.code, 1);
-    assert.match(busy.stderr, /stopped: Lock held by another process/);
+    // Who holds it (as far as the store says), and no claim to wait.
+    assert.deepEqual(
+      busy.stderr
+        .trim()
+        .split('\n')
+        .map((l) => l.replace(/^locksmith elect \[f\]: /, '')),
+      [
+        `trying to become master of ${tmp.path} (--fail-if-locked: exiting if another process is master)`,
+        `stopped: another process is master (--fail-if-locked): Lock held by another process: ${join(tmp.path, 'lock')} (${tmp.path})`,
+      ],
+    );
 
     // A slave interrupted while it waits exits 130 without ever running its command.
     const slave = elect(tmp.path, 's', ['sh', '-c', 'echo ran >&2']);
@@ -202,8 +213,8 @@ test('elect --fail-if-locked exits 1 while another process is master; a waiting 
     slave.child.kill('SIGINT');
     assert.deepEqual(await exitOf(slave.child), { code: 130, signal: null });
     assert.deepEqual(
-      slave.lines.map((l) => l.replace(/^locksmith elect \[s\]: /, '').split(' for ')[0]),
-      ['waiting as slave', 'stopped (received SIGINT)'],
+      slave.lines.map((l) => l.replace(/^locksmith elect \[s\]: /, '').split(/:| of /)[0]),
+      ['trying to become master', 'waiting as slave', 'stopped (received SIGINT)'],
     );
   } finally {
     master.child.kill('SIGTERM');
@@ -407,4 +418,32 @@ test('elect: its watchdog survives SIGTERM to it; a watchdog killed with kill -9
   } finally {
     e.child.kill('SIGKILL');
   }
+});
+
+test('elect --locker shared-file fails at once, with the OS reason, on a directory that cannot be created (/proc/x)', {
+  skip: !existsSync('/proc/self') && 'needs /proc',
+}, async () => {
+  // Node's recursive mkdir spins here with the event loop blocked: killed after the timeout.
+  const result = await run(
+    [
+      cliPath,
+      'elect',
+      '--locker',
+      'shared-file',
+      '--dir',
+      '/proc/locksmith-no-such-dir',
+      '--id',
+      'p',
+      '--',
+      'true',
+    ],
+    { timeoutMs: 20_000 },
+  );
+  assert.equal(result.signal, null, 'killed after the timeout: mkdir did not fail at once');
+  assert.equal(result.code, 1);
+  assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+  assert.match(
+    result.stderr,
+    /^locksmith elect: Cannot create lock directory \/proc\/locksmith-no-such-dir \(ENOENT: .*\) \(IO_ERROR\)\n$/,
+  );
 });

@@ -155,3 +155,48 @@ test('lock --factory simple removes its lock file afterwards', async () => {
   const again = await run([cliPath, 'lock', tmp.path, '--factory', 'simple', '--', 'true']);
   assert.equal(again.code, 0);
 });
+
+test('lock fails at once, with the OS reason, on a directory that cannot be created (/proc/x)', {
+  skip: !existsSync('/proc/self') && 'needs /proc',
+}, async () => {
+  // Node's recursive mkdir spins forever at 100% CPU here; the run is killed after the
+  // timeout, so the old behaviour fails the exit-code assertion instead of hanging.
+  const result = await run([cliPath, 'lock', '/proc/locksmith-no-such-dir', '--', 'true'], {
+    timeoutMs: 20_000,
+  });
+  assert.equal(result.signal, null, 'killed after the timeout: mkdir did not fail at once');
+  assert.equal(result.code, 1);
+  assert.equal(result.stderr.trim().split('\n').length, 1);
+  assert.match(
+    result.stderr,
+    /^locksmith lock: Cannot use \/proc\/locksmith-no-such-dir as a directory: it cannot be created \(ENOENT: .*\) \(IO_ERROR\)\n$/,
+  );
+});
+
+test('lock --factory simple on a write.lock a native lock left behind says it may be a leftover and how to check', async () => {
+  using tmp = tempDir();
+  // A native lock, taken and released: its write.lock stays, a plain file nobody holds.
+  const native = await run([cliPath, 'lock', tmp.path, '--', 'true']);
+  assert.equal(native.code, 0);
+  for (const wait of [[], ['--wait', '100ms']]) {
+    const result = await run([
+      cliPath,
+      'lock',
+      '--factory',
+      'simple',
+      ...wait,
+      tmp.path,
+      '--',
+      'true',
+    ]);
+    assert.equal(result.code, 1);
+    assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+    assert.match(result.stderr, /write\.lock exists \(created [^)]+\); it may be a leftover/);
+    assert.match(result.stderr, /locksmith status /);
+    assert.doesNotMatch(result.stderr, /held by another process/);
+    assert.match(
+      result.stderr,
+      wait.length === 0 ? /\(LOCK_OBTAIN_FAILED\)\n$/ : /\(LOCK_TIMEOUT\)\n$/,
+    );
+  }
+});

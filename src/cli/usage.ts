@@ -1,0 +1,145 @@
+import { readFileSync } from 'node:fs';
+import { FACTORY_NAMES } from '../directory/factory-by-name.js';
+
+/**
+ * The one source of every usage text: the top-level usage lists each command's synopsis from
+ * here, and `locksmith <command> --help` prints the same synopsis with its options and their
+ * defaults, so the two cannot drift apart.
+ */
+export interface CommandUsage {
+  /** The command line, after `locksmith `. */
+  synopsis: string;
+  /** One line: what the command does. */
+  summary: string;
+  /** Option (or argument) lines, each naming its default where it has one. */
+  options: string[];
+  /** Further paragraphs (exit codes, notes). */
+  notes: string[];
+}
+
+export const COMMAND_NAMES = ['lock', 'status', 'elect', 'verify-server', 'stress'] as const;
+export type CommandName = (typeof COMMAND_NAMES)[number];
+
+const EXIT_CODES =
+  'Exit codes: 0 ok, 1 locked or a runtime failure, 2 a bad command line (errors are one line: locksmith <command>: <message> (<CODE>)).';
+
+export const USAGES: Record<CommandName, CommandUsage> = {
+  lock: {
+    synopsis: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]',
+    summary: "Holds <dir>/write.lock while <command> runs; exits with the command's exit code.",
+    options: [
+      '--factory native|simple  the lock factory (default: native)',
+      '--wait <duration>        wait up to this long for the holder, e.g. 2s, 500ms (default: fail at once)',
+    ],
+    notes: [
+      'The directory is created if missing. The command gets LOCKSMITH_FENCING_TOKEN.',
+      "Exit codes: the command's own (128 + signal if killed, 127 not found, 126 cannot run); 1 locked or a runtime failure; 2 a bad command line.",
+    ],
+  },
+  status: {
+    synopsis: 'status <dir> [--name <lock>] [--factory native|simple]',
+    summary: 'Tells whether the lock in <dir> is free, held (by whom) or cannot be taken.',
+    options: [
+      '--name <lock>            the lock file name (default: write.lock)',
+      '--factory native|simple  the lock factory (default: native)',
+    ],
+    notes: ['Exit codes: 0 free, 1 held, 2 a bad command line, 3 cannot lock.'],
+  },
+  elect: {
+    synopsis:
+      'elect --locker shared-file --dir <dir> | --locker database|lease-database --db <url> [--table <name>] --id <name> [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--grace <duration>] [--fail-if-locked] -- <command> [args...]',
+    summary: 'Runs <command> only while this process is master of a shared store.',
+    options: [
+      '--locker <kind>              shared-file, database or lease-database (required)',
+      '--dir <dir>                  the store directory (shared-file only)',
+      '--db <url>                   sqlite:<path>, postgres://..., mysql://... (database lockers only)',
+      '--table <name>               the lock table (default: ACTIVEMQ_LOCK)',
+      '--id <name>                  names this contender and the lease holder (required)',
+      '--lease <duration>           the lease (lease-database only; default: 10s)',
+      '--renew <duration>           keep-alive period (default: 5s; lease-database: 1/4 of the lease)',
+      '--acquire-interval <duration> retry period while another is master (default: 10s; not lease-database)',
+      '--grace <duration>           time between SIGTERM and SIGKILL for the command (default: 5s)',
+      '--fail-if-locked             exit 1 at once if another process is master (default: wait)',
+    ],
+    notes: [EXIT_CODES],
+  },
+  'verify-server': {
+    synopsis: 'verify-server <bindHost> <clients>',
+    summary: "Lucene's LockVerifyServer: checks that stress clients never hold a lock together.",
+    options: [
+      'bindHost  address to listen on (127.0.0.1 unless the clients run on other machines)',
+      'clients   number of stress clients that will connect (1..256)',
+    ],
+    notes: [
+      'Prints "Listening on <host>:<port>..." once it listens (the port is chosen by the system) and starts the clients together once all of them registered. Run the clients with "locksmith stress" or Lucene\'s LockStressTest.',
+      "Exit codes, as Lucene's: 0 every client finished without a locking violation, 1 a bad command line or any failure.",
+    ],
+  },
+  stress: {
+    synopsis:
+      'stress <myID> <verifierHost> <verifierPort> <factory> <lockDir> <sleepTimeMS> <count>',
+    summary: "Lucene's LockStressTest: obtains and releases a lock, reporting to verify-server.",
+    options: [
+      'myID          int from 0 .. 255 (unique for each client process)',
+      'verifierHost  hostname that the verify server is listening on',
+      'verifierPort  port that the verify server is listening on (1..65535)',
+      `factory       lock factory to test: ${FACTORY_NAMES.join(', ')}`,
+      'lockDir       path to the lock directory',
+      'sleepTimeMS   milliseconds to pause between each obtain/release (0 or more)',
+      'count         number of locking tries (0 or more)',
+    ],
+    notes: [
+      'Run several, each with its own ID and the same lock directory, after "locksmith verify-server".',
+      "Exit codes, as Lucene's: 0 success, 1 a bad command line or any failure.",
+    ],
+  },
+};
+
+export function isCommandName(name: string): name is CommandName {
+  return (COMMAND_NAMES as readonly string[]).includes(name);
+}
+
+/** `locksmith <command> --help`: synopsis, summary, options with defaults, notes. */
+export function commandUsage(name: CommandName): string {
+  const u = USAGES[name];
+  return [
+    `Usage: locksmith ${u.synopsis}`,
+    '',
+    u.summary,
+    '',
+    ...u.options.map((line) => `  ${line}`),
+    '',
+    ...u.notes,
+    '',
+  ].join('\n');
+}
+
+/** The top-level usage: every command's synopsis. */
+export function topUsage(): string {
+  return [
+    'Usage: locksmith <command> [args]',
+    '',
+    ...COMMAND_NAMES.map((name) => `  locksmith ${USAGES[name].synopsis}`),
+    '  locksmith help [<command>]',
+    '  locksmith --version',
+    '',
+    'Run "locksmith <command> --help" for its options and their defaults.',
+    '',
+  ].join('\n');
+}
+
+/** The package's version, read at run time from the package.json next to dist/. */
+export function version(): string {
+  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  return String((JSON.parse(text) as { version?: unknown }).version);
+}
+
+/**
+ * Whether `args` asks for help: `--help` or `-h` before any `--` (after it, they belong to
+ * the command being run).
+ */
+export function wantsHelp(args: string[]): boolean {
+  const end = args.indexOf('--');
+  const before = end === -1 ? args : args.slice(0, end);
+  return before.includes('--help') || before.includes('-h');
+}
