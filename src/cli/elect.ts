@@ -379,9 +379,8 @@ export async function run(args: string[]): Promise<number> {
   const options = parseElectOptions(args);
   const say = (line: string) => process.stderr.write(`locksmith elect [${options.id}]: ${line}\n`);
   if (options.dir !== undefined) {
-    // The shared-file locker creates its directory with Node's recursive mkdir, which spins
-    // forever where a directory cannot be created (`/proc/x`); create it here first, so that
-    // such a directory fails at once with the OS's reason.
+    // Created before anything starts, so that a directory that cannot be created (`/proc/x`)
+    // is one line with the OS's reason and exit 1, like every other bad setting.
     try {
       await makeDirectories(options.dir);
     } catch (err) {

@@ -5,7 +5,6 @@ import {
   fstatSync,
   fsyncSync,
   lstatSync,
-  mkdirSync,
   openSync,
   read,
   readSync,
@@ -27,6 +26,7 @@ import { checkBoolean, checkOptionsObject } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
 import { explainOpenError } from '../directory/lock-file.js';
 import { watchLockFile } from '../directory/lock-file-watch.js';
+import { makeDirectoriesSync } from '../directory/make-directories.js';
 import { fileLocks } from '../os/file-lock.js';
 import { fileWakeSource } from '../os/file-watcher.js';
 import {
@@ -293,7 +293,7 @@ export class SharedFileLocker extends AbstractLocker {
   /** Creates the directory (with parents) and returns the guard key: the lock's real path. */
   #prepare(): string {
     try {
-      mkdirSync(this.directory, { recursive: true });
+      makeDirectoriesSync(this.directory);
       return join(realpathSync(this.directory), LOCK_FILE_NAME);
     } catch (err) {
       throw new LockIOError(`Cannot create lock directory ${this.directory}: ${describe(err)}`, {
