@@ -660,11 +660,15 @@ describe('the stress and verify-server commands', () => {
       ['0', '127.0.0.1', '1', 'native', '/tmp/x', '1', 'many'],
     ];
     const procs = cases.map((args) => ({ args, proc: cli('stress', ...args) }));
-    for (const { args, proc } of procs) {
+    // Lucene's exit code 1 for every usage error; the whole usage only for a wrong number of
+    // arguments, otherwise one line naming the argument.
+    for (const [i, { args, proc }] of procs.entries()) {
       assert.equal(await proc.exit, 1, `${args.join(' ')}\n${describeProc('stress', proc)}`);
-      assert.match(proc.stderr, /Usage: locksmith stress/);
+      if (i < 3) assert.match(proc.stderr, /Usage: locksmith stress/);
+      else assert.match(proc.stderr, /^locksmith stress: .* \(INVALID_ARGUMENT\)\n$/);
     }
-    assert.match(procs[3]?.proc.stderr ?? '', /myID must be a unique int 0\.\.255/);
+    assert.match(procs[3]?.proc.stderr ?? '', /myID must be an integer from 0 to 255, got "256"/);
+    assert.match(procs[6]?.proc.stderr ?? '', /verifierPort must be an integer .*got "port"/);
     assert.match(procs[7]?.proc.stderr ?? '', /Unknown lock factory "bogus"/);
   });
 
@@ -678,7 +682,14 @@ describe('the stress and verify-server commands', () => {
     ]) {
       const proc = cli('verify-server', ...args);
       assert.equal(await proc.exit, 1, describeProc(args.join(' '), proc));
-      assert.match(proc.stderr, /Usage: locksmith verify-server/);
+      if (args.length === 2) {
+        assert.match(
+          proc.stderr,
+          /^locksmith verify-server: clients must be .*\(INVALID_ARGUMENT\)\n$/,
+        );
+      } else {
+        assert.match(proc.stderr, /Usage: locksmith verify-server/);
+      }
     }
   });
 
