@@ -31,11 +31,13 @@ export interface Welcome {
   resumed: boolean;
   sessionLeaseMs: number;
   lockLeaseMs: number;
+  /** How long a lock call waits for its row unless it says otherwise. */
+  rowLockWaitMs: number;
   maxFrameBytes: number;
   maxInFlight: number;
   server: string;
-  /** On resume: the ids of the row locks the session still holds (the others were lost). */
-  locks: string[];
+  /** On resume: `[lockId, table]` of each row lock the session still holds (the others were lost). */
+  locks: [string, string][];
 }
 
 /**
