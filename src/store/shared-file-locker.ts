@@ -27,6 +27,7 @@ import { fileWakeSource } from '../os/file-watcher.js';
 import {
   explainOpenError,
   KernelFileLock,
+  type KernelFileLockRefusal,
   kernelFileLockReleases,
 } from '../os/kernel-file-lock.js';
 import {
@@ -292,7 +293,7 @@ export class SharedFileLocker extends AbstractLocker {
 
   /** One attempt: the acquisition, or who holds the lock. */
   #tryLock(key: string): Acquired | 'this process' | 'another process' {
-    let lock: KernelFileLock | 'this process' | 'another process' | 'deleted';
+    let lock: KernelFileLock | KernelFileLockRefusal;
     try {
       // probeFirst: waiters that opened the file for writing and closed it again would wake
       // every other waiter (close-after-write is the release hint). #prepare made the directory.
