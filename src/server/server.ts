@@ -8,8 +8,10 @@ import { checkClock, checkOptionsObject, describeValue } from '../core/options.j
 import { FSDirectory } from '../directory/fs-directory.js';
 import type { Lock } from '../directory/lock.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
+import { CallStats } from './call-stats.js';
 import { Connection, type ConnectionHost, type ConnectionLimits } from './connection.js';
 import { Dispatcher, type DispatchLimits } from './dispatch.js';
+import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
 import { ScannerRegistry } from './scanner-registry.js';
 import type { Session } from './session.js';
@@ -47,6 +49,8 @@ export interface ServerOptions {
   maxWaitersPerSession?: number | undefined;
   /** A connection that sends no HELLO for this long is dropped (default 10 s). */
   handshakeTimeoutMs?: number | undefined;
+  /** Serve `GET /status` and `GET /metrics` on this port (same host; 0: any free port). */
+  httpPort?: number | undefined;
   clock?: Clock | undefined;
 }
 
@@ -85,6 +89,7 @@ const KNOWN = new Set([
   'maxLocksPerSession',
   'maxWaitersPerSession',
   'handshakeTimeoutMs',
+  'httpPort',
   'clock',
 ]);
 
@@ -100,12 +105,6 @@ function count(value: unknown, what: string, fallback: number, max = 1_000_000):
 
 function duration(value: unknown, what: string, fallback: number): number {
   return value === undefined ? fallback : checkDuration(value as number, what);
-}
-
-/** Calls served since start, by method, for status pages and metrics. */
-export interface CallCounts {
-  ok: Map<string, number>;
-  failed: Map<string, number>;
 }
 
 /**
@@ -124,11 +123,12 @@ export class LocksmithServer {
   readonly scanners: ScannerRegistry;
   readonly catalog: TableCatalog;
   readonly lanes: { readonly handler: Lane; readonly priority: Lane };
-  readonly calls: CallCounts = { ok: new Map(), failed: new Map() };
+  readonly calls = new CallStats();
   readonly startedAt = Date.now();
   readonly #server: Server;
   readonly #connections = new Set<Connection>();
   readonly #dataLock: Lock;
+  #http: HttpStatus | undefined;
   #closing: Promise<void> | undefined;
   #resolveDone: () => void = () => undefined;
 
@@ -154,6 +154,11 @@ export class LocksmithServer {
     this.done = new Promise((resolve) => {
       this.#resolveDone = resolve;
     });
+  }
+
+  /** The port of `GET /status` and `GET /metrics`, when `httpPort` was given. */
+  get httpPort(): number | undefined {
+    return this.#http?.port;
   }
 
   /** Connections open now. */
@@ -262,6 +267,18 @@ export class LocksmithServer {
       maxScanBytes: Math.min(4 * 1024 * 1024, maxFrameBytes / 2),
     };
     const clock = checkClock(opts.clock);
+    const httpPort = opts.httpPort;
+    if (
+      httpPort !== undefined &&
+      (typeof httpPort !== 'number' ||
+        !Number.isSafeInteger(httpPort) ||
+        httpPort < 0 ||
+        httpPort > 65535)
+    ) {
+      throw new InvalidArgumentError(
+        `httpPort must be an integer from 0 to 65535, got ${describeValue(httpPort)}`,
+      );
+    }
     let tls: { cert: string | Buffer; key: string | Buffer } | undefined;
     if (opts.tls !== undefined) {
       const { cert, key } = checkOptionsObject(opts.tls, 'tls');
@@ -342,10 +359,7 @@ export class LocksmithServer {
         lockLeaseMs: leasePeriodMs,
         rowLockWaitMs,
         serverName: 'locksmith/0.1.0',
-        record: (method, ok) => {
-          const map = ok ? created.calls.ok : created.calls.failed;
-          map.set(method, (map.get(method) ?? 0) + 1);
-        },
+        record: (method, ok) => created.calls.record(method, ok),
         forget: (connection) => created.#connections.delete(connection),
       };
       server.on(tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => {
@@ -360,6 +374,14 @@ export class LocksmithServer {
       dataLock.once('lost', () => {
         void created.close();
       });
+      if (httpPort !== undefined) {
+        try {
+          created.#http = await HttpStatus.listen(created, host, httpPort, host_.tokenDigest);
+        } catch (err) {
+          await created.close();
+          throw err;
+        }
+      }
       return created;
     } catch (err) {
       await catalog?.close();
@@ -416,7 +438,44 @@ export class LocksmithServer {
       calls: {
         ok: Object.fromEntries(this.calls.ok),
         failed: Object.fromEntries(this.calls.failed),
+        perSecond: this.calls.perSecond(60),
       },
+    };
+  }
+
+  /** The numbers of `GET /metrics`. */
+  metrics(): ServerMetrics {
+    let locksHeld = 0;
+    let lockWaiters = 0;
+    for (const s of this.sessions.all()) {
+      locksHeld += s.locks.size;
+      lockWaiters += s.waiting;
+    }
+    const lane = (l: Lane) => ({
+      lane: l.name,
+      size: l.size,
+      busy: l.busy,
+      queued: l.queued,
+      parked: l.parked,
+    });
+    return {
+      connections: this.#connections.size,
+      sessions: this.sessions.size,
+      sessionsExpired: this.sessions.expired,
+      locksHeld,
+      lockWaiters,
+      scanners: this.scanners.size,
+      scannersExpired: this.scanners.expired,
+      tables: this.catalog.size,
+      lanes: [lane(this.lanes.handler), lane(this.lanes.priority)],
+      calls: [
+        ...[...this.calls.ok].map(([method, count]) => ({ method, outcome: 'ok' as const, count })),
+        ...[...this.calls.failed].map(([method, count]) => ({
+          method,
+          outcome: 'error' as const,
+          count,
+        })),
+      ],
     };
   }
 
@@ -424,6 +483,7 @@ export class LocksmithServer {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+      await this.#http?.close();
       const bye = new ConnectionLostError('The server is shutting down');
       for (const connection of [...this.#connections]) connection.close(bye);
       this.sessions.close(new LockLostError('The server shut down', { code: 'LOCK_LOST' }));
