@@ -1,35 +1,43 @@
 import { EventEmitter } from 'node:events';
-import type { Clock } from '../core/clock.js';
 import {
   AlreadyClosedError,
   InvalidArgumentError,
   LockLostError,
   LocksmithError,
 } from '../core/errors.js';
-import { StaleTokenError } from '../core/fencing.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
-import { toStringBinary } from './bytes.js';
 import {
   type CallOptions,
   type CheckedCallOptions,
   checkCallOptions,
   checkOwner,
 } from './call-options.js';
-import type { Cell, CellType } from './cell.js';
-import { decodeCells, type EncodableCell, encodeCells, forEachFamily } from './cell-codec.js';
+import type { Cell } from './cell.js';
+import { CheckpointScheduler } from './checkpoint-scheduler.js';
 import type { ColumnFamily } from './column-family.js';
-import { type RegionTestHooks, rowsInternals } from './internals.js';
-import { Memstore } from './memstore.js';
+import { FamilySchema } from './family-schema.js';
+import { RegionTestHooks, rowsInternals } from './internals.js';
+import type { Memstore } from './memstore.js';
 import { Delete, Increment, type Mutation, Put, RowMutations } from './mutation.js';
+import {
+  type Draft,
+  deleteCells,
+  expectationHolds,
+  incrementCells,
+  type LatestCell,
+  putCells,
+} from './mutation-cells.js';
 import { Mvcc } from './mvcc.js';
-import { Get, type Query, Scan } from './query.js';
+import { Get, Scan } from './query.js';
 import {
   type CheckedRegionOptions,
   checkRegionOptions,
   type RegionOptions,
 } from './region-options.js';
+import { type RegionRecovery, recoverRegion } from './region-recovery.js';
 import { Result } from './result.js';
+import { RowFencing } from './row-fencing.js';
 import {
   type BytesInput,
   checkFamilyName,
@@ -39,20 +47,24 @@ import {
 } from './row-input.js';
 import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
 import { type RowLockGrant, RowLockManager, type RowLockOwner } from './row-lock-manager.js';
-import { TokenReservation } from './row-lock-tokens.js';
-import { type Recovered, RowStorage } from './row-storage.js';
+import type { TokenReservation } from './row-lock-tokens.js';
+import type { RowStorage } from './row-storage.js';
+import { ScannerReadPoints } from './scanner-read-points.js';
+import { TimestampAllocator } from './timestamp-allocator.js';
+import { paceInserts, WritePath } from './write-path.js';
 
 export type { CallOptions } from './call-options.js';
 export type { RegionOptions } from './region-options.js';
 
-type Draft = EncodableCell;
 /** The outcome of one operation of {@link Region.batch}. */
 export type BatchStatus = { ok: true } | { ok: false; error: unknown };
 
 const EMPTY = Buffer.alloc(0);
-const SNAPSHOT_RECORD_BYTES = 1 << 20;
-const INSERT_CHUNK = 1024;
-const GRANT_MEMORY = 100_000;
+
+export interface RegionEvents {
+  /** An explicit lock's lease ran out: the lock is gone and its id now fails. */
+  'lock-expired': [RowLock];
+}
 
 /**
  * One region of a table, as HBase's `HRegion`: rows of versioned cells in column families,
@@ -64,38 +76,30 @@ const GRANT_MEMORY = 100_000;
  * timestamp → MVCC write number → cells into the memstore (invisible) → one log record,
  * group-committed → MVCC complete → wait until visible → release. The lock is held until the
  * write is visible, so a check-and-set on the row always reads the previous write.
+ *
+ * The region is a façade: recovery is `recoverRegion`, fencing `RowFencing`, server times
+ * `TimestampAllocator`, the write path `WritePath`, checkpoints `CheckpointScheduler`.
  */
-export interface RegionEvents {
-  /** An explicit lock's lease ran out: the lock is gone and its id now fails. */
-  'lock-expired': [RowLock];
-}
-
 export class Region extends EventEmitter<RegionEvents> implements AsyncDisposable {
-  readonly #families: Map<string, ColumnFamily>;
-  readonly #familyOrder: string[];
-  readonly #memstore = new Memstore();
+  readonly #schema: FamilySchema;
+  readonly #memstore: Memstore;
   readonly #mvcc: Mvcc;
   readonly #locks: RowLockManager;
   readonly #storage: RowStorage | undefined;
   readonly #tokens: TokenReservation | undefined;
-  readonly #clock: Clock;
+  readonly #fencing = new RowFencing();
+  readonly #times: TimestampAllocator;
+  readonly #scanners = new ScannerReadPoints();
+  readonly #writes: WritePath;
+  readonly #checkpoints: CheckpointScheduler;
   readonly #onArrival: boolean;
-  readonly #checkpointBytes: number;
-  /** Newest server time given to each row (pruned once the clock has passed it). */
-  readonly #lastTs = new Map<string, number>();
-  /** Write numbers whose cells are in the memstore but whose log record is not yet queued. */
-  readonly #inserting = new Set<number>();
-  /** Read points of open scanners: pruning keeps what they can still see. */
-  readonly #scanners = new Map<number, number>();
+  /** Writes holding row locks, which `close()` waits for. */
   readonly #inflight = new Set<Promise<unknown>>();
-  /** Newest explicit grant per row, least recently granted first; bounded by GRANT_MEMORY. */
-  readonly #grants = new Map<string, number>();
-  #grantFloor = -1;
-  #checkpoint: Promise<void> | undefined;
-  #failure: unknown;
   #closing: Promise<void> | undefined;
-
-  readonly [rowsInternals]: RegionTestHooks = { insertYield: undefined, readAll: false };
+  /** The read point a new read takes (the MVCC read point, unless a test swaps it). */
+  #readPoint: () => number;
+  /** The newest visible cell of a column, for mutations built under the row lock. */
+  readonly #latest: LatestCell;
 
   /** What every RowLock handle of this region calls back into. */
   readonly #control: RowLockControl = {
@@ -108,24 +112,36 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     },
   };
 
-  private constructor(
-    options: CheckedRegionOptions,
-    storage: RowStorage | undefined,
-    tokens: TokenReservation | undefined,
-    mvcc: Mvcc,
-    memstore: Memstore,
-  ) {
+  private constructor(options: CheckedRegionOptions, recovery: RegionRecovery) {
     super();
-    const { families, clock } = options;
-    this.#families = families;
-    this.#familyOrder = [...families.keys()].sort();
+    const { clock } = options;
+    const { memstore, storage, tokens } = recovery;
+    const mvcc = new Mvcc(recovery.seq);
+    const schema = new FamilySchema(options.families);
+    const oldestReadPoint = () => this.#scanners.oldest(mvcc.readPoint);
+    this.#schema = schema;
+    this.#memstore = memstore;
+    this.#mvcc = mvcc;
     this.#storage = storage;
     this.#tokens = tokens;
-    this.#mvcc = mvcc;
-    this.#clock = clock;
-    this.#memstore = memstore;
+    this.#times = new TimestampAllocator(clock);
     this.#onArrival = options.timestampOnArrival;
-    this.#checkpointBytes = options.checkpointBytes;
+    this.#readPoint = () => mvcc.readPoint;
+    this.#latest = (row, family, qualifier) =>
+      memstore.latest(row, family, qualifier, mvcc.readPoint);
+    const writes = new WritePath(memstore, mvcc, storage, schema, oldestReadPoint);
+    this.#writes = writes;
+    this.#checkpoints = new CheckpointScheduler(
+      {
+        memstore,
+        storage,
+        maxVersions: (f) => schema.maxVersions(f),
+        oldestReadPoint,
+        pending: writes.pending,
+      },
+      options.checkpointBytes,
+      (err) => writes.fail(err),
+    );
     this.#locks = new RowLockManager({
       clock,
       leasePeriodMs: options.leasePeriodMs,
@@ -158,43 +174,24 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    */
   static async open(options: RegionOptions): Promise<Region> {
     const checked = checkRegionOptions(options);
-    const { families, dir, durability } = checked;
-    const memstore = new Memstore();
-    let seq = 0;
-    let storage: RowStorage | undefined;
-    let tokens: TokenReservation | undefined;
-    if (dir !== undefined) {
-      // Refuses a directory holding cells of a family this region does not declare.
-      const accept = (recovered: Recovered) => {
-        for (const record of recovered.snapshot) checkFamilies(record, families, dir);
-        for (const record of recovered.log) checkFamilies(record, families, dir);
-      };
-      const opened = await RowStorage.open(dir, { durability }, accept);
-      storage = opened.storage;
-      try {
-        const replay = (record: Uint8Array, each: boolean) => {
-          const { cells } = decodeCells(record);
-          if (!each) seq++;
-          for (const cell of cells) {
-            if (each) seq++;
-            memstore.insert({ ...cell, seq });
-          }
-        };
-        for (const record of opened.recovered.snapshot) replay(record, true);
-        for (const record of opened.recovered.log) replay(record, false);
-        memstore.compact((f) => families.get(f)?.maxVersions ?? 1, seq);
-        tokens = await TokenReservation.open(storage.directory, checked.clock.wall());
-      } catch (err) {
-        await storage.close();
-        throw err;
-      }
-    }
-    return new Region(checked, storage, tokens, new Mvcc(seq), memstore);
+    return new Region(checked, await recoverRegion(checked));
+  }
+
+  /** Test hooks (see internals.ts); not part of the public API. */
+  get [rowsInternals](): RegionTestHooks {
+    return new RegionTestHooks({
+      setInsertPace: (pace) => {
+        this.#writes.pace = pace ?? paceInserts;
+      },
+      setReadPoint: (readPoint) => {
+        this.#readPoint = readPoint ?? (() => this.#mvcc.readPoint);
+      },
+    });
   }
 
   /** Families in byte order. */
   get families(): readonly ColumnFamily[] {
-    return this.#familyOrder.map((f) => this.#families.get(f) as ColumnFamily);
+    return this.#schema.families;
   }
 
   /** The MVCC read point: every write numbered at or below it is visible. */
@@ -273,11 +270,11 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   async get(get: Get): Promise<Result> {
     this.#checkOpen(true);
     if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
-    this.#checkQuery(get);
+    this.#schema.checkQuery(get);
     if (get.rowLock !== undefined) this.#locks.useLock(lockIdOf(get.rowLock), get.row);
     return new Result(
       get.row,
-      this.#memstore.read(get.row, get, this.#readPointNow(), this.#familyOrder),
+      this.#memstore.read(get.row, get, this.#readPoint(), this.#schema.order),
     );
   }
 
@@ -289,26 +286,19 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
     this.#checkOpen(true);
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
-    this.#checkQuery(scan);
-    const readPoint = this.#readPointNow();
-    this.#scanners.set(readPoint, (this.#scanners.get(readPoint) ?? 0) + 1);
+    this.#schema.checkQuery(scan);
+    const readPoint = this.#readPoint();
+    this.#scanners.open(readPoint);
     try {
       let key: string | undefined;
       for (;;) {
         key = this.#memstore.nextRow(scan.startRow, key, scan.stopRow);
         if (key === undefined) return;
-        const cells = this.#memstore.read(
-          key,
-          scan,
-          this[rowsInternals].readAll ? Number.MAX_SAFE_INTEGER : readPoint,
-          this.#familyOrder,
-        );
+        const cells = this.#memstore.read(key, scan, readPoint, this.#schema.order);
         if (cells.length > 0) yield new Result(key, cells);
       }
     } finally {
-      const left = (this.#scanners.get(readPoint) ?? 1) - 1;
-      if (left === 0) this.#scanners.delete(readPoint);
-      else this.#scanners.set(readPoint, left);
+      this.#scanners.close(readPoint);
     }
   }
 
@@ -317,9 +307,9 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   async put(put: Put, options?: CallOptions): Promise<void> {
     if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
     const checked = checkCallOptions(options, 'put');
-    this.#checkPut(put);
+    this.#schema.checkPut(put);
     await this.#mutate(put.row, put.rowLock, put.token, checked, (now) => ({
-      cells: this.#putCells(put, now),
+      cells: putCells(put, now),
       result: undefined,
     }));
   }
@@ -327,7 +317,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   async delete(del: Delete, options?: CallOptions): Promise<void> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
     const checked = checkCallOptions(options, 'delete');
-    this.#checkDelete(del);
+    this.#schema.checkDelete(del);
     await this.#mutate(del.row, del.rowLock, del.token, checked, (now) => ({
       cells: this.#deleteCells(del, now),
       result: undefined,
@@ -348,9 +338,9 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   ): Promise<boolean> {
     if (!(put instanceof Put)) throw new InvalidArgumentError('checkAndPut() takes a Put');
     const checked = checkCallOptions(options, 'checkAndPut');
-    this.#checkPut(put);
+    this.#schema.checkPut(put);
     return this.#checkAndMutate(row, family, qualifier, expected, put, checked, (now) =>
-      this.#putCells(put, now),
+      putCells(put, now),
     );
   }
 
@@ -365,7 +355,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   ): Promise<boolean> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('checkAndDelete() takes a Delete');
     const checked = checkCallOptions(options, 'checkAndDelete');
-    this.#checkDelete(del);
+    this.#schema.checkDelete(del);
     return this.#checkAndMutate(row, family, qualifier, expected, del, checked, (now) =>
       this.#deleteCells(del, now),
     );
@@ -382,45 +372,15 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     const checked = checkCallOptions(options, 'increment');
     if (inc.columns.length === 0)
       throw new InvalidArgumentError('An Increment needs at least one column');
-    for (const c of inc.columns) this.#checkFamily(c.family);
+    for (const c of inc.columns) this.#schema.check(c.family);
     return this.#mutate(inc.row, inc.rowLock, inc.token, checked, (now) => {
-      const cells: Draft[] = [];
-      const readPoint = this.#mvcc.readPoint;
-      for (const { family, qualifier, amount } of inc.columns) {
-        const current =
-          cells.find((c) => c.family === family && c.qualifier === qualifier)?.value ??
-          this.#memstore.latest(inc.row, family, qualifier, readPoint)?.value;
-        let value = 0n;
-        if (current !== undefined) {
-          if (current.length !== 8) {
-            throw new InvalidArgumentError(
-              `Attempted to increment field ${family}:${toStringBinary(qualifier)} that isn't 64 bits wide (${current.length} bytes)`,
-            );
-          }
-          value = current.readBigInt64BE(0);
-        }
-        const next = Buffer.allocUnsafe(8);
-        next.writeBigInt64BE(BigInt.asIntN(64, value + amount));
-        const draft: Draft = {
-          row: inc.row,
-          family,
-          qualifier,
-          timestamp: now,
-          type: 'Put',
-          value: next,
-        };
-        const at = cells.findIndex((c) => c.family === family && c.qualifier === qualifier);
-        if (at >= 0) cells[at] = draft;
-        else cells.push(draft);
-      }
+      const cells = incrementCells(inc, now, this.#latest);
       // The write number is internal; a result's cells carry 0.
-      return {
-        cells,
-        result: new Result(
-          inc.row,
-          cells.map((c) => ({ ...c, seq: 0 })),
-        ),
-      };
+      const result = new Result(
+        inc.row,
+        cells.map((c) => ({ ...c, seq: 0 })),
+      );
+      return { cells, result };
     });
   }
 
@@ -448,8 +408,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     let rowLock: RowLock | undefined;
     let token: number | undefined;
     for (const m of mutations.mutations) {
-      if (m instanceof Put) this.#checkPut(m);
-      else this.#checkDelete(m);
+      if (m instanceof Put) this.#schema.checkPut(m);
+      else this.#schema.checkDelete(m);
       if (m.rowLock !== undefined) {
         if (rowLock !== undefined && rowLock.lockId !== m.rowLock.lockId) {
           throw new InvalidArgumentError(
@@ -462,7 +422,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     }
     await this.#mutate(mutations.row, rowLock, token, checked, (now) => ({
       cells: mutations.mutations.flatMap((m) =>
-        m instanceof Put ? this.#putCells(m, now) : this.#deleteCells(m, now),
+        m instanceof Put ? putCells(m, now) : this.#deleteCells(m, now),
       ),
       result: undefined,
     }));
@@ -481,23 +441,23 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
       throw new InvalidArgumentError('mutateRows() takes a non-empty array of Put and Delete');
     }
     for (const m of mutations) {
-      if (m instanceof Put) this.#checkPut(m);
-      else if (m instanceof Delete) this.#checkDelete(m);
+      if (m instanceof Put) this.#schema.checkPut(m);
+      else if (m instanceof Delete) this.#schema.checkDelete(m);
       else throw new InvalidArgumentError('mutateRows() takes Put and Delete objects');
       if (m.rowLock !== undefined) {
         throw new InvalidArgumentError('mutateRows() takes its own locks; drop the rowLock');
       }
     }
     const rows = [...new Set(mutations.map((m) => m.row))];
-    for (const m of mutations) this.#checkToken(m.row, m.token);
+    for (const m of mutations) this.#fencing.check(m.row, m.token);
     const grants = await this.#locks.acquireImplicitMany(rows, checked);
     return this.#track(async () => {
       try {
         // An explicit grant may have come while we waited.
-        for (const m of mutations) this.#checkToken(m.row, m.token);
+        for (const m of mutations) this.#fencing.check(m.row, m.token);
         const cells = mutations.flatMap((m) => {
-          const now = this.#timeFor(m.row);
-          return m instanceof Put ? this.#putCells(m, now) : this.#deleteCells(m, now);
+          const now = this.#times.timeFor(m.row);
+          return m instanceof Put ? putCells(m, now) : this.#deleteCells(m, now);
         });
         if (cells.length > 0) await this.#apply(cells);
       } finally {
@@ -537,14 +497,14 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    */
   flush(): Promise<void> {
     this.#checkOpen();
-    return this.#runCheckpoint();
+    return this.#checkpoints.run();
   }
 
   /** Waits for writes in flight, fails lock waiters, and closes the storage. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       await Promise.allSettled([...this.#inflight]);
-      if (this.#checkpoint !== undefined) await this.#checkpoint.catch(() => undefined);
+      await this.#checkpoints.settled();
       // Locks still held end with the region: their holders learn it from their signal.
       for (const grant of this.#locks.close()) {
         const lock = grant.handle as RowLock | undefined;
@@ -572,93 +532,16 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   /** Reads go on after a storage failure (what they see is durable); writes stop. */
   #checkOpen(reading = false): void {
     if (this.#closing !== undefined) throw new AlreadyClosedError('This region is closed');
-    if (!reading && this.#failure !== undefined) {
+    const failure = this.#writes.failure;
+    if (!reading && failure !== undefined) {
       throw new LocksmithError('IO_ERROR', 'This region stopped writing after a storage failure', {
-        cause: this.#failure,
+        cause: failure,
       });
     }
   }
 
-  #checkFamily(family: string): void {
-    if (!this.#families.has(family)) {
-      throw new InvalidArgumentError(
-        `Column family ${family} does not exist in this region (it has ${this.#familyOrder.join(', ')})`,
-      );
-    }
-  }
-
-  #checkQuery(query: Query): void {
-    for (const family of query.columns.keys()) this.#checkFamily(family);
-  }
-
-  #checkPut(put: Put): void {
-    if (put.cells.length === 0) throw new InvalidArgumentError('A Put needs at least one cell');
-    for (const cell of put.cells) this.#checkFamily(cell.family);
-  }
-
-  #checkDelete(del: Delete): void {
-    for (const entry of del.entries) this.#checkFamily(entry.family);
-  }
-
-  #readPointNow(): number {
-    return this[rowsInternals].readAll ? Number.MAX_SAFE_INTEGER : this.#mvcc.readPoint;
-  }
-
-  #oldestReadPoint(): number {
-    let oldest = this.#mvcc.readPoint;
-    for (const readPoint of this.#scanners.keys()) if (readPoint < oldest) oldest = readPoint;
-    return oldest;
-  }
-
-  /** The server time for a mutation of `row`: never behind the previous one given to it. */
-  #timeFor(row: string): number {
-    const now = Math.floor(this.#clock.wall());
-    const last = this.#lastTs.get(row);
-    const ts = last === undefined || now > last ? now : last + 1;
-    this.#lastTs.set(row, ts);
-    if (this.#lastTs.size > 65536) {
-      // Entries the clock has passed no longer constrain anything.
-      for (const [key, value] of this.#lastTs) if (value < now) this.#lastTs.delete(key);
-    }
-    return ts;
-  }
-
-  #putCells(put: Put, now: number): Draft[] {
-    return put.cells.map((c) => ({
-      row: put.row,
-      family: c.family,
-      qualifier: c.qualifier,
-      timestamp: c.timestamp ?? now,
-      type: 'Put' as const,
-      value: c.value,
-    }));
-  }
-
   #deleteCells(del: Delete, now: number): Draft[] {
-    const marker = (
-      type: CellType,
-      family: string,
-      qualifier: string,
-      timestamp: number,
-    ): Draft => ({
-      row: del.row,
-      family,
-      qualifier,
-      timestamp,
-      type,
-      value: EMPTY,
-    });
-    if (del.entries.length === 0) {
-      return this.#familyOrder.map((f) => marker('DeleteFamily', f, '', del.timestamp ?? now));
-    }
-    return del.entries.map((e) => {
-      if (e.type !== 'Delete' || e.timestamp !== undefined) {
-        return marker(e.type, e.family, e.qualifier, e.timestamp ?? now);
-      }
-      // HBase: a version delete without a timestamp hides the newest version (or "now").
-      const latest = this.#memstore.latest(del.row, e.family, e.qualifier, this.#mvcc.readPoint);
-      return marker('Delete', e.family, e.qualifier, latest?.timestamp ?? now);
-    });
+    return deleteCells(del, now, this.#schema.order, this.#latest);
   }
 
   async #checkAndMutate(
@@ -671,17 +554,14 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     cells: (now: number) => Draft[],
   ): Promise<boolean> {
     const key = checkRow(row);
-    this.#checkFamily(checkFamilyName(family));
+    this.#schema.check(checkFamilyName(family));
     const q = checkQualifier(qualifier);
     const want = expected === null || expected === undefined ? EMPTY : checkValue(expected);
     if (mutation.row !== key) {
       throw new InvalidArgumentError("Action's row must match the passed row");
     }
     return this.#mutate(key, mutation.rowLock, mutation.token, options, (now) => {
-      const current = this.#memstore.latest(key, family, q, this.#mvcc.readPoint);
-      // HBase: an empty expectation matches only a missing cell; otherwise bytes must be equal.
-      const matches =
-        want.length === 0 ? current === undefined : current?.value.equals(want) === true;
+      const matches = expectationHolds(this.#latest(key, family, q), want);
       return { cells: matches ? cells(now) : [], result: matches };
     });
   }
@@ -699,9 +579,9 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     build: (now: number) => { cells: Draft[]; result: T },
   ): Promise<T> {
     this.#checkOpen();
-    const arrival = this.#onArrival ? this.#timeFor(row) : undefined;
+    const arrival = this.#onArrival ? this.#times.timeFor(row) : undefined;
     // Checked before any wait, so a stale writer fails at once...
-    this.#checkToken(row, token);
+    this.#fencing.check(row, token);
     let implicit: RowLockGrant | undefined;
     if (rowLock !== undefined) {
       this.#locks.useLock(lockIdOf(rowLock), row);
@@ -713,8 +593,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     return this.#track(async () => {
       try {
         // ...and again under the lock: an explicit grant may have come while we waited.
-        if (implicit !== undefined) this.#checkToken(row, token);
-        const { cells, result } = build(arrival ?? this.#timeFor(row));
+        if (implicit !== undefined) this.#fencing.check(row, token);
+        const { cells, result } = build(arrival ?? this.#times.timeFor(row));
         if (cells.length > 0) await this.#apply(cells);
         return result;
       } finally {
@@ -734,137 +614,17 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     }
   }
 
-  /** Remembers an explicit grant's token as the row's newest (see {@link #newestGrant}). */
+  async #apply(cells: Draft[]): Promise<void> {
+    await this.#writes.apply(cells);
+    this.#checkpoints.afterWrite();
+  }
+
+  /** Wraps an explicit grant in its handle, remembering its token for fencing. */
   #granted(grant: RowLockGrant): RowLock {
-    this.#grants.delete(grant.row);
-    this.#grants.set(grant.row, grant.token);
-    if (this.#grants.size > GRANT_MEMORY) {
-      // Forget the least recently granted row, raising the floor to its token: tokens rise
-      // across all rows, so the floor can only reject too much (a stale-looking token on a
-      // forgotten row), never admit a token older than a row's real newest grant.
-      const [oldRow, oldToken] = this.#grants.entries().next().value as [string, number];
-      this.#grants.delete(oldRow);
-      if (oldToken > this.#grantFloor) this.#grantFloor = oldToken;
-    }
+    this.#fencing.granted(grant.row, grant.token);
     const lock = new RowLock(grant.row, grant.lockId as string, grant.token, this.#control);
     grant.handle = lock;
     return lock;
-  }
-
-  /** The newest token granted for `row` by an explicit lock, or the floor if forgotten. */
-  #newestGrant(row: string): number {
-    return this.#grants.get(row) ?? this.#grantFloor;
-  }
-
-  /**
-   * Rejects a mutation whose fencing token is older than the row's newest explicit grant (a
-   * valid explicit lock is that grant, so its holder's token passes).
-   */
-  #checkToken(row: string, token: number | undefined): void {
-    if (token === undefined) return;
-    const newest = this.#newestGrant(row);
-    if (token < newest) {
-      throw new StaleTokenError(
-        `Fencing token ${token} for row ${toStringBinary(row)} is older than ${newest}: the row was locked by someone else since`,
-      );
-    }
-  }
-
-  async #apply(drafts: Draft[]): Promise<void> {
-    const seq = this.#mvcc.begin();
-    const cells: Cell[] = drafts.map((d) => ({ ...d, seq }));
-    this.#inserting.add(seq);
-    let durable: Promise<void> | undefined;
-    try {
-      const hook = this[rowsInternals].insertYield;
-      for (let i = 0; i < cells.length; i++) {
-        this.#memstore.insert(cells[i] as Cell);
-        if (hook !== undefined) await hook(i);
-        else if ((i + 1) % INSERT_CHUNK === 0) await new Promise((r) => setImmediate(r));
-      }
-      if (this.#storage !== undefined)
-        durable = this.#storage.append(encodeCells('mutation', drafts));
-    } catch (err) {
-      this.#memstore.remove(cells);
-      this.#mvcc.complete(seq);
-      throw err;
-    } finally {
-      this.#inserting.delete(seq);
-    }
-    if (durable !== undefined) {
-      try {
-        await durable;
-      } catch (err) {
-        // Not acknowledged, so not applied; later writes cannot be made durable either.
-        this.#failure ??= err;
-        this.#memstore.remove(cells);
-        this.#mvcc.complete(seq);
-        throw err;
-      }
-    }
-    this.#mvcc.complete(seq);
-    await this.#mvcc.waitVisible(seq);
-    const oldest = this.#oldestReadPoint();
-    for (const c of cells) {
-      if (c.type !== 'DeleteFamily') {
-        this.#memstore.trimColumn(
-          c.row,
-          c.family,
-          c.qualifier,
-          (this.#families.get(c.family) as ColumnFamily).maxVersions,
-          oldest,
-        );
-      }
-    }
-    if (
-      this.#storage !== undefined &&
-      this.#storage.logBytes > this.#checkpointBytes &&
-      this.#checkpoint === undefined
-    ) {
-      this.#runCheckpoint().catch((err: unknown) => {
-        this.#failure ??= err;
-      });
-    }
-  }
-
-  #runCheckpoint(): Promise<void> {
-    if (this.#checkpoint !== undefined) return this.#checkpoint;
-    const storage = this.#storage;
-    if (storage === undefined) {
-      this.#memstore.compact((f) => this.#maxVersions(f), this.#oldestReadPoint());
-      return Promise.resolve();
-    }
-    const checkpoint = storage
-      .checkpoint(() => this.#capture())
-      .finally(() => {
-        this.#checkpoint = undefined;
-      });
-    this.#checkpoint = checkpoint;
-    return checkpoint;
-  }
-
-  #maxVersions(family: string): number {
-    return this.#families.get(family)?.maxVersions ?? 1;
-  }
-
-  /** The snapshot records: every cell whose mutation's log record is already queued. */
-  #capture(): Uint8Array[] {
-    this.#memstore.compact((f) => this.#maxVersions(f), this.#oldestReadPoint());
-    const records: Uint8Array[] = [];
-    let batch: Draft[] = [];
-    let bytes = 0;
-    for (const cell of this.#memstore.cells()) {
-      if (this.#inserting.has(cell.seq)) continue;
-      batch.push(cell);
-      bytes += 32 + cell.row.length + cell.qualifier.length + cell.value.length;
-      if (bytes >= SNAPSHOT_RECORD_BYTES) {
-        records.push(encodeCells('snapshot', batch));
-        batch = [];
-        bytes = 0;
-      }
-    }
-    if (batch.length > 0) records.push(encodeCells('snapshot', batch));
-    return records;
   }
 }
 
@@ -873,15 +633,4 @@ function lockIdOf(lock: { readonly lockId: string } | string): string {
   if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
     return lock.lockId;
   throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
-}
-
-/** Refuses a stored record holding cells of a family `families` does not declare. */
-function checkFamilies(record: Uint8Array, families: Map<string, ColumnFamily>, dir: string): void {
-  forEachFamily(record, (family) => {
-    if (!families.has(family)) {
-      throw new InvalidArgumentError(
-        `${dir} holds cells of column family ${family}, which this region does not declare`,
-      );
-    }
-  });
 }
