@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import type { ColumnFamily } from './column-family.js';
-import type { Delete, Put } from './mutation.js';
+import type { Delete, Increment, Put } from './mutation.js';
 import type { Query } from './query.js';
 
 /**
@@ -48,5 +48,11 @@ export class FamilySchema {
 
   checkDelete(del: Delete): void {
     for (const entry of del.entries) this.check(entry.family);
+  }
+
+  checkIncrement(inc: Increment): void {
+    if (inc.columns.length === 0)
+      throw new InvalidArgumentError('An Increment needs at least one column');
+    for (const c of inc.columns) this.check(c.family);
   }
 }

@@ -2,7 +2,7 @@ import { InvalidArgumentError } from '../core/errors.js';
 import { toStringBinary } from './bytes.js';
 import type { Cell, CellType } from './cell.js';
 import type { EncodableCell } from './cell-codec.js';
-import type { Delete, Increment, Put } from './mutation.js';
+import { type Delete, type Increment, Put } from './mutation.js';
 
 /** A cell before it gets its MVCC write number. */
 export type Draft = EncodableCell;
@@ -17,7 +17,7 @@ const EMPTY = Buffer.alloc(0);
  * of the mutation (see `TimestampAllocator`), used for every cell without its own timestamp.
  * Pure apart from `latest`, which reads the row as of the current read point.
  */
-export function putCells(put: Put, now: number): Draft[] {
+function putCells(put: Put, now: number): Draft[] {
   return put.cells.map((c) => ({
     row: put.row,
     family: c.family,
@@ -32,7 +32,7 @@ export function putCells(put: Put, now: number): Draft[] {
  * Delete markers: a Delete without entries marks every family of `families` (byte order);
  * a version delete without a timestamp hides the newest version, or "now" when there is none.
  */
-export function deleteCells(
+function deleteCells(
   del: Delete,
   now: number,
   families: readonly string[],
@@ -66,7 +66,7 @@ export function deleteCells(
  * The new 64-bit values of an Increment's counters, one cell per column (a column named twice
  * adds up); a current value that is not 8 bytes wide refuses the whole Increment.
  */
-export function incrementCells(inc: Increment, now: number, latest: LatestCell): Draft[] {
+function incrementCells(inc: Increment, now: number, latest: LatestCell): Draft[] {
   const cells: Draft[] = [];
   for (const { family, qualifier, amount } of inc.columns) {
     const current =
@@ -98,7 +98,42 @@ export function incrementCells(inc: Increment, now: number, latest: LatestCell):
   return cells;
 }
 
-/** HBase's check-and-mutate test: an empty expectation matches only a missing cell. */
-export function expectationHolds(current: Cell | undefined, expected: Buffer): boolean {
-  return expected.length === 0 ? current === undefined : current?.value.equals(expected) === true;
+/**
+ * The cell builders of one region, bound to its families (byte order) and to `latest`, which
+ * reads its rows as of the current read point.
+ */
+export class MutationCells {
+  readonly #families: readonly string[];
+  readonly #latest: LatestCell;
+
+  constructor(families: readonly string[], latest: LatestCell) {
+    this.#families = families;
+    this.#latest = latest;
+  }
+
+  /** The cells of a Put or a Delete. */
+  readonly of = (m: Put | Delete, now: number): Draft[] =>
+    m instanceof Put ? putCells(m, now) : deleteCells(m, now, this.#families, this.#latest);
+
+  increment(inc: Increment, now: number): Draft[] {
+    return incrementCells(inc, now, this.#latest);
+  }
+
+  /**
+   * The cells of `m` if `family:qualifier` of `row` holds `expected`, none otherwise. HBase's
+   * check-and-mutate test: an empty expectation matches only a missing cell.
+   */
+  ifExpected(
+    row: string,
+    family: string,
+    qualifier: string,
+    expected: Buffer,
+    m: Put | Delete,
+    now: number,
+  ): Draft[] | undefined {
+    const current = this.#latest(row, family, qualifier);
+    const holds =
+      expected.length === 0 ? current === undefined : current?.value.equals(expected) === true;
+    return holds ? this.of(m, now) : undefined;
+  }
 }

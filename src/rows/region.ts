@@ -1,10 +1,5 @@
 import { EventEmitter } from 'node:events';
-import {
-  AlreadyClosedError,
-  InvalidArgumentError,
-  LockLostError,
-  LocksmithError,
-} from '../core/errors.js';
+import { AlreadyClosedError, InvalidArgumentError, LocksmithError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import {
@@ -14,20 +9,14 @@ import {
   checkOwner,
 } from './call-options.js';
 import type { Cell } from './cell.js';
-import { CheckpointScheduler } from './checkpoint-scheduler.js';
 import type { ColumnFamily } from './column-family.js';
 import { FamilySchema } from './family-schema.js';
 import { RegionTestHooks, rowsInternals } from './internals.js';
 import type { Memstore } from './memstore.js';
-import { Delete, Increment, type Mutation, Put, RowMutations } from './mutation.js';
-import {
-  type Draft,
-  deleteCells,
-  expectationHolds,
-  incrementCells,
-  type LatestCell,
-  putCells,
-} from './mutation-cells.js';
+import { Delete, Increment, Put, RowMutations } from './mutation.js';
+import { MutationCells } from './mutation-cells.js';
+import { checkExpectation, checkMutateRows, checkRowMutations } from './mutation-checks.js';
+import { MutationRunner } from './mutation-runner.js';
 import { Mvcc } from './mvcc.js';
 import { Get, Scan } from './query.js';
 import {
@@ -35,21 +24,15 @@ import {
   checkRegionOptions,
   type RegionOptions,
 } from './region-options.js';
+import { RegionReads } from './region-reads.js';
 import { type RegionRecovery, recoverRegion } from './region-recovery.js';
+import { RegionRowLocks } from './region-row-locks.js';
 import { Result } from './result.js';
-import { RowFencing } from './row-fencing.js';
-import {
-  type BytesInput,
-  checkFamilyName,
-  checkQualifier,
-  checkRow,
-  checkValue,
-} from './row-input.js';
-import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
-import { type RowLockGrant, RowLockManager, type RowLockOwner } from './row-lock-manager.js';
+import { type BytesInput, checkRow } from './row-input.js';
+import type { RowLock } from './row-lock.js';
+import type { RowLockOwner } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
 import type { RowStorage } from './row-storage.js';
-import { ScannerReadPoints } from './scanner-read-points.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
 import { paceInserts, WritePath } from './write-path.js';
 
@@ -58,8 +41,6 @@ export type { RegionOptions } from './region-options.js';
 
 /** The outcome of one operation of {@link Region.batch}. */
 export type BatchStatus = { ok: true } | { ok: false; error: unknown };
-
-const EMPTY = Buffer.alloc(0);
 
 export interface RegionEvents {
   /** An explicit lock's lease ran out: the lock is gone and its id now fails. */
@@ -84,33 +65,15 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   readonly #schema: FamilySchema;
   readonly #memstore: Memstore;
   readonly #mvcc: Mvcc;
-  readonly #locks: RowLockManager;
+  readonly #locks: RegionRowLocks;
+  readonly #runner: MutationRunner;
   readonly #storage: RowStorage | undefined;
   readonly #tokens: TokenReservation | undefined;
-  readonly #fencing = new RowFencing();
-  readonly #times: TimestampAllocator;
-  readonly #scanners = new ScannerReadPoints();
+  readonly #reads: RegionReads;
   readonly #writes: WritePath;
-  readonly #checkpoints: CheckpointScheduler;
-  readonly #onArrival: boolean;
-  /** Writes holding row locks, which `close()` waits for. */
-  readonly #inflight = new Set<Promise<unknown>>();
   #closing: Promise<void> | undefined;
-  /** The read point a new read takes (the MVCC read point, unless a test swaps it). */
-  #readPoint: () => number;
-  /** The newest visible cell of a column, for mutations built under the row lock. */
-  readonly #latest: LatestCell;
-
-  /** What every RowLock handle of this region calls back into. */
-  readonly #control: RowLockControl = {
-    check: (lockId) => {
-      this.#locks.checkLock(lockId);
-    },
-    releaseIfHeld: (lock) => {
-      const locks = this.#locks;
-      if (this.#closing === undefined && locks.isHeldId(lock.lockId)) locks.unlockRow(lock.lockId);
-    },
-  };
+  /** Builds a mutation's cells under its row lock. */
+  readonly #cells: MutationCells;
 
   private constructor(options: CheckedRegionOptions, recovery: RegionRecovery) {
     super();
@@ -118,51 +81,35 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     const { memstore, storage, tokens } = recovery;
     const mvcc = new Mvcc(recovery.seq);
     const schema = new FamilySchema(options.families);
-    const oldestReadPoint = () => this.#scanners.oldest(mvcc.readPoint);
+    const reads = new RegionReads(memstore, schema, mvcc);
     this.#schema = schema;
     this.#memstore = memstore;
     this.#mvcc = mvcc;
     this.#storage = storage;
     this.#tokens = tokens;
-    this.#times = new TimestampAllocator(clock);
-    this.#onArrival = options.timestampOnArrival;
-    this.#readPoint = () => mvcc.readPoint;
-    this.#latest = (row, family, qualifier) =>
-      memstore.latest(row, family, qualifier, mvcc.readPoint);
-    const writes = new WritePath(memstore, mvcc, storage, schema, oldestReadPoint);
-    this.#writes = writes;
-    this.#checkpoints = new CheckpointScheduler(
-      {
-        memstore,
-        storage,
-        maxVersions: (f) => schema.maxVersions(f),
-        oldestReadPoint,
-        pending: writes.pending,
-      },
-      options.checkpointBytes,
-      (err) => writes.fail(err),
+    this.#reads = reads;
+    this.#cells = new MutationCells(schema.order, (row, family, qualifier) =>
+      memstore.latest(row, family, qualifier, mvcc.readPoint),
     );
-    this.#locks = new RowLockManager({
-      clock,
-      leasePeriodMs: options.leasePeriodMs,
-      rowLockWaitMs: options.rowLockWaitMs,
-      ...(tokens === undefined
-        ? {}
-        : {
-            firstToken: tokens.firstToken,
-            tokenCeiling: tokens.ceiling,
-            reserveTokens: (from: number) => tokens.reserve(from),
-          }),
+    const writes = new WritePath(
+      memstore,
+      mvcc,
+      storage,
+      schema,
+      () => reads.oldestReadPoint(),
+      options.checkpointBytes,
+    );
+    this.#writes = writes;
+    this.#locks = new RegionRowLocks(options, tokens, {
+      closing: () => this.#closing !== undefined,
+      onExpired: (lock) => this.emit('lock-expired', lock),
     });
-    this.#locks.on('expired', (grant) => {
-      const lock = grant.handle as RowLock;
-      lock[markRowLockLost](
-        new LockLostError(
-          `Row lock lease expired: ${lock.resource} (lock ${lock.lockId}, not used or renewed for ${options.leasePeriodMs} ms)`,
-          { code: 'LEASE_EXPIRED' },
-        ),
-      );
-      this.emit('lock-expired', lock);
+    this.#runner = new MutationRunner({
+      locks: this.#locks,
+      times: new TimestampAllocator(clock),
+      apply: (cells) => writes.apply(cells),
+      checkOpen: () => this.#checkOpen(),
+      timestampOnArrival: options.timestampOnArrival,
     });
   }
 
@@ -184,7 +131,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
         this.#writes.pace = pace ?? paceInserts;
       },
       setReadPoint: (readPoint) => {
-        this.#readPoint = readPoint ?? (() => this.#mvcc.readPoint);
+        this.#reads.readPoint = readPoint ?? this.#reads.mvccReadPoint;
       },
     });
   }
@@ -220,7 +167,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     const key = checkRow(row);
     const checked = checkCallOptions(options, 'lockRow');
     this.#checkOpen();
-    return this.#granted(await this.#locks.lockRow(key, checked));
+    return this.#locks.lockRow(key, checked);
   }
 
   /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
@@ -228,8 +175,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     const key = checkRow(row);
     if (owner !== undefined) checkOwner(owner, 'tryLockRow owner');
     this.#checkOpen();
-    const grant = this.#locks.tryLockRow(key, owner);
-    return grant === null ? null : this.#granted(grant);
+    return this.#locks.tryLockRow(key, owner);
   }
 
   /**
@@ -249,19 +195,17 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');
     const checked = checkCallOptions(options, 'withRowLock');
     this.#checkOpen();
-    return withHandle(this.#granted(await this.#locks.lockRow(key, checked)), fn);
+    return withHandle(await this.#locks.lockRow(key, checked), fn);
   }
 
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
   unlockRow(lock: RowLock | { readonly lockId: string } | string): void {
-    const id = lockIdOf(lock);
-    const grant = this.#locks.unlockRow(id);
-    (grant.handle as RowLock | undefined)?.[markRowLockReleased]();
+    this.#locks.unlockRow(lock);
   }
 
   /** Renews a lock's lease without an operation. */
   renewLease(lock: RowLock | { readonly lockId: string } | string): void {
-    this.#locks.renewLease(lockIdOf(lock));
+    this.#locks.renewLease(lock);
   }
 
   // ---- reads -----------------------------------------------------------------------------
@@ -271,11 +215,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     this.#checkOpen(true);
     if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
     this.#schema.checkQuery(get);
-    if (get.rowLock !== undefined) this.#locks.useLock(lockIdOf(get.rowLock), get.row);
-    return new Result(
-      get.row,
-      this.#memstore.read(get.row, get, this.#readPoint(), this.#schema.order),
-    );
+    if (get.rowLock !== undefined) this.#locks.use(get.rowLock, get.row);
+    return this.#reads.get(get);
   }
 
   /**
@@ -287,19 +228,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     this.#checkOpen(true);
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
     this.#schema.checkQuery(scan);
-    const readPoint = this.#readPoint();
-    this.#scanners.open(readPoint);
-    try {
-      let key: string | undefined;
-      for (;;) {
-        key = this.#memstore.nextRow(scan.startRow, key, scan.stopRow);
-        if (key === undefined) return;
-        const cells = this.#memstore.read(key, scan, readPoint, this.#schema.order);
-        if (cells.length > 0) yield new Result(key, cells);
-      }
-    } finally {
-      this.#scanners.close(readPoint);
-    }
+    yield* this.#reads.scan(scan);
   }
 
   // ---- mutations -------------------------------------------------------------------------
@@ -308,8 +237,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
     const checked = checkCallOptions(options, 'put');
     this.#schema.checkPut(put);
-    await this.#mutate(put.row, put.rowLock, put.token, checked, (now) => ({
-      cells: putCells(put, now),
+    await this.#runner.mutate(put.row, put.rowLock, put.token, checked, (now) => ({
+      cells: this.#cells.of(put, now),
       result: undefined,
     }));
   }
@@ -318,8 +247,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
     const checked = checkCallOptions(options, 'delete');
     this.#schema.checkDelete(del);
-    await this.#mutate(del.row, del.rowLock, del.token, checked, (now) => ({
-      cells: this.#deleteCells(del, now),
+    await this.#runner.mutate(del.row, del.rowLock, del.token, checked, (now) => ({
+      cells: this.#cells.of(del, now),
       result: undefined,
     }));
   }
@@ -339,9 +268,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     if (!(put instanceof Put)) throw new InvalidArgumentError('checkAndPut() takes a Put');
     const checked = checkCallOptions(options, 'checkAndPut');
     this.#schema.checkPut(put);
-    return this.#checkAndMutate(row, family, qualifier, expected, put, checked, (now) =>
-      putCells(put, now),
-    );
+    return this.#checkAndMutate(row, family, qualifier, expected, put, checked);
   }
 
   /** Applies `del` if `family:qualifier` currently holds `expected` (null: absent). */
@@ -356,9 +283,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     if (!(del instanceof Delete)) throw new InvalidArgumentError('checkAndDelete() takes a Delete');
     const checked = checkCallOptions(options, 'checkAndDelete');
     this.#schema.checkDelete(del);
-    return this.#checkAndMutate(row, family, qualifier, expected, del, checked, (now) =>
-      this.#deleteCells(del, now),
-    );
+    return this.#checkAndMutate(row, family, qualifier, expected, del, checked);
   }
 
   /**
@@ -370,11 +295,9 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     if (!(inc instanceof Increment))
       throw new InvalidArgumentError('increment() takes an Increment');
     const checked = checkCallOptions(options, 'increment');
-    if (inc.columns.length === 0)
-      throw new InvalidArgumentError('An Increment needs at least one column');
-    for (const c of inc.columns) this.#schema.check(c.family);
-    return this.#mutate(inc.row, inc.rowLock, inc.token, checked, (now) => {
-      const cells = incrementCells(inc, now, this.#latest);
+    this.#schema.checkIncrement(inc);
+    return this.#runner.mutate(inc.row, inc.rowLock, inc.token, checked, (now) => {
+      const cells = this.#cells.increment(inc, now);
       // The write number is internal; a result's cells carry 0.
       const result = new Result(
         inc.row,
@@ -404,26 +327,9 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     if (!(mutations instanceof RowMutations))
       throw new InvalidArgumentError('mutateRow() takes RowMutations');
     const checked = checkCallOptions(options, 'mutateRow');
-    if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
-    let rowLock: RowLock | undefined;
-    let token: number | undefined;
-    for (const m of mutations.mutations) {
-      if (m instanceof Put) this.#schema.checkPut(m);
-      else this.#schema.checkDelete(m);
-      if (m.rowLock !== undefined) {
-        if (rowLock !== undefined && rowLock.lockId !== m.rowLock.lockId) {
-          throw new InvalidArgumentError(
-            'The mutations of one RowMutations carry different row locks',
-          );
-        }
-        rowLock = m.rowLock;
-      }
-      if (m.token !== undefined) token = Math.max(token ?? m.token, m.token);
-    }
-    await this.#mutate(mutations.row, rowLock, token, checked, (now) => ({
-      cells: mutations.mutations.flatMap((m) =>
-        m instanceof Put ? putCells(m, now) : this.#deleteCells(m, now),
-      ),
+    const { rowLock, token } = checkRowMutations(this.#schema, mutations);
+    await this.#runner.mutate(mutations.row, rowLock, token, checked, (now) => ({
+      cells: mutations.mutations.flatMap((m) => this.#cells.of(m, now)),
       result: undefined,
     }));
   }
@@ -437,33 +343,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   async mutateRows(mutations: readonly (Put | Delete)[], options?: CallOptions): Promise<void> {
     const checked = checkCallOptions(options, 'mutateRows');
     this.#checkOpen();
-    if (!Array.isArray(mutations) || mutations.length === 0) {
-      throw new InvalidArgumentError('mutateRows() takes a non-empty array of Put and Delete');
-    }
-    for (const m of mutations) {
-      if (m instanceof Put) this.#schema.checkPut(m);
-      else if (m instanceof Delete) this.#schema.checkDelete(m);
-      else throw new InvalidArgumentError('mutateRows() takes Put and Delete objects');
-      if (m.rowLock !== undefined) {
-        throw new InvalidArgumentError('mutateRows() takes its own locks; drop the rowLock');
-      }
-    }
-    const rows = [...new Set(mutations.map((m) => m.row))];
-    for (const m of mutations) this.#fencing.check(m.row, m.token);
-    const grants = await this.#locks.acquireImplicitMany(rows, checked);
-    return this.#track(async () => {
-      try {
-        // An explicit grant may have come while we waited.
-        for (const m of mutations) this.#fencing.check(m.row, m.token);
-        const cells = mutations.flatMap((m) => {
-          const now = this.#times.timeFor(m.row);
-          return m instanceof Put ? putCells(m, now) : this.#deleteCells(m, now);
-        });
-        if (cells.length > 0) await this.#apply(cells);
-      } finally {
-        for (const grant of grants) this.#locks.releaseImplicit(grant);
-      }
-    });
+    checkMutateRows(this.#schema, mutations);
+    return this.#runner.mutateRows(mutations, checked, this.#cells.of);
   }
 
   /**
@@ -497,26 +378,15 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    */
   flush(): Promise<void> {
     this.#checkOpen();
-    return this.#checkpoints.run();
+    return this.#writes.checkpoints.run();
   }
 
   /** Waits for writes in flight, fails lock waiters, and closes the storage. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      await Promise.allSettled([...this.#inflight]);
-      await this.#checkpoints.settled();
-      // Locks still held end with the region: their holders learn it from their signal.
-      for (const grant of this.#locks.close()) {
-        const lock = grant.handle as RowLock | undefined;
-        lock?.[markRowLockLost](
-          new LockLostError(
-            `Row lock lost: the region closed while it was held (${lock.resource})`,
-            {
-              code: 'LOCK_LOST',
-            },
-          ),
-        );
-      }
+      await this.#runner.settled();
+      await this.#writes.checkpoints.settled();
+      this.#locks.close();
       this.#tokens?.close();
       await this.#storage?.close();
     })();
@@ -540,97 +410,19 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     }
   }
 
-  #deleteCells(del: Delete, now: number): Draft[] {
-    return deleteCells(del, now, this.#schema.order, this.#latest);
-  }
-
   async #checkAndMutate(
     row: BytesInput,
     family: string,
     qualifier: BytesInput,
     expected: BytesInput | null,
-    mutation: Mutation,
+    mutation: Put | Delete,
     options: CheckedCallOptions,
-    cells: (now: number) => Draft[],
   ): Promise<boolean> {
-    const key = checkRow(row);
-    this.#schema.check(checkFamilyName(family));
-    const q = checkQualifier(qualifier);
-    const want = expected === null || expected === undefined ? EMPTY : checkValue(expected);
-    if (mutation.row !== key) {
-      throw new InvalidArgumentError("Action's row must match the passed row");
-    }
-    return this.#mutate(key, mutation.rowLock, mutation.token, options, (now) => {
-      const matches = expectationHolds(this.#latest(key, family, q), want);
-      return { cells: matches ? cells(now) : [], result: matches };
+    const want = checkExpectation(this.#schema, row, family, qualifier, expected, mutation);
+    const { row: key, qualifier: q, expected: value } = want;
+    return this.#runner.mutate(key, mutation.rowLock, mutation.token, options, (now) => {
+      const cells = this.#cells.ifExpected(key, family, q, value, mutation, now);
+      return { cells: cells ?? [], result: cells !== undefined };
     });
   }
-
-  /**
-   * Runs one mutation of `row`: takes the lock (or checks the caller's), lets `build` turn it
-   * into cells under the lock, and applies them. `build` may throw to refuse (nothing is
-   * written then) and returns what the caller gets back.
-   */
-  async #mutate<T>(
-    row: string,
-    rowLock: RowLock | undefined,
-    token: number | undefined,
-    options: CheckedCallOptions,
-    build: (now: number) => { cells: Draft[]; result: T },
-  ): Promise<T> {
-    this.#checkOpen();
-    const arrival = this.#onArrival ? this.#times.timeFor(row) : undefined;
-    // Checked before any wait, so a stale writer fails at once...
-    this.#fencing.check(row, token);
-    let implicit: RowLockGrant | undefined;
-    if (rowLock !== undefined) {
-      this.#locks.useLock(lockIdOf(rowLock), row);
-    } else {
-      implicit =
-        this.#locks.tryAcquireImplicit(row, options.owner) ??
-        (await this.#locks.acquireImplicit(row, options));
-    }
-    return this.#track(async () => {
-      try {
-        // ...and again under the lock: an explicit grant may have come while we waited.
-        if (implicit !== undefined) this.#fencing.check(row, token);
-        const { cells, result } = build(arrival ?? this.#times.timeFor(row));
-        if (cells.length > 0) await this.#apply(cells);
-        return result;
-      } finally {
-        if (implicit !== undefined) this.#locks.releaseImplicit(implicit);
-      }
-    });
-  }
-
-  /** Runs a write that holds its row locks, so that `close()` can wait for it. */
-  async #track<T>(write: () => Promise<T>): Promise<T> {
-    const work = write();
-    this.#inflight.add(work);
-    try {
-      return await work;
-    } finally {
-      this.#inflight.delete(work);
-    }
-  }
-
-  async #apply(cells: Draft[]): Promise<void> {
-    await this.#writes.apply(cells);
-    this.#checkpoints.afterWrite();
-  }
-
-  /** Wraps an explicit grant in its handle, remembering its token for fencing. */
-  #granted(grant: RowLockGrant): RowLock {
-    this.#fencing.granted(grant.row, grant.token);
-    const lock = new RowLock(grant.row, grant.lockId as string, grant.token, this.#control);
-    grant.handle = lock;
-    return lock;
-  }
-}
-
-function lockIdOf(lock: { readonly lockId: string } | string): string {
-  if (typeof lock === 'string') return lock;
-  if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
-    return lock.lockId;
-  throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
 }

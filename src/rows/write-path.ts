@@ -1,5 +1,6 @@
 import type { Cell } from './cell.js';
 import { encodeCells } from './cell-codec.js';
+import { CheckpointScheduler } from './checkpoint-scheduler.js';
 import type { FamilySchema } from './family-schema.js';
 import type { Memstore } from './memstore.js';
 import type { Draft } from './mutation-cells.js';
@@ -21,13 +22,14 @@ export const paceInserts: InsertPace = (i) =>
 /**
  * The write path of a region, for cells built under their rows' locks: MVCC write number →
  * cells into the memstore (invisible) → one log record, group-committed → MVCC complete →
- * wait until visible → trim versions nobody can see any more.
+ * wait until visible → trim versions nobody can see any more → start a checkpoint in the
+ * background once the log has grown past `checkpointBytes` (see {@link checkpoints}).
  *
  * Contract: {@link apply} resolves once the write is durable (when there is storage) and
- * visible; if it rejects, none of its cells stay in the memstore. A failed log append is
- * remembered in {@link failure}: later writes could not be made durable either, so the region
- * stops writing. {@link pending} holds the write numbers whose cells are in the memstore but
- * whose log record is not yet queued (a checkpoint must not capture them).
+ * visible; if it rejects, none of its cells stay in the memstore. A failed log append or
+ * background checkpoint is remembered in {@link failure}: later writes could not be made
+ * durable either, so the region stops writing. A checkpoint never captures the cells of a
+ * write whose log record is not yet queued.
  */
 export class WritePath {
   readonly #memstore: Memstore;
@@ -35,10 +37,12 @@ export class WritePath {
   readonly #storage: RowStorage | undefined;
   readonly #schema: FamilySchema;
   readonly #oldestReadPoint: () => number;
+  /** Write numbers whose cells are in the memstore but whose log record is not yet queued. */
   readonly #pending = new Set<number>();
   #failure: unknown;
   /** See {@link InsertPace}; tests swap it (see internals.ts). */
   pace: InsertPace = paceInserts;
+  readonly checkpoints: CheckpointScheduler;
 
   constructor(
     memstore: Memstore,
@@ -46,25 +50,29 @@ export class WritePath {
     storage: RowStorage | undefined,
     schema: FamilySchema,
     oldestReadPoint: () => number,
+    checkpointBytes: number,
   ) {
     this.#memstore = memstore;
     this.#mvcc = mvcc;
     this.#storage = storage;
     this.#schema = schema;
     this.#oldestReadPoint = oldestReadPoint;
-  }
-
-  get pending(): ReadonlySet<number> {
-    return this.#pending;
+    this.checkpoints = new CheckpointScheduler(
+      {
+        memstore,
+        storage,
+        maxVersions: (f) => schema.maxVersions(f),
+        oldestReadPoint,
+        pending: this.#pending,
+      },
+      checkpointBytes,
+      (err) => this.#fail(err),
+    );
   }
 
   /** The first storage failure, if any (a failed append or background checkpoint). */
   get failure(): unknown {
     return this.#failure;
-  }
-
-  fail(err: unknown): void {
-    this.#failure ??= err;
   }
 
   async apply(drafts: Draft[]): Promise<void> {
@@ -94,7 +102,7 @@ export class WritePath {
         await durable;
       } catch (err) {
         // Not acknowledged, so not applied.
-        this.fail(err);
+        this.#fail(err);
         memstore.remove(cells);
         this.#mvcc.complete(seq);
         throw err;
@@ -105,14 +113,14 @@ export class WritePath {
     const oldest = this.#oldestReadPoint();
     for (const c of cells) {
       if (c.type !== 'DeleteFamily') {
-        memstore.trimColumn(
-          c.row,
-          c.family,
-          c.qualifier,
-          this.#schema.maxVersions(c.family),
-          oldest,
-        );
+        const maxVersions = this.#schema.maxVersions(c.family);
+        memstore.trimColumn(c.row, c.family, c.qualifier, maxVersions, oldest);
       }
     }
+    this.checkpoints.afterWrite();
+  }
+
+  #fail(err: unknown): void {
+    this.#failure ??= err;
   }
 }
