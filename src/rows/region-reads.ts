@@ -11,8 +11,8 @@ import { ScannerReadPoints } from './scanner-read-points.js';
  *
  * Contract: a get reads at the read point of the moment it runs; a scan at the one of the
  * moment it opens, for every row (each row is one consistent state), and while it is open
- * {@link oldestReadPoint} keeps what it can see from being pruned. {@link readPoint} is the
- * MVCC read point unless a test swaps it (see internals.ts).
+ * {@link oldestReadPoint} keeps what it can see from being pruned. The read point taken is
+ * the MVCC one unless a test overrides it (see internals.ts).
  */
 export class RegionReads {
   readonly #memstore: Memstore;
@@ -20,17 +20,20 @@ export class RegionReads {
   readonly #mvcc: Mvcc;
   readonly #scanners = new ScannerReadPoints();
   /** The read point a new read takes. */
-  readPoint: () => number;
+  #readPoint: () => number;
 
   constructor(memstore: Memstore, schema: FamilySchema, mvcc: Mvcc) {
     this.#memstore = memstore;
     this.#schema = schema;
     this.#mvcc = mvcc;
-    this.readPoint = this.mvccReadPoint;
+    this.#readPoint = () => mvcc.readPoint;
   }
 
-  /** The production {@link readPoint}. */
-  readonly mvccReadPoint = (): number => this.#mvcc.readPoint;
+  /** Test seam: the read point new reads take; `undefined` restores the MVCC read point. */
+  overrideReadPoint(readPoint: (() => number) | undefined): void {
+    const mvcc = this.#mvcc;
+    this.#readPoint = readPoint ?? (() => mvcc.readPoint);
+  }
 
   /** The oldest read point in use, open scanners included: pruning keeps what it sees. */
   oldestReadPoint(): number {
@@ -40,12 +43,12 @@ export class RegionReads {
   get(get: Get): Result {
     return new Result(
       get.row,
-      this.#memstore.read(get.row, get, this.readPoint(), this.#schema.order),
+      this.#memstore.read(get.row, get, this.#readPoint(), this.#schema.order),
     );
   }
 
   async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
-    const readPoint = this.readPoint();
+    const readPoint = this.#readPoint();
     this.#scanners.open(readPoint);
     try {
       let key: string | undefined;

@@ -34,7 +34,7 @@ import type { RowLockOwner } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
 import type { RowStorage } from './row-storage.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
-import { paceInserts, WritePath } from './write-path.js';
+import { WritePath } from './write-path.js';
 
 export type { CallOptions } from './call-options.js';
 export type { RegionOptions } from './region-options.js';
@@ -58,8 +58,10 @@ export interface RegionEvents {
  * group-committed → MVCC complete → wait until visible → release. The lock is held until the
  * write is visible, so a check-and-set on the row always reads the previous write.
  *
- * The region is a façade: recovery is `recoverRegion`, fencing `RowFencing`, server times
- * `TimestampAllocator`, the write path `WritePath`, checkpoints `CheckpointScheduler`.
+ * The region is a façade that checks arguments and delegates, one part per concept:
+ * `recoverRegion` (open), `FamilySchema`, `RegionRowLocks` (with `RowFencing`),
+ * `MutationRunner` (with `TimestampAllocator`), `MutationCells`, `WritePath` (with
+ * `CheckpointScheduler`) and `RegionReads`. Test hooks: see internals.ts.
  */
 export class Region extends EventEmitter<RegionEvents> implements AsyncDisposable {
   readonly #schema: FamilySchema;
@@ -71,9 +73,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   readonly #tokens: TokenReservation | undefined;
   readonly #reads: RegionReads;
   readonly #writes: WritePath;
-  #closing: Promise<void> | undefined;
-  /** Builds a mutation's cells under its row lock. */
   readonly #cells: MutationCells;
+  #closing: Promise<void> | undefined;
 
   private constructor(options: CheckedRegionOptions, recovery: RegionRecovery) {
     super();
@@ -127,12 +128,8 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   /** Test hooks (see internals.ts); not part of the public API. */
   get [rowsInternals](): RegionTestHooks {
     return new RegionTestHooks({
-      setInsertPace: (pace) => {
-        this.#writes.pace = pace ?? paceInserts;
-      },
-      setReadPoint: (readPoint) => {
-        this.#reads.readPoint = readPoint ?? this.#reads.mvccReadPoint;
-      },
+      setInsertPace: (pace) => this.#writes.overridePace(pace),
+      setReadPoint: (readPoint) => this.#reads.overrideReadPoint(readPoint),
     });
   }
 

@@ -16,7 +16,7 @@ export type InsertPace = (cellIndex: number) => Promise<void> | undefined;
 const INSERT_CHUNK = 1024;
 
 /** Production pacing: a huge mutation yields to other work every `INSERT_CHUNK` cells. */
-export const paceInserts: InsertPace = (i) =>
+const paceInserts: InsertPace = (i) =>
   (i + 1) % INSERT_CHUNK === 0 ? new Promise((r) => setImmediate(r)) : undefined;
 
 /**
@@ -40,8 +40,7 @@ export class WritePath {
   /** Write numbers whose cells are in the memstore but whose log record is not yet queued. */
   readonly #pending = new Set<number>();
   #failure: unknown;
-  /** See {@link InsertPace}; tests swap it (see internals.ts). */
-  pace: InsertPace = paceInserts;
+  #pace: InsertPace = paceInserts;
   readonly checkpoints: CheckpointScheduler;
 
   constructor(
@@ -70,6 +69,11 @@ export class WritePath {
     );
   }
 
+  /** Test seam: how inserts pace themselves; `undefined` restores {@link paceInserts}. */
+  overridePace(pace: InsertPace | undefined): void {
+    this.#pace = pace ?? paceInserts;
+  }
+
   /** The first storage failure, if any (a failed append or background checkpoint). */
   get failure(): unknown {
     return this.#failure;
@@ -82,7 +86,7 @@ export class WritePath {
     this.#pending.add(seq);
     let durable: Promise<void> | undefined;
     try {
-      const pace = this.pace;
+      const pace = this.#pace;
       for (let i = 0; i < cells.length; i++) {
         memstore.insert(cells[i] as Cell);
         const wait = pace(i);
