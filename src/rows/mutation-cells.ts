@@ -12,11 +12,7 @@ export type LatestCell = (row: string, family: string, qualifier: string) => Cel
 
 const EMPTY = Buffer.alloc(0);
 
-/**
- * Turning mutations into cells, under the row lock, as HBase does: `now` is the server time
- * of the mutation (see `TimestampAllocator`), used for every cell without its own timestamp.
- * Pure apart from `latest`, which reads the row as of the current read point.
- */
+/** A Put's cells, `now` for those without a timestamp. */
 function putCells(put: Put, now: number): Draft[] {
   return put.cells.map((c) => ({
     row: put.row,
@@ -99,8 +95,11 @@ function incrementCells(inc: Increment, now: number, latest: LatestCell): Draft[
 }
 
 /**
- * The cell builders of one region, bound to its families (byte order) and to `latest`, which
- * reads its rows as of the current read point.
+ * Turning a region's mutations into cells, under the row lock, as HBase does. Contract: `now`
+ * is the server time of the mutation (see `TimestampAllocator`), given to every cell without
+ * its own timestamp; the builders are pure apart from `latest`, which reads the region's rows
+ * as of the current read point; a builder that throws (`INVALID_ARGUMENT`) refuses the whole
+ * mutation. Bound to the region's families in byte order (the order of a whole-row delete).
  */
 export class MutationCells {
   readonly #families: readonly string[];

@@ -10,8 +10,6 @@ import {
 } from './row-input.js';
 import type { RowLock } from './row-lock.js';
 
-const EMPTY = Buffer.alloc(0);
-
 /**
  * Argument checks of the region's multi-part mutation calls, against its schema. Contract:
  * they run before any lock is taken or anything is written, and throw `INVALID_ARGUMENT`
@@ -69,7 +67,7 @@ export function checkExpectation(
   const key = checkRow(row);
   schema.check(checkFamilyName(family));
   const q = checkQualifier(qualifier);
-  const want = expected === null || expected === undefined ? EMPTY : checkValue(expected);
+  const want = expected === null || expected === undefined ? Buffer.alloc(0) : checkValue(expected);
   if (mutation.row !== key) {
     throw new InvalidArgumentError("Action's row must match the passed row");
   }
