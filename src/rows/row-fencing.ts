@@ -1,7 +1,7 @@
 import { FencingGate } from '../core/fencing.js';
 import { toStringBinary } from './bytes.js';
 
-/** Rows whose newest explicit grant is remembered exactly; older ones share the floor. */
+/** Rows whose newest explicit grant is remembered exactly (default); older ones share the floor. */
 const GRANT_MEMORY = 100_000;
 
 /**
@@ -12,7 +12,7 @@ const GRANT_MEMORY = 100_000;
  *
  * Contract: a token older than the row's newest explicit grant is refused with
  * `StaleTokenError`; a valid explicit lock's own token (that newest grant) passes. Memory is
- * bounded: past `GRANT_MEMORY` rows the least recently granted is forgotten and its token
+ * bounded: past `memory` rows (`GRANT_MEMORY` by default) the least recently granted is forgotten and its token
  * raises a shared floor gate. Tokens rise across all rows, so the floor can only refuse too
  * much (a stale-looking token on a forgotten row), never admit a token older than a row's real
  * newest grant.
@@ -22,6 +22,11 @@ export class RowFencing {
   readonly #rows = new Map<string, FencingGate>();
   /** What a forgotten (or never granted) row is held to. */
   readonly #floor = new FencingGate();
+  readonly #memory: number;
+
+  constructor(memory = GRANT_MEMORY) {
+    this.#memory = memory;
+  }
 
   /** Records an explicit grant of `row` with `token` as the row's newest. */
   granted(row: string, token: number): void {
@@ -30,7 +35,7 @@ export class RowFencing {
     else this.#rows.delete(row);
     gate.observe(token);
     this.#rows.set(row, gate);
-    if (this.#rows.size > GRANT_MEMORY) {
+    if (this.#rows.size > this.#memory) {
       const [oldRow, oldGate] = this.#rows.entries().next().value as [string, FencingGate];
       this.#rows.delete(oldRow);
       this.#floor.observe(oldGate.highest);
