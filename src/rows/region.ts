@@ -42,6 +42,7 @@ export type { RegionOptions } from './region-options.js';
 /** The outcome of one operation of {@link Region.batch}. */
 export type BatchStatus = { ok: true } | { ok: false; error: unknown };
 
+/** The events a {@link Region} emits. */
 export interface RegionEvents {
   /** An explicit lock's lease ran out: the lock is gone and its id now fails. */
   'lock-expired': [RowLock];
