@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
+import { checkCallback, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 
 /** Per call: who is asking (for deadlock detection), and how to give up waiting for a row. */
@@ -10,6 +10,12 @@ export interface CallOptions {
   owner?: RowLockOwner | undefined;
   /** Overrides `rowLockWaitMs` for this call: milliseconds >= 0, `Infinity` waits forever. */
   waitMs?: number | undefined;
+  /**
+   * Called when the call finds its row locked and is about to wait (at most once per row it
+   * waits for). The locksmith server gives the call's handler back here, so a waiting call
+   * occupies none. It must not throw.
+   */
+  onWait?: (() => void) | undefined;
 }
 
 /** {@link CallOptions} once checked: every member is of its declared type or absent. */
@@ -17,10 +23,11 @@ export interface CheckedCallOptions {
   signal?: AbortSignal;
   owner?: RowLockOwner;
   waitMs?: number;
+  onWait?: () => void;
 }
 
 const NONE: CheckedCallOptions = Object.freeze({});
-const NAMES = new Set(['signal', 'owner', 'waitMs']);
+const NAMES = new Set(['signal', 'owner', 'waitMs', 'onWait']);
 
 /**
  * Checks the per-call options of a public entry point once, before it changes any state, and
@@ -39,16 +46,18 @@ export function checkCallOptions(
   for (const name of Object.keys(opts)) {
     if (!NAMES.has(name)) {
       throw new InvalidArgumentError(
-        `${what}: unknown option ${JSON.stringify(name)} (known: signal, owner, waitMs)`,
+        `${what}: unknown option ${JSON.stringify(name)} (known: signal, owner, waitMs, onWait)`,
       );
     }
   }
-  const { signal, owner, waitMs } = opts;
+  const { signal, owner, waitMs, onWait } = opts;
   const checked: CheckedCallOptions = {};
   const s = checkSignal(signal, `${what} option signal`);
   if (s !== undefined) checked.signal = s;
   if (owner !== undefined) checked.owner = checkOwner(owner, `${what} option owner`);
   if (waitMs !== undefined) checked.waitMs = checkWaitMs(waitMs, `${what} option waitMs`);
+  const hook = checkCallback(onWait, `${what} option onWait`);
+  if (hook !== undefined) checked.onWait = hook;
   return checked;
 }
 

@@ -74,6 +74,8 @@ export interface AcquireOptions {
   waitMs?: number;
   /** Who asks; needed for deadlock detection across calls (see {@link RowLockOwner}). */
   owner?: RowLockOwner;
+  /** Called once the caller is queued behind the row's holder, before it waits. */
+  onWait?: () => void;
 }
 
 export interface RowLockManagerEvents {
@@ -420,6 +422,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
           const remaining = Math.max(0, deadline - this.#clock.monotonic());
           const rowOptions: AcquireOptions = { owner, waitMs: remaining };
           if (options.signal !== undefined) rowOptions.signal = options.signal;
+          if (options.onWait !== undefined) rowOptions.onWait = options.onWait;
           grant = await this.acquireImplicit(row, rowOptions);
         }
         grants.push(grant);
@@ -483,6 +486,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     let waitMs = this.#rowLockWaitMs;
     let owner: RowLockOwner | undefined;
     let signal: AbortSignal | undefined;
+    let onWait: (() => void) | undefined;
     try {
       this.#checkOpen();
       checkRowKey(row);
@@ -490,6 +494,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         if (options.waitMs !== undefined) waitMs = checkWaitMs(options.waitMs, 'waitMs');
         owner = options.owner;
         if (owner !== undefined) checkOwner(owner);
+        onWait = options.onWait;
         // Checked before anything is queued: a waiter whose signal cannot take a listener would
         // be left in the row's queue, breaking the holder's unlock and the wait-limit timer.
         signal = checkSignal(options.signal);
@@ -504,7 +509,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     }
     const holder = this.#rows.get(row);
     if (holder === undefined) return Promise.resolve(this.#grant(row, owner, explicit));
-    return this.#wait(holder, owner, explicit, waitMs, signal);
+    return this.#wait(holder, owner, explicit, waitMs, signal, onWait);
   }
 
   #wait(
@@ -513,6 +518,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     explicit: boolean,
     waitMs: number,
     signal: AbortSignal | undefined,
+    onWait: (() => void) | undefined,
   ): Promise<RowLockGrant> {
     const row = holder.row;
     if (waitMs === 0) return Promise.reject(timedOut(row));
@@ -537,6 +543,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       this.#waitLimits.add(waiter);
     }
     signal?.addEventListener('abort', waiter);
+    onWait?.();
     return promise;
   }
 

@@ -1,5 +1,23 @@
 import type { RowLockOwner } from './row-lock-manager.js';
 
+/**
+ * Marks an owner that runs several calls at once, such as a server session pipelining its
+ * clients' requests: while one of its calls waits, others go on and may release what the wait
+ * needs, so a wait of such an owner for itself (for its own lock, or behind its own queued
+ * request) is ordinary queueing, not a deadlock. Cycles through other owners still are.
+ */
+export const CONCURRENT_OWNER: unique symbol = Symbol('locksmith.concurrentOwner');
+
+export interface ConcurrentOwner {
+  readonly [CONCURRENT_OWNER]: true;
+}
+
+function isConcurrent(owner: RowLockOwner): boolean {
+  return (
+    typeof owner === 'object' && (owner as Partial<ConcurrentOwner>)[CONCURRENT_OWNER] === true
+  );
+}
+
 /** A pending lock request as the graph sees it. */
 export interface PendingWait {
   /** Who waits; `undefined` for an anonymous one-shot call, which holds nothing. */
@@ -65,7 +83,9 @@ export class WaitForGraph {
     const target = wait.owner;
     const first = this.#blocker(wait);
     if (first === undefined) return undefined;
-    if (first === target) return [{ owner: target, row: wait.row }];
+    if (first === target) {
+      return isConcurrent(target) ? undefined : [{ owner: target, row: wait.row }];
+    }
     if (!this.#waits.has(first)) return undefined;
     // Depth-first from the blocker; `via` remembers how each owner was reached.
     const via = new Map<RowLockOwner, WaitStep>([[first, { owner: target, row: wait.row }]]);

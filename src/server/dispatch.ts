@@ -143,7 +143,7 @@ export class Dispatcher {
       },
       unlockRow: (a, ctx) => {
         const lockId = this.#owned(a[0], a[1], ctx.session);
-        ctx.session.locks.delete(lockId);
+        ctx.session.removeLock(lockId);
         this.#region(a[0]).unlockRow(lockId);
         return null;
       },
@@ -199,7 +199,12 @@ export class Dispatcher {
 
   /** The region's options for a call: the session owns the wait; `wait` is the wire's waitMs. */
   #opts(ctx: CallContext, wait?: unknown): CallOptions {
-    const options: CallOptions = { owner: ctx.session, signal: ctx.signal };
+    const options: CallOptions = {
+      owner: ctx.session,
+      signal: ctx.signal,
+      // A call waiting for a row gives its handler back (see Lane).
+      onWait: () => ctx.slot.yield(),
+    };
     if (wait !== null && wait !== undefined) options.waitMs = waitArg(wait);
     return options;
   }
@@ -267,10 +272,10 @@ export class Dispatcher {
         code: 'SESSION_EXPIRED',
       });
     }
-    session.locks.set(lock.lockId, { table, lock });
+    session.addLock(lock.lockId, { table, lock });
     lock.once('lost', (reason) => {
       if (session.locks.get(lock.lockId)?.lock === lock) {
-        session.locks.delete(lock.lockId);
+        session.removeLock(lock.lockId);
         this.#notifyLost(session, lock.lockId, reason);
       }
     });

@@ -504,7 +504,7 @@ export class LocksmithServer {
   #endSession(session: Session, reason: LockLostError): void {
     this.scanners.closeAll(session);
     for (const [lockId, { table, lock }] of [...session.locks]) {
-      session.locks.delete(lockId);
+      session.removeLock(lockId);
       try {
         this.catalog.region(table).unlockRow(lockId);
       } catch {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { RowLock } from '../rows/row-lock.js';
+import { CONCURRENT_OWNER, type ConcurrentOwner } from '../rows/wait-for-graph.js';
 
 /** A row lock held by a session, with the table it belongs to. */
 export interface HeldLock {
@@ -23,7 +24,9 @@ export interface SessionSink {
  * The id is 128 random bits: holding it is what lets a connection resume the session, so it
  * is never logged in full nor shown on a status page (see {@link label}).
  */
-export class Session {
+export class Session implements ConcurrentOwner {
+  /** A session runs many calls at once: it waits for itself without deadlock (see WaitForGraph). */
+  readonly [CONCURRENT_OWNER] = true;
   readonly id = randomBytes(16).toString('base64url');
   readonly leaseMs: number;
   readonly releaseOnDisconnect: boolean;
@@ -32,7 +35,9 @@ export class Session {
   /** Monotonic deadline of the lease (the registry's lease queue reads it). */
   deadline: number;
   sink: SessionSink | undefined;
+  /** The session's row locks by id (change them through {@link addLock}/{@link removeLock}). */
   readonly locks = new Map<string, HeldLock>();
+
   readonly scanners = new Set<string>();
   /** Row lock waits in flight (bounded per session). */
   waiting = 0;
@@ -55,6 +60,18 @@ export class Session {
   /** A short, non-secret name for logs and status: the id's first 6 characters. */
   get label(): string {
     return `${this.id.slice(0, 6)}…`;
+  }
+
+  addLock(lockId: string, held: HeldLock): void {
+    this.locks.set(lockId, held);
+  }
+
+  /** Forgets the lock; returns what it was, or undefined if the session did not hold it. */
+  removeLock(lockId: string): HeldLock | undefined {
+    const held = this.locks.get(lockId);
+    if (held === undefined) return undefined;
+    this.locks.delete(lockId);
+    return held;
   }
 
   /** @internal */

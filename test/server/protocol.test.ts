@@ -119,7 +119,11 @@ describe('server protocol: malformed input', () => {
         ['t', [Buffer.from('r'), null, null, [['f', Buffer.from('q'), 1e30]]]],
         'INVALID_ARGUMENT',
       ],
-      ['increment', ['t', [Buffer.from('r'), null, null, [['f', Buffer.from('q'), 1.5]]]], 'INVALID_ARGUMENT'],
+      [
+        'increment',
+        ['t', [Buffer.from('r'), null, null, [['f', Buffer.from('q'), 1.5]]]],
+        'INVALID_ARGUMENT',
+      ],
       ['nextRows', ['no-such-scanner', 10], 'LEASE_EXPIRED'],
       ['createTable', ['../escape', ['f']], 'INVALID_ARGUMENT'],
       ['createTable', ['ok', []], 'INVALID_ARGUMENT'],
