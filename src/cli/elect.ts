@@ -67,18 +67,7 @@ const SIGNAL_STATUS: Record<(typeof STOP_SIGNALS)[number], number> = {
  */
 export function parseElectOptions(args: string[]): ElectOptions {
   rejectNegativeDurations(args);
-  const { values, positionals, command } = parseCommandLine(args, {
-    locker: { type: 'string' },
-    dir: { type: 'string' },
-    db: { type: 'string' },
-    table: { type: 'string' },
-    id: { type: 'string' },
-    lease: { type: 'string' },
-    renew: { type: 'string' },
-    'acquire-interval': { type: 'string' },
-    grace: { type: 'string' },
-    'fail-if-locked': { type: 'boolean' },
-  });
+  const { values, positionals, command } = parseCommandLine(args, USAGES.elect.flags);
   const str = (name: string): string | undefined => values[name] as string | undefined;
   if (positionals.length > 0) {
     throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])} before --`);
