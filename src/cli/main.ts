@@ -21,6 +21,7 @@ import {
  * every command, before the command is loaded, and exits 0.
  */
 const COMMANDS: Record<CommandName, () => Promise<{ run(args: string[]): Promise<number> }>> = {
+  serve: () => import('./serve.js'),
   lock: () => import('./lock.js'),
   status: () => import('./status.js'),
   elect: () => import('./elect.js'),

@@ -26,13 +26,54 @@ export interface CommandUsage {
 /** Option specs as `parseArgs` takes them (no short forms: `-h` is help, nothing else). */
 export type OptionSpecs = Record<string, { type: 'string' | 'boolean' }>;
 
-export const COMMAND_NAMES = ['lock', 'status', 'elect', 'verify-server', 'stress'] as const;
+export const COMMAND_NAMES = [
+  'serve',
+  'lock',
+  'status',
+  'elect',
+  'verify-server',
+  'stress',
+] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
 const EXIT_CODES =
   'Exit codes: 0 ok, 1 locked or a runtime failure, 2 a bad command line (errors are one line: locksmith <command>: <message> (<CODE>)).';
 
 export const USAGES: Record<CommandName, CommandUsage> = {
+  serve: {
+    synopsis:
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>]',
+    summary:
+      'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
+    options: [
+      '--data <dir>                the data directory, created if missing (default: ./locksmith-data)',
+      '--host <address>            the address to listen on (default: 127.0.0.1, this machine only)',
+      '--port <port>               the port, 0 for any free one (default: 7420)',
+      '--handlers <n>              handlers for data calls; lock waits never hold one (default: 10)',
+      '--lease-period <duration>   lease of a row lock and of a scanner (default: 60s)',
+      '--session-lease <duration>  lease of a session that asks for none (default: 10s)',
+      '--token-file <path>         clients must present the token in this file (default: none)',
+      '--tls-cert <path>           PEM certificate: serve TLS only (with --tls-key)',
+      '--tls-key <path>            PEM private key of the certificate',
+      '--http-port <port>          serve GET /status and GET /metrics on this port (default: none)',
+    ],
+    notes: [
+      'Prints "locksmith serve: listening on locksmith://<host>:<port> ..." once it accepts clients.',
+      EXIT_CODES,
+    ],
+    flags: {
+      data: { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      handlers: { type: 'string' },
+      'lease-period': { type: 'string' },
+      'session-lease': { type: 'string' },
+      'token-file': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'http-port': { type: 'string' },
+    },
+  },
   lock: {
     synopsis: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]',
     summary: "Holds <dir>/write.lock while <command> runs; exits with the command's exit code.",

@@ -24,7 +24,14 @@ export type LocksmithErrorCode =
   | 'LOCK_VIOLATION'
   | 'UNKNOWN_ROW_LOCK'
   | 'DEADLOCK'
-  | 'STALE_TOKEN';
+  | 'STALE_TOKEN'
+  | 'SESSION_EXPIRED'
+  | 'CONNECTION_LOST'
+  | 'UNAUTHENTICATED'
+  | 'LIMIT_EXCEEDED'
+  | 'TABLE_NOT_FOUND'
+  | 'TABLE_EXISTS'
+  | 'INTERNAL';
 
 export interface LocksmithErrorOptions {
   cause?: unknown;
@@ -106,7 +113,7 @@ export class AlreadyClosedError extends LocksmithError {
  *   database during a keep-alive, a watchdog deadline): someone else may hold it now, so the
  *   holder must act as if it were lost.
  */
-export type LockLossCode = 'LOCK_LOST' | 'LEASE_EXPIRED' | 'LOCK_UNCONFIRMED';
+export type LockLossCode = 'LOCK_LOST' | 'LEASE_EXPIRED' | 'LOCK_UNCONFIRMED' | 'SESSION_EXPIRED';
 
 /**
  * A held lock was lost; delivered as the reason of the handle's `signal` and with its `lost`
@@ -176,4 +183,47 @@ export function isErrno(err: unknown, ...codes: string[]): err is NodeJS.ErrnoEx
     return false;
   }
   return codes.length === 0 || codes.includes((err as NodeJS.ErrnoException).code as string);
+}
+
+/**
+ * The connection to a locksmith server is gone or could not be made (`CONNECTION_LOST`). A
+ * call that failed with it may or may not have been applied by the server; the client retries
+ * only what is safe to repeat.
+ */
+export class ConnectionLostError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('CONNECTION_LOST', message, options);
+  }
+}
+
+/** A server with a token refused a client that did not present it (`UNAUTHENTICATED`). */
+export class UnauthenticatedError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('UNAUTHENTICATED', message, options);
+  }
+}
+
+/** A per-connection or per-session limit was reached; the message names it (`LIMIT_EXCEEDED`). */
+export class LimitExceededError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('LIMIT_EXCEEDED', message, options);
+  }
+}
+
+/** `TABLE_NOT_FOUND` (no such table) or `TABLE_EXISTS` (a create found one). */
+export class TableError extends LocksmithError {
+  constructor(
+    code: 'TABLE_NOT_FOUND' | 'TABLE_EXISTS',
+    message: string,
+    options?: LocksmithErrorOptions,
+  ) {
+    super(code, message, options);
+  }
+}
+
+/** A server failed in a way it has no other code for; its log has the details (`INTERNAL`). */
+export class InternalError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('INTERNAL', message, options);
+  }
 }

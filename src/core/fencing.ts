@@ -41,13 +41,31 @@ export class FencingGate {
     return this.#highest;
   }
 
+  /** Admits a write carrying `token` (see {@link check}) and records `token` as the newest. */
   admit(token: number, resource = 'resource'): void {
+    this.check(token, resource);
+    this.#highest = token;
+  }
+
+  /**
+   * Refuses `token` as {@link admit} does, but records nothing: for a protected side that
+   * learns newer tokens from the grants themselves ({@link observe}) rather than from writes.
+   */
+  check(token: number, resource = 'resource'): void {
     checkToken(token, `Fencing token for ${resource}`);
     if (token < this.#highest) {
       throw new StaleTokenError(
         `Fencing token ${token} for ${resource} is older than ${this.#highest}: the lock was granted to someone else since`,
       );
     }
-    this.#highest = token;
+  }
+
+  /**
+   * Records `token` as seen without a write (a grant the protected side witnesses itself); an
+   * older one changes nothing. A malformed token is refused as in {@link admit}.
+   */
+  observe(token: number): void {
+    checkToken(token, 'Fencing token');
+    if (token > this.#highest) this.#highest = token;
   }
 }

@@ -3,9 +3,12 @@ export { checkDuration, MAX_DURATION_MS, parseDuration } from './duration.js';
 export {
   AbortedError,
   AlreadyClosedError,
+  ConnectionLostError,
   DeadlockError,
+  InternalError,
   InvalidArgumentError,
   isErrno,
+  LimitExceededError,
   LockIOError,
   type LockLossCode,
   LockLostError,
@@ -16,6 +19,8 @@ export {
   LockTimeoutError,
   LockViolationError,
   ProtocolError,
+  TableError,
+  UnauthenticatedError,
   UnknownRowLockError,
   UnsupportedOperationError,
 } from './errors.js';

@@ -6,13 +6,12 @@ import { FSDirectory } from './fs-directory.js';
 import type { Lock } from './lock.js';
 import { LockFactory } from './lock-factory.js';
 
-/** Lucene's `FSLockFactory`: lock files live in an {@link FSDirectory}'s real path. */
+/**
+ * Lucene's `FSLockFactory`: lock files live in an {@link FSDirectory}'s real path. `obtainLock`
+ * validates the name and the directory (a {@link Directory} that is not an `FSDirectory` is
+ * unsupported), rejecting the promise rather than throwing, then defers to `obtainFSLock`.
+ */
 export abstract class FSLockFactory extends LockFactory {
-  /** The default for file-system directories: {@link NativeFSLockFactory}. */
-  static async getDefault(): Promise<FSLockFactory> {
-    return (await import('./native-fs-lock-factory.js')).NativeFSLockFactory.INSTANCE;
-  }
-
   obtainLock(directory: Directory, lockName: string): Promise<Lock> {
     try {
       return this.obtainFSLock(this.fsDirectory(directory), validateLockName(lockName));

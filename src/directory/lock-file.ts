@@ -1,7 +1,14 @@
 import { statSync } from 'node:fs';
 import { AlreadyClosedError, LockIOError } from '../core/errors.js';
-import { fileCalls } from '../os/file-calls.js';
+import { openLockFile } from '../os/kernel-file-lock.js';
 import { makeDirectoriesSync } from './make-directories.js';
+
+/**
+ * The lock file as the file-system lock factories see it: where it is (`lockPath`), which
+ * incarnation of it a lock was taken on (`FileIdentity`), whether the path still names that
+ * incarnation (`lockFileChanged`), and how it is opened inside a lock directory that may have
+ * been deleted meanwhile (`openInLockDir`).
+ */
 
 /** What identifies one incarnation of a lock file: a deleted and recreated file differs. */
 export interface FileIdentity {
@@ -51,48 +58,19 @@ export function lockFileChanged(
  * parents first if it is missing (Lucene recreates a lock directory deleted after the
  * Directory was opened).
  * OS errors other than "held" become a {@link LockIOError} naming the path, with the OS error
- * as its cause; a symlink planted at the lock's name (ELOOP with O_NOFOLLOW) is refused.
+ * as its cause; a symlink planted at the lock's name (ELOOP with O_NOFOLLOW) is refused
+ * (see {@link openLockFile}).
  */
 export function openInLockDir(dir: string, path: string, flags: number): number {
-  try {
-    return fileCalls().open(path, flags, 0o644);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw explainOpenError(err, dir, path);
-  }
+  return openLockFile(dir, path, flags, createLockDirectory);
+}
+
+/** `dir` and its parents, for a lock directory found missing; a failure is a {@link LockIOError}. */
+export function createLockDirectory(dir: string): void {
   try {
     makeDirectoriesSync(dir);
   } catch (err) {
     throw new LockIOError(`Cannot create lock directory ${dir}`, { cause: err });
-  }
-  try {
-    return fileCalls().open(path, flags, 0o644);
-  } catch (err) {
-    throw explainOpenError(err, dir, path);
-  }
-}
-
-export function explainOpenError(err: unknown, dir: string, path: string): unknown {
-  const code = (err as NodeJS.ErrnoException).code;
-  switch (code) {
-    case 'ELOOP':
-      return new LockIOError(`Refusing to follow a symbolic link at lock file ${path}`, {
-        cause: err,
-      });
-    case 'ENOTDIR':
-      return new LockIOError(`Lock directory ${dir} is not a directory`, { cause: err });
-    case 'EISDIR':
-      return new LockIOError(`Lock file ${path} is a directory`, { cause: err });
-    case 'EACCES':
-    case 'EPERM':
-      return new LockIOError(`Permission denied creating or opening lock file ${path}`, {
-        cause: err,
-      });
-    case 'EROFS':
-      return new LockIOError(`Lock directory ${dir} is on a read-only file system`, { cause: err });
-    case undefined:
-      return err;
-    default:
-      return new LockIOError(`Cannot create or open lock file ${path}: ${code}`, { cause: err });
   }
 }
 

@@ -1,4 +1,3 @@
-import { constants } from 'node:fs';
 import { systemClock } from '../core/clock.js';
 import {
   AlreadyClosedError,
@@ -10,34 +9,37 @@ import type { WakeSource } from '../core/wait.js';
 import { fileCalls } from '../os/file-calls.js';
 import { fileLocks } from '../os/file-lock.js';
 import { fileWakeSource } from '../os/file-watcher.js';
+import { anyWake } from '../os/in-process-releases.js';
+import {
+  heldKernelFileLocks,
+  KernelFileLock,
+  kernelFileLockedElsewhere,
+  kernelFileLockHeldHere,
+  kernelFileLockReleases,
+} from '../os/kernel-file-lock.js';
 import type { Directory } from './directory.js';
 import { advanceFenceTokenOf } from './fence-token-file.js';
 import { FileLockHandle } from './file-lock-handle.js';
 import type { FSDirectory } from './fs-directory.js';
 import { FSLockFactory } from './fs-lock-factory.js';
-import { anyWake, InProcessReleases } from './in-process-releases.js';
 import { internals } from './internals.js';
 import type { Lock } from './lock.js';
 import {
+  createLockDirectory,
   type FileIdentity,
   formatBirthtime,
   identityOf,
   lockPath,
-  openInLockDir,
-  sameIdentity,
 } from './lock-file.js';
 
-const OPEN_FLAGS = constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW;
-const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
-
 /**
- * Process-wide registry of held lock paths (Lucene's static `LOCK_HELD`), consulted before any
- * descriptor is opened. Keys are real paths: the directory's stored real path plus the name,
- * which cannot contain a separator and is never followed if it is a symlink. Every key, here
- * and in `releases`, is spelled by `lockPath`, so a release wakes the waiters it should.
+ * Every obtain recreates a lock directory deleted meanwhile (Lucene). The kernel lock's
+ * process-wide registry (`src/os/kernel-file-lock.ts`) plays Lucene's static `LOCK_HELD`; its
+ * keys are real paths: the directory's stored real path plus the name, which cannot contain a
+ * separator and is never followed if it is a symlink. Every key is spelled by `lockPath`, so
+ * a release wakes the waiters it should.
  */
-const LOCK_HELD = new Map<string, NativeFSLock>();
-const releases = new InProcessReleases();
+const OBTAIN_OPTIONS = { createDirectory: createLockDirectory };
 
 /**
  * Lucene's `NativeFSLockFactory`, the default for file-system directories: a real kernel lock
@@ -70,95 +72,81 @@ export class NativeFSLockFactory extends FSLockFactory {
 
   override wakeSource(directory: Directory, lockName: string): WakeSource {
     const path = lockPath(this.fsDirectory(directory).path, lockName);
-    return anyWake(releases.source(path), fileWakeSource(path));
+    return anyWake(kernelFileLockReleases(path), fileWakeSource(path));
   }
 
   /** Held in this process, or (by a read-only probe) by another open file description. */
   override isHeldElsewhere(directory: Directory, lockName: string): boolean {
-    const path = lockPath(this.fsDirectory(directory).path, lockName);
-    if (LOCK_HELD.has(path)) return true;
-    let fd: number;
+    const dir = this.fsDirectory(directory).path;
+    const path = lockPath(dir, lockName);
+    if (kernelFileLockHeldHere(path)) return true;
     try {
-      fd = fileCalls().open(path, PROBE_FLAGS, 0);
+      return kernelFileLockedElsewhere(dir, path);
     } catch {
       return false;
-    }
-    try {
-      return fileLocks().isLockedElsewhere(fd, path);
-    } catch {
-      return false;
-    } finally {
-      fileCalls().close(fd);
     }
   }
 }
 
 function obtainNative(dir: string, name: string): NativeFSLock {
   const path = lockPath(dir, name);
-  // This runs synchronously to the end, so no other obtain in this thread can interleave
-  // between the registry check and the registration.
-  if (LOCK_HELD.has(path)) {
-    throw new LockObtainFailedError(`Lock held by this virtual machine: ${path}`);
-  }
-  const calls = fileCalls();
-  const fd = openInLockDir(dir, path, OPEN_FLAGS);
-  try {
-    if (!fileLocks().tryLock(fd, path)) {
+  const kernel = KernelFileLock.tryAcquire(dir, path, OBTAIN_OPTIONS);
+  switch (kernel) {
+    case 'this process':
+      throw new LockObtainFailedError(`Lock held by this virtual machine: ${path}`);
+    case 'another process':
       throw new LockObtainFailedError(`Lock held by another program: ${path}`);
-    }
-    const st = calls.fstat(fd);
-    if (!st.isFile) throw new LockIOError(`Lock file ${path} is not a regular file`);
-    if (st.nlink === 0) {
-      // Deleted between our open and our lock: the lock is on an orphan inode.
+    case 'deleted':
       throw new LockObtainFailedError(`Lock file was deleted while being obtained: ${path}`);
-    }
-    const lock = new NativeFSLock(
-      path,
-      fd,
-      identityOf(st),
+  }
+  try {
+    return new NativeFSLock(
+      kernel,
+      identityOf(kernel.status),
       advanceFenceTokenOf(path, systemClock.wall()),
     );
-    LOCK_HELD.set(path, lock);
-    return lock;
   } catch (err) {
-    calls.close(fd);
+    kernel.release();
     throw err;
   }
 }
 
+/**
+ * A held NativeFS lock: a {@link KernelFileLock} plus Lucene's validity checks and close.
+ * Valid while its registry entry is its own, the kernel lock is still held through its
+ * descriptor, the file is empty and the path still names the locked file.
+ */
 class NativeFSLock extends FileLockHandle {
-  readonly #fd: number;
+  readonly #kernel: KernelFileLock;
   /** Java's `FileLock.isValid()`: false once the kernel lock was released or the fd closed. */
   #osLockValid = true;
-  /** False once the descriptor was seen closed or reused by someone else: never close it then. */
-  #fdOurs = true;
 
-  constructor(path: string, fd: number, identity: FileIdentity, token: number) {
-    super(path, identity, token);
-    this.#fd = fd;
+  constructor(kernel: KernelFileLock, identity: FileIdentity, token: number) {
+    super(kernel.path, identity, token);
+    this.#kernel = kernel;
   }
 
   /** For tests that play "an external force". */
   get [internals]() {
-    return { fd: this.#fd, path: this.path, registry: LOCK_HELD };
+    return { fd: this.#kernel.fd, path: this.path, registry: heldKernelFileLocks };
   }
 
   /** Lucene's checks, in Lucene's order, each loss described; also run in the background. */
   protected checkValid(): void {
-    if (LOCK_HELD.get(this.path) !== this) {
+    if (!this.#kernel.registered) {
       this.lose({
         description: "its entry was cleared from this process's registry of held locks",
         error: new AlreadyClosedError(`Lock path unexpectedly cleared from map: ${this}`),
       });
     }
-    if (!this.#osLockValid || !this.#ownsKernelLock()) {
+    if (!this.#osLockValid || !this.#kernel.ownsKernelLock()) {
       this.#osLockValid = false;
       this.lose({
         description: 'the kernel lock was released or its descriptor closed by an external force',
         error: new AlreadyClosedError(`FileLock invalidated by an external force: ${this}`),
       });
     }
-    const size = fileCalls().fstat(this.#fd).size;
+    const size = fileCalls().fstat(this.#kernel.fd).size;
     if (size !== 0) {
       this.lose({
         description: `the lock file was written to (size ${size}; it must stay empty)`,
@@ -168,53 +156,18 @@ class NativeFSLock extends FileLockHandle {
     this.checkLockFile();
   }
 
-  /**
-   * The descriptor must still be ours (not closed, not reused for another file) and the
-   * kernel must still see a lock on its inode: since nobody else can hold it while we do,
-   * that lock is ours.
-   */
-  #ownsKernelLock(): boolean {
-    let mine: FileIdentity;
-    try {
-      mine = identityOf(fileCalls().fstat(this.#fd));
-    } catch {
-      this.#fdOurs = false;
-      return false;
-    }
-    if (!sameIdentity(mine, this.identity)) {
-      this.#fdOurs = false;
-      return false;
-    }
-    try {
-      return fileLocks().isLocked(this.#fd) !== false;
-    } catch {
-      this.#fdOurs = false;
-      return false;
-    }
-  }
-
   protected closeOnce(): void {
     this.stopWatching();
-    // No validation: closing can't break anyone else's lock (Lucene). Closing the descriptor
-    // releases the kernel lock (its open file description has no other descriptor), so no
-    // separate unlock call is made. The file stays: deleting it is unsafe and a leftover is
-    // harmless.
-    try {
-      if (this.#fdOurs) fileCalls().close(this.#fd);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EBADF')
-        throw new LockIOError(`Cannot close lock file ${this.path}`, { cause: err });
-    } finally {
-      this.#osLockValid = false;
-      const registered = LOCK_HELD.get(this.path) === this;
-      if (registered) LOCK_HELD.delete(this.path);
-      releases.notify(this.path);
-      if (!registered) {
-        // biome-ignore lint/correctness/noUnsafeFinally: Lucene reports this from its finally block too.
-        throw new AlreadyClosedError(
-          `Lock path was cleared but never marked as held: ${this.path}`,
-        );
-      }
+    // No validation: closing can't break anyone else's lock (Lucene). The file stays: deleting
+    // it is unsafe and a leftover is harmless.
+    const { registered, closeError } = this.#kernel.release();
+    this.#osLockValid = false;
+    if (!registered) {
+      // Lucene reports this from its finally block, over a failed close.
+      throw new AlreadyClosedError(`Lock path was cleared but never marked as held: ${this.path}`);
+    }
+    if (closeError !== undefined) {
+      throw new LockIOError(`Cannot close lock file ${this.path}`, { cause: closeError });
     }
   }
 

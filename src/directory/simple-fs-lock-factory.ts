@@ -7,12 +7,12 @@ import {
 } from '../core/errors.js';
 import type { WakeSource } from '../core/wait.js';
 import { fileWakeSource } from '../os/file-watcher.js';
+import { anyWake, InProcessReleases } from '../os/in-process-releases.js';
 import type { Directory } from './directory.js';
 import { advanceFenceToken } from './fence-token-file.js';
 import { FileLockHandle } from './file-lock-handle.js';
 import type { FSDirectory } from './fs-directory.js';
 import { FSLockFactory } from './fs-lock-factory.js';
-import { anyWake, InProcessReleases } from './in-process-releases.js';
 import type { Lock } from './lock.js';
 import {
   type FileIdentity,

@@ -58,7 +58,7 @@ const NON_ASCII = /[\u0080-\uffff]/;
 /**
  * Turns a user's row key into the latin1 string form: a string is encoded as UTF-8 first (so
  * "é" becomes the two bytes C3 A9, as `Bytes.toBytes(String)` does), a `Uint8Array` (or
- * `Buffer`) is taken byte for byte. Does not check the length; the lock manager does.
+ * `Buffer`) is taken byte for byte. Does not check the length; `checkRowKey` does.
  */
 export function rowKey(input: string | Uint8Array): string {
   if (typeof input === 'string') {

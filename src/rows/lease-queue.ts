@@ -60,11 +60,6 @@ export class LeaseQueue<T extends Deadlined> {
     return this.#keys.length;
   }
 
-  /** Whether the one timer is armed (for tests and metrics). */
-  get timerArmed(): boolean {
-    return this.#cancelTimer !== undefined;
-  }
-
   /** Queues a live item that is not queued yet, due at `item.deadline`. */
   add(item: T): void {
     if (this.#closed) return;

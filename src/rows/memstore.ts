@@ -98,10 +98,6 @@ export class Memstore {
     for (const cell of cells) this.#dropIfEmpty(cell.row);
   }
 
-  has(row: string): boolean {
-    return this.#rows.has(row);
-  }
-
   /**
    * The cells of `row` that `query` selects, as of `readPoint`, in result order. `families`
    * lists the region's families in byte order (the order of a result).

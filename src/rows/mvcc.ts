@@ -26,10 +26,6 @@ export class Mvcc {
     return this.#readPoint;
   }
 
-  get writePoint(): number {
-    return this.#writePoint;
-  }
-
   begin(): number {
     this.#done.push(false);
     return ++this.#writePoint;

@@ -20,7 +20,19 @@ export function checkRow(input: BytesInput, what = 'row'): string {
       `The ${what} must be a string or Uint8Array, got ${typeof input}`,
     );
   }
-  const row = rowKey(input);
+  return checkRowKey(rowKey(input), what);
+}
+
+/**
+ * The one check of a row key already in its latin1 form (see `rowKey`): 1 to
+ * {@link MAX_ROW_BYTES} characters, one per byte. Returns the key unchanged.
+ */
+export function checkRowKey(row: string, what = 'row'): string {
+  if (typeof row !== 'string') {
+    throw new InvalidArgumentError(
+      `The ${what} must be a latin1 string (see rowKey), got ${typeof row}`,
+    );
+  }
   if (row.length === 0) throw new InvalidArgumentError(`The ${what} must not be empty`);
   if (row.length > MAX_ROW_BYTES) {
     throw new InvalidArgumentError(

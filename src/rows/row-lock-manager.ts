@@ -17,6 +17,7 @@ import {
 } from './call-options.js';
 import { LeaseQueue } from './lease-queue.js';
 import { newLockId } from './lock-id.js';
+import { checkRowKey } from './row-input.js';
 import { describeOwner, type PendingWait, WaitForGraph } from './wait-for-graph.js';
 
 /**
@@ -80,8 +81,6 @@ export interface RowLockManagerEvents {
   expired: [RowLockGrant];
 }
 
-/** HBase's maximum row length (`Short.MAX_VALUE`). */
-export const MAX_ROW_LENGTH = 32_767;
 export const DEFAULT_LEASE_PERIOD_MS = 60_000;
 export const DEFAULT_ROW_LOCK_WAIT_MS = 30_000;
 
@@ -196,7 +195,7 @@ function noop(): void {}
  *   {@link WaitForGraph}); failing leaves the caller's other locks and waits alone.
  * - Leases and wait limits share two {@link LeaseQueue}s: one timer each, whatever the number of
  *   locks. Lease timers never keep the process alive; a pending wait limit does.
- * - Rows are latin1 strings of 1 to {@link MAX_ROW_LENGTH} characters (see `rowKey`).
+ * - Rows are latin1 strings of 1 to `MAX_ROW_BYTES` characters (see `rowKey`, `checkRowKey`).
  * - Free rows are forgotten: memory is proportional to held locks plus waiting requests.
  *
  * After {@link close}, pending waits reject with {@link AlreadyClosedError}, and so does every
@@ -288,7 +287,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   /** Explicit lock without waiting: `null` when the row is held (then nobody can skip ahead). */
   tryLockRow(row: string, owner?: RowLockOwner): RowLockGrant | null {
     this.#checkOpen();
-    checkRow(row);
+    checkRowKey(row);
     if (owner !== undefined) checkOwner(owner);
     if (this.#rows.has(row)) return null;
     return this.#grant(row, owner, true);
@@ -328,7 +327,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
    */
   useLock(lockId: string, row: string): RowLockGrant {
     this.#checkOpen();
-    checkRow(row);
+    checkRowKey(row);
     const hold = this.#liveLock(lockId);
     if (hold.row !== row) {
       throw new UnknownRowLockError(
@@ -358,7 +357,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   /** Implicit lock without waiting: `null` when the row is held. */
   tryAcquireImplicit(row: string, owner?: RowLockOwner): RowLockGrant | null {
     this.#checkOpen();
-    checkRow(row);
+    checkRowKey(row);
     if (owner !== undefined) checkOwner(owner);
     if (this.#rows.has(row)) return null;
     return this.#grant(row, owner, false);
@@ -402,7 +401,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     if (!Array.isArray(rows)) {
       throw new InvalidArgumentError('acquireImplicitMany: rows must be an array of row keys');
     }
-    for (const row of rows) checkRow(row);
+    for (const row of rows) checkRowKey(row);
     const waitMs =
       options.waitMs === undefined ? this.#rowLockWaitMs : checkWaitMs(options.waitMs, 'waitMs');
     const owner = options.owner ?? {};
@@ -486,7 +485,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     let signal: AbortSignal | undefined;
     try {
       this.#checkOpen();
-      checkRow(row);
+      checkRowKey(row);
       if (options !== undefined) {
         if (options.waitMs !== undefined) waitMs = checkWaitMs(options.waitMs, 'waitMs');
         owner = options.owner;
@@ -649,16 +648,6 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
 
   #checkOpen(): void {
     if (this.#closed) throw new AlreadyClosedError('RowLockManager is closed');
-  }
-}
-
-function checkRow(row: string): void {
-  if (typeof row !== 'string' || row.length === 0 || row.length > MAX_ROW_LENGTH) {
-    throw new InvalidArgumentError(
-      typeof row === 'string'
-        ? `Invalid row key of length ${row.length}: must be 1 to ${MAX_ROW_LENGTH} bytes`
-        : `Invalid row key: expected a latin1 string (see rowKey), got ${typeof row}`,
-    );
   }
 }
 

@@ -1,11 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import {
-  closeSync,
-  constants,
   fstatSync,
   fsyncSync,
   lstatSync,
-  openSync,
   read,
   readSync,
   realpathSync,
@@ -24,11 +21,15 @@ import {
 import { nextFencingToken } from '../core/fencing.js';
 import { checkBoolean, checkOptionsObject } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
-import { explainOpenError } from '../directory/lock-file.js';
 import { watchLockFile } from '../directory/lock-file-watch.js';
 import { makeDirectoriesSync } from '../directory/make-directories.js';
-import { fileLocks } from '../os/file-lock.js';
 import { fileWakeSource } from '../os/file-watcher.js';
+import {
+  explainOpenError,
+  KernelFileLock,
+  type KernelFileLockRefusal,
+  kernelFileLockReleases,
+} from '../os/kernel-file-lock.js';
 import {
   AbstractLocker,
   type AbstractLockerOptions,
@@ -82,18 +83,6 @@ function releasedCleanly(record: Buffer): boolean {
   );
 }
 
-const OPEN_FLAGS = constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW;
-const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
-
-/**
- * Same-process guard (ActiveMQ's system property per canonical path): real path of the lock
- * file → the locker holding it. Kernel locks would refuse a second holder in this process
- * too; the guard makes that refusal cheap and never touches the file.
- */
-const HELD = new Map<string, SharedFileLocker>();
-/** In-process waiters on a path, woken when a locker of this process releases it. */
-const releaseWaiters = new Map<string, Set<() => void>>();
-
 export interface SharedFileLockerOptions extends AbstractLockerOptions {
   /** The store directory; the lock file is `<directory>/lock`. Created with its parents. */
   directory: string;
@@ -112,14 +101,14 @@ export interface SharedFileLockerOptions extends AbstractLockerOptions {
 }
 
 interface Held {
-  fd: number;
+  /** The kernel lock, registered under the lock file's real path (the same-process guard). */
+  lock: KernelFileLock;
   dev: bigint;
   ino: bigint;
   mtimeNs: bigint;
   nonce: Buffer;
   /** The 8 bytes we wrote at offset 0 (copied into the released mark). */
   epoch: Buffer;
-  key: string;
   /** Stops the background watch, if one runs. */
   unwatch?: (() => void) | undefined;
 }
@@ -304,37 +293,19 @@ export class SharedFileLocker extends AbstractLocker {
 
   /** One attempt: the acquisition, or who holds the lock. */
   #tryLock(key: string): Acquired | 'this process' | 'another process' {
-    if (HELD.has(key)) return 'this process';
-    // A read-only probe first: waiters that open the file for writing and close it again would
-    // wake every other waiter (close-after-write is the release hint).
+    let lock: KernelFileLock | KernelFileLockRefusal;
     try {
-      const probe = openSync(this.path, PROBE_FLAGS);
-      try {
-        if (fileLocks().isLockedElsewhere(probe, this.path)) return 'another process';
-      } finally {
-        closeSync(probe);
-      }
-    } catch (err) {
-      if (!isErrno(err, 'ENOENT')) throw asIOError(err, this.directory, this.path);
-    }
-    let fd: number;
-    try {
-      fd = openSync(this.path, OPEN_FLAGS, 0o644);
+      // probeFirst: waiters that opened the file for writing and closed it again would wake
+      // every other waiter (close-after-write is the release hint). #prepare made the directory.
+      lock = KernelFileLock.tryAcquire(this.directory, this.path, { key, probeFirst: true });
     } catch (err) {
       throw asIOError(err, this.directory, this.path);
     }
+    // A lock on an inode deleted meanwhile protects nothing: someone else's turn.
+    if (lock === 'deleted') return 'another process';
+    if (typeof lock === 'string') return lock;
+    const fd = lock.fd;
     try {
-      if (!fileLocks().tryLock(fd, this.path)) {
-        closeSync(fd);
-        return 'another process';
-      }
-      const st = fstatSync(fd, { bigint: true });
-      if (!st.isFile()) throw new LockIOError(`Lock file ${this.path} is not a regular file`);
-      if (st.nlink === 0n) {
-        // Deleted between our open and our lock: a lock on an orphan inode protects nothing.
-        closeSync(fd);
-        return 'another process';
-      }
       const record = Buffer.alloc(RECORD_LENGTH);
       const n = readSync(fd, record, 0, RECORD_LENGTH, 0);
       const previous =
@@ -350,18 +321,16 @@ export class SharedFileLocker extends AbstractLocker {
       fsyncSync(fd);
       const after = fstatSync(fd, { bigint: true });
       this.#held = {
-        fd,
+        lock,
         dev: after.dev,
         ino: after.ino,
         mtimeNs: after.mtimeNs,
         nonce,
         epoch: Buffer.from(record.subarray(EPOCH_OFFSET, EPOCH_OFFSET + 8)),
-        key,
       };
-      HELD.set(key, this);
       return { token, previousReleased };
     } catch (err) {
-      closeSync(fd);
+      lock.release();
       throw asIOError(err, this.directory, this.path);
     }
   }
@@ -372,12 +341,7 @@ export class SharedFileLocker extends AbstractLocker {
     const wake = () => pause.abort();
     const onAbort = () => pause.abort();
     signal.addEventListener('abort', onAbort, { once: true });
-    let waiters = releaseWaiters.get(key);
-    if (waiters === undefined) {
-      waiters = new Set();
-      releaseWaiters.set(key, waiters);
-    }
-    waiters.add(wake);
+    const unrelease = kernelFileLockReleases(key)(wake);
     const unwatch = this.#wakeOnHints ? fileWakeSource(this.path)(wake) : undefined;
     try {
       await this.clock.sleep(this.lockAcquireSleepInterval, pause.signal);
@@ -385,8 +349,7 @@ export class SharedFileLocker extends AbstractLocker {
       // Woken early by a hint or by the signal; the caller's loop checks which.
     } finally {
       unwatch?.();
-      waiters.delete(wake);
-      if (waiters.size === 0 && releaseWaiters.get(key) === waiters) releaseWaiters.delete(key);
+      unrelease();
       signal.removeEventListener('abort', onAbort);
     }
   }
@@ -409,8 +372,8 @@ export class SharedFileLocker extends AbstractLocker {
       if (ours && this.#held === held) {
         try {
           const mark = Buffer.concat([RELEASED_MAGIC, held.epoch]);
-          writeSync(held.fd, mark, 0, mark.length, NONCE_OFFSET);
-          fsyncSync(held.fd);
+          writeSync(held.lock.fd, mark, 0, mark.length, NONCE_OFFSET);
+          fsyncSync(held.lock.fd);
         } catch (err) {
           this.logger.warn(
             `Could not mark ${this.path} released (${describe(err)}); the next holder will pause (${this.name})`,
@@ -421,19 +384,16 @@ export class SharedFileLocker extends AbstractLocker {
     this.#release();
   }
 
-  /** Closes the descriptor (which drops the kernel lock); the file stays (AMQ-5568). */
+  /**
+   * Releases the kernel lock (a close failure changes nothing: the lock goes with the
+   * descriptor) and wakes this process's waiters; the file stays (AMQ-5568).
+   */
   #release(): void {
     const held = this.#held;
     if (held === undefined) return;
     this.#held = undefined;
     held.unwatch?.();
-    try {
-      closeSync(held.fd);
-    } catch {
-      // EBADF: already closed behind our back; the kernel lock went with it.
-    }
-    if (HELD.get(held.key) === this) HELD.delete(held.key);
-    for (const wake of [...(releaseWaiters.get(held.key) ?? [])]) wake();
+    held.lock.release();
   }
 
   protected async doKeepAlive(): Promise<boolean> {
@@ -449,15 +409,9 @@ export class SharedFileLocker extends AbstractLocker {
    */
   async #check(): Promise<boolean> {
     const held = this.#held;
-    if (held === undefined || HELD.get(held.key) !== this) return false;
-    try {
-      const mine = fstatSync(held.fd, { bigint: true });
-      if (mine.dev !== held.dev || mine.ino !== held.ino) return false;
-      if (fileLocks().isLocked(held.fd) === false) return false;
-    } catch {
-      // Our descriptor was closed (or reused) behind our back: the kernel lock is gone.
-      return false;
-    }
+    if (held === undefined || !held.lock.registered) return false;
+    // Also false when our descriptor was closed (or reused) behind our back.
+    if (!held.lock.ownsKernelLock()) return false;
     let current: Awaited<ReturnType<typeof statAsync>>;
     try {
       current = await statAsync(this.path, { bigint: true });
@@ -468,7 +422,7 @@ export class SharedFileLocker extends AbstractLocker {
     if (current.dev !== held.dev || current.ino !== held.ino) return false;
     if (current.mtimeNs !== held.mtimeNs) return false;
     const record = Buffer.alloc(RECORD_LENGTH);
-    const { bytesRead } = await readAsync(held.fd, record, 0, RECORD_LENGTH, 0);
+    const { bytesRead } = await readAsync(held.lock.fd, record, 0, RECORD_LENGTH, 0);
     if (bytesRead < RECORD_LENGTH) return false;
     return record.subarray(NONCE_OFFSET, NONCE_OFFSET + NONCE_LENGTH).equals(held.nonce);
   }

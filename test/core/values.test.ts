@@ -152,6 +152,28 @@ test('a fencing gate refuses malformed tokens without moving its floor', () => {
   assert.throws(() => seeded.admit(99), { code: 'STALE_TOKEN' });
 });
 
+test('a fencing gate can check without recording, and learn of grants without a write', () => {
+  const gate = new FencingGate();
+  gate.observe(10);
+  gate.check(10, 'row1');
+  gate.check(15, 'row1');
+  // A checked write moves nothing: the holder of 10 still passes.
+  assert.equal(gate.highest, 10);
+  assert.throws(() => gate.check(9, 'row1'), {
+    code: 'STALE_TOKEN',
+    message: /9 for row1 is older than 10/,
+  });
+  gate.observe(7);
+  assert.equal(gate.highest, 10);
+  gate.observe(12);
+  assert.throws(() => gate.check(10, 'row1'), { code: 'STALE_TOKEN' });
+  for (const token of [Number.NaN, -1, '13', 1.5] as unknown as number[]) {
+    assert.throws(() => gate.check(token, 'row1'), { code: 'INVALID_ARGUMENT' });
+    assert.throws(() => gate.observe(token), { code: 'INVALID_ARGUMENT' });
+  }
+  assert.equal(gate.highest, 12);
+});
+
 test('option checks name the option and refuse look-alikes', () => {
   const controller = new AbortController();
   assert.equal(checkSignal(undefined), undefined);

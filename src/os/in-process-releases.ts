@@ -2,7 +2,10 @@ import type { WakeSource } from '../core/wait.js';
 
 /**
  * Release notifications within this process, keyed by lock identity (a real path, or a
- * factory-scoped name). In-process waiters wake on these without any system call.
+ * factory-scoped name): `notify(key)` calls every listener registered for that key at that
+ * moment, synchronously; a listener added by `source(key)` stays until its stop function runs.
+ * The in-process counterpart of the kernel's file events (`file-watcher.ts`): a holder in
+ * this process wakes this process's waiters without any system call.
  */
 export class InProcessReleases {
   readonly #listeners = new Map<string, Set<() => void>>();

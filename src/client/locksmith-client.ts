@@ -1,0 +1,318 @@
+import { EventEmitter } from 'node:events';
+import type { ConnectionOptions as TlsOptions } from 'node:tls';
+import { type Clock, systemClock } from '../core/clock.js';
+import { checkDuration } from '../core/duration.js';
+import { InvalidArgumentError, LockLostError } from '../core/errors.js';
+import {
+  checkBoolean,
+  checkClock,
+  checkOptionsObject,
+  checkSignal,
+  describeValue,
+} from '../core/options.js';
+import type { ColumnFamilySpec } from '../rows/column-family.js';
+import { wireInteger } from '../wire/rows-codec.js';
+import { ClientConnection, type SessionInfo } from './client-connection.js';
+import { RemoteRowLock } from './remote-row-lock.js';
+import { RemoteTable, type TableClient } from './remote-table.js';
+
+export interface ConnectOptions {
+  /** The server's token (`locksmith serve --token-file`). */
+  token?: string | undefined;
+  /** TLS options for a `locksmiths://` address (`ca` for a private certificate, ...). */
+  tls?: TlsOptions | undefined;
+  /** The session's lease: how long the server keeps it, and its locks, after losing touch. */
+  sessionLeaseMs?: number | undefined;
+  /** End the session, releasing its locks, as soon as a connection drops (no resume). */
+  releaseOnDisconnect?: boolean | undefined;
+  /** A name shown on the server's status page. */
+  name?: string | undefined;
+  /** Round-trip timeout of a call; a lock call adds its wait (default 30 s). */
+  callTimeoutMs?: number | undefined;
+  /** How long `connect` keeps trying (default 10 s). */
+  connectTimeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+  clock?: Clock | undefined;
+}
+
+/** What a table is created with. */
+export interface CreateTableOptions {
+  /** HBase 0.90's batch timestamps, read when a mutation arrives (default false). */
+  timestampOnArrival?: boolean | undefined;
+}
+
+export interface TableDescription {
+  name: string;
+  families: { name: string; maxVersions: number }[];
+  timestampOnArrival: boolean;
+}
+
+export interface LocksmithClientEvents {
+  /** The session ended; every lock it held is lost (its handles' signals aborted). */
+  sessionLost: [reason: LockLostError];
+  /** Connected (again): `resumed` tells whether the old session, and its locks, survived. */
+  connected: [resumed: boolean];
+  disconnected: [reason: Error];
+}
+
+/** Parses `locksmith://host:port` (or `locksmiths://` for TLS); the port defaults to 7420. */
+export function parseServerUrl(url: string): { host: string; port: number; tls: boolean } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new InvalidArgumentError(
+      `Invalid server address ${describeValue(url)}: expected locksmith://host:port`,
+    );
+  }
+  if (parsed.protocol !== 'locksmith:' && parsed.protocol !== 'locksmiths:') {
+    throw new InvalidArgumentError(
+      `Invalid server address ${url}: the scheme must be locksmith:// or locksmiths://`,
+    );
+  }
+  if (parsed.pathname !== '' && parsed.pathname !== '/') {
+    throw new InvalidArgumentError(`Invalid server address ${url}: no path expected`);
+  }
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (host === '') throw new InvalidArgumentError(`Invalid server address ${url}: no host`);
+  return {
+    host,
+    port: parsed.port === '' ? 7420 : Number(parsed.port),
+    tls: parsed.protocol === 'locksmiths:',
+  };
+}
+
+/**
+ * A connection to a locksmith server, with one session: tables (`table(name)`, the
+ * {@link Table} interface), administration, and the session's lifecycle as events. Close it
+ * to end the session (releasing every lock it holds); `await using` does that at scope exit.
+ */
+export class LocksmithClient
+  extends EventEmitter<LocksmithClientEvents>
+  implements AsyncDisposable
+{
+  readonly #connection: ClientConnection;
+  readonly #clock: Clock;
+  readonly #locks = new Map<string, RemoteRowLock>();
+  readonly #tables = new Map<string, RemoteTable>();
+  readonly #tableClient: TableClient;
+
+  private constructor(connection: ClientConnection, clock: Clock, callTimeoutMs: number) {
+    super();
+    this.#connection = connection;
+    this.#clock = clock;
+    const control = {
+      clock,
+      unlock: async (table: string, lockId: string) => {
+        await connection.call('unlockRow', [table, lockId]);
+      },
+      forget: (lock: RemoteRowLock) => {
+        if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
+      },
+    };
+    this.#tableClient = {
+      call: (method, args, options) => connection.call(method as never, args, options),
+      granted: (table, row, grant, sentAt) => {
+        const [lockId, token, leaseMs] = grant as [unknown, unknown, unknown];
+        if (typeof lockId !== 'string')
+          throw new InvalidArgumentError('The server sent a malformed grant');
+        const lock = new RemoteRowLock(
+          table,
+          row,
+          lockId,
+          wireInteger(token, 'token'),
+          sentAt,
+          wireInteger(leaseMs, 'lease'),
+          control,
+        );
+        this.#locks.set(lockId, lock);
+        return lock;
+      },
+      heldLock: (lockId) => this.#locks.get(lockId),
+      now: () => clock.monotonic(),
+      get rowLockWaitMs() {
+        return connection.session?.rowLockWaitMs ?? 30_000;
+      },
+      callTimeoutMs,
+      scanBatch: 100,
+    };
+    connection.on('notice', (name, data) => {
+      if (name !== 'lockLost' || !Array.isArray(data)) return;
+      const [lockId, code, message] = data as [unknown, unknown, unknown];
+      const lock = typeof lockId === 'string' ? this.#locks.get(lockId) : undefined;
+      lock?.lose(
+        new LockLostError(String(message), {
+          code: code === 'LEASE_EXPIRED' || code === 'SESSION_EXPIRED' ? code : 'LOCK_LOST',
+        }),
+      );
+    });
+    connection.on('sessionLost', (reason) => {
+      for (const lock of [...this.#locks.values()]) lock.lose(reason);
+      this.emit('sessionLost', reason);
+    });
+    connection.on('disconnected', (reason) => this.emit('disconnected', reason));
+    connection.on('connected', (_info, resumed, held) => {
+      const stillHeld = new Set(held.map(([lockId]) => lockId));
+      for (const lock of [...this.#locks.values()]) {
+        if (!stillHeld.has(lock.lockId)) {
+          lock.lose(
+            new LockLostError(`${lock.resource}: not held by the session after reconnecting`, {
+              code: resumed ? 'LEASE_EXPIRED' : 'SESSION_EXPIRED',
+            }),
+          );
+        }
+      }
+      // Granted while the connection was down (the answer never arrived): give them back.
+      for (const [lockId, table] of held) {
+        if (!this.#locks.has(lockId))
+          connection.call('unlockRow', [table, lockId]).catch(() => undefined);
+      }
+      this.emit('connected', resumed);
+    });
+  }
+
+  /** Connects to `url` and opens a session. */
+  static async connect(url: string, options: ConnectOptions = {}): Promise<LocksmithClient> {
+    const { host, port, tls } = parseServerUrl(url);
+    const opts = checkOptionsObject(options, 'connect options');
+    const known = new Set([
+      'token',
+      'tls',
+      'sessionLeaseMs',
+      'releaseOnDisconnect',
+      'name',
+      'callTimeoutMs',
+      'connectTimeoutMs',
+      'signal',
+      'clock',
+    ]);
+    for (const key of Object.keys(opts)) {
+      if (!known.has(key))
+        throw new InvalidArgumentError(`connect: unknown option ${JSON.stringify(key)}`);
+    }
+    if (opts.token !== undefined && typeof opts.token !== 'string')
+      throw new InvalidArgumentError('connect: token must be a string');
+    if (opts.name !== undefined && (typeof opts.name !== 'string' || opts.name.length > 256)) {
+      throw new InvalidArgumentError('connect: name must be a string of at most 256 characters');
+    }
+    const signal = checkSignal(opts.signal, 'connect option signal');
+    const clock = opts.clock === undefined ? systemClock : checkClock(opts.clock);
+    const callTimeoutMs =
+      opts.callTimeoutMs === undefined
+        ? 30_000
+        : checkDuration(opts.callTimeoutMs, 'callTimeoutMs');
+    const connection = new ClientConnection({
+      host,
+      port,
+      token: opts.token,
+      tls: tls ? (opts.tls ?? {}) : undefined,
+      sessionLeaseMs:
+        opts.sessionLeaseMs === undefined
+          ? undefined
+          : checkDuration(opts.sessionLeaseMs, 'sessionLeaseMs'),
+      releaseOnDisconnect:
+        opts.releaseOnDisconnect === undefined
+          ? undefined
+          : checkBoolean(opts.releaseOnDisconnect, 'releaseOnDisconnect'),
+      client: opts.name,
+      callTimeoutMs,
+      connectTimeoutMs:
+        opts.connectTimeoutMs === undefined
+          ? 10_000
+          : checkDuration(opts.connectTimeoutMs, 'connectTimeoutMs'),
+      reconnectMinMs: 50,
+      reconnectMaxMs: 2_000,
+      clock,
+    });
+    const client = new LocksmithClient(connection, clock, callTimeoutMs);
+    await connection.open(signal);
+    return client;
+  }
+
+  /** The session as the server granted it (undefined between a loss and the next connection). */
+  get session(): SessionInfo | undefined {
+    return this.#connection.session;
+  }
+
+  get connected(): boolean {
+    return this.#connection.connected;
+  }
+
+  /** Row locks this client holds now. */
+  get heldLocks(): number {
+    return this.#locks.size;
+  }
+
+  /** A table by name (no round trip: a missing table fails its first call, `TABLE_NOT_FOUND`). */
+  table(name: string): RemoteTable {
+    if (typeof name !== 'string' || name.length === 0) {
+      throw new InvalidArgumentError(
+        `A table name must be a non-empty string, got ${describeValue(name)}`,
+      );
+    }
+    let table = this.#tables.get(name);
+    if (table === undefined) {
+      table = new RemoteTable(name, this.#tableClient);
+      this.#tables.set(name, table);
+    }
+    return table;
+  }
+
+  async createTable(
+    name: string,
+    families: readonly ColumnFamilySpec[],
+    options: CreateTableOptions = {},
+  ): Promise<TableDescription> {
+    return (await this.#connection.call('createTable', [
+      name,
+      families,
+      options,
+    ])) as TableDescription;
+  }
+
+  async listTables(): Promise<string[]> {
+    return (await this.#connection.call('listTables', [], { idempotent: true })) as string[];
+  }
+
+  async describeTable(name: string): Promise<TableDescription> {
+    return (await this.#connection.call('describeTable', [name], {
+      idempotent: true,
+    })) as TableDescription;
+  }
+
+  async dropTable(name: string): Promise<void> {
+    await this.#connection.call('dropTable', [name]);
+  }
+
+  /** The server's status (what `GET /status` serves). */
+  async status(): Promise<Record<string, unknown>> {
+    return (await this.#connection.call('status', [], { idempotent: true })) as Record<
+      string,
+      unknown
+    >;
+  }
+
+  /** A round trip that only renews the session (the client pings by itself when idle). */
+  async ping(): Promise<void> {
+    await this.#connection.call('ping', [], { idempotent: true });
+  }
+
+  /** Ends the session (the server releases its locks) and closes the connection. Idempotent. */
+  async close(): Promise<void> {
+    for (const lock of [...this.#locks.values()]) {
+      lock.lose(
+        new LockLostError(`${lock.resource}: the client closed its session`, { code: 'LOCK_LOST' }),
+      );
+    }
+    await this.#connection.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/** Connects to a locksmith server: `await connect('locksmith://127.0.0.1:7420')`. */
+export function connect(url: string, options?: ConnectOptions): Promise<LocksmithClient> {
+  return LocksmithClient.connect(url, options);
+}

@@ -1,0 +1,107 @@
+import type { Clock } from '../core/clock.js';
+import { LockLostError, type LocksmithError } from '../core/errors.js';
+import { LockHandleBase } from '../core/lock-handle.js';
+import { toStringBinary } from '../rows/bytes.js';
+import type { TableRowLock } from '../rows/table.js';
+
+/** What a remote lock asks of its client. */
+export interface RemoteLockControl {
+  readonly clock: Clock;
+  unlock(table: string, lockId: string): Promise<void>;
+  forget(lock: RemoteRowLock): void;
+}
+
+/**
+ * A row lock held by this client's session on a server: the same handle as an in-process
+ * `RowLock` (token, `signal`, `lost`, `ensureValid()`, `close()` once).
+ *
+ * Its lease is tracked here conservatively: a use or renewal answered by the server, sent at
+ * time `t`, keeps it until `t + lease`; past that the handle counts as lost
+ * (`LEASE_EXPIRED`) even before the server says so, because the server may already have
+ * handed the row to someone else. The server's own notice (`lockLost`), the end of the
+ * session (`SESSION_EXPIRED`) and a reconnect that finds the lock gone also end it.
+ */
+export class RemoteRowLock extends LockHandleBase implements TableRowLock {
+  readonly lockId: string;
+  readonly row: Buffer;
+  readonly table: string;
+  readonly leaseMs: number;
+  readonly #control: RemoteLockControl;
+  #validUntil: number;
+  #timer: NodeJS.Timeout | undefined;
+
+  /** @internal Made by the remote table from a grant. */
+  constructor(
+    table: string,
+    row: Buffer,
+    lockId: string,
+    token: number,
+    sentAt: number,
+    leaseMs: number,
+    control: RemoteLockControl,
+  ) {
+    super(`table=${table} row=${toStringBinary(row.toString('latin1'))}`, token);
+    this.table = table;
+    this.row = row;
+    this.lockId = lockId;
+    this.leaseMs = leaseMs;
+    this.#control = control;
+    this.#validUntil = sentAt + leaseMs;
+    this.#arm();
+  }
+
+  /** Monotonic time until which the lock is known to be held. */
+  get validUntil(): number {
+    return this.#validUntil;
+  }
+
+  /** @internal A call carrying this lock, sent at `sentAt`, was answered: the lease renewed. */
+  renewedAt(sentAt: number): void {
+    if (sentAt + this.leaseMs > this.#validUntil) this.#validUntil = sentAt + this.leaseMs;
+  }
+
+  /** @internal The server, the session or a reconnect says the lock is gone. */
+  lose(reason: LockLostError): void {
+    clearTimeout(this.#timer);
+    this.#control.forget(this);
+    this.markLost(reason);
+  }
+
+  protected checkValid(): void {
+    if (this.#control.clock.monotonic() >= this.#validUntil) {
+      this.#expire();
+      throw this.lostReason;
+    }
+  }
+
+  protected async closeOnce(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#control.forget(this);
+    if (this.lostReason !== undefined) return;
+    try {
+      await this.#control.unlock(this.table, this.lockId);
+    } catch (err) {
+      // Already gone on the server (expired, session ended): nothing is left to release.
+      if ((err as LocksmithError).code !== 'UNKNOWN_ROW_LOCK') throw err;
+    }
+  }
+
+  #arm(): void {
+    const delay = Math.max(0, this.#validUntil - this.#control.clock.monotonic());
+    this.#timer = setTimeout(() => {
+      if (this.closed || this.lostReason !== undefined) return;
+      if (this.#control.clock.monotonic() < this.#validUntil) this.#arm();
+      else this.#expire();
+    }, delay);
+    this.#timer.unref();
+  }
+
+  #expire(): void {
+    this.lose(
+      new LockLostError(
+        `Row lock lease expired: no use or renewal of ${this.resource} was answered within its lease (${this.leaseMs} ms)`,
+        { code: 'LEASE_EXPIRED' },
+      ),
+    );
+  }
+}

@@ -1,0 +1,362 @@
+import { InvalidArgumentError } from '../core/errors.js';
+import { checkOptionsObject, checkSignal } from '../core/options.js';
+import { withHandle } from '../core/with-lock.js';
+import { checkWaitMs } from '../rows/call-options.js';
+import { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
+import { Get, Scan } from '../rows/query.js';
+import type { Result } from '../rows/result.js';
+import { type BytesInput, checkQualifier, checkRow, checkValue } from '../rows/row-input.js';
+import type {
+  BatchStatus,
+  RowLockRef,
+  Table,
+  TableCallOptions,
+  TableRowLock,
+} from '../rows/table.js';
+import {
+  decodeResult,
+  encodeDelete,
+  encodeGet,
+  encodeIncrement,
+  encodeMutation,
+  encodePut,
+  encodeRowMutations,
+  encodeScan,
+} from '../wire/rows-codec.js';
+import { fromWireError } from '../wire/wire-error.js';
+import type { RemoteRowLock } from './remote-row-lock.js';
+
+/** What a remote table needs of its client. */
+export interface TableClient {
+  call(
+    method: string,
+    args: unknown[],
+    options?: { signal?: AbortSignal; timeoutMs?: number; idempotent?: boolean },
+  ): Promise<unknown>;
+  /** Makes the handle for a grant answered to a call sent at `sentAt`. */
+  granted(table: string, row: Buffer, grant: unknown, sentAt: number): RemoteRowLock;
+  /** The lock with this id held through this client, if any. */
+  heldLock(lockId: string): RemoteRowLock | undefined;
+  now(): number;
+  /** Default row lock wait of the server, and the round-trip timeout added to it. */
+  readonly rowLockWaitMs: number;
+  readonly callTimeoutMs: number;
+  /** Rows fetched per scanner round trip. */
+  readonly scanBatch: number;
+}
+
+const latin1 = (s: string) => Buffer.from(s, 'latin1');
+
+/** A wait on the wire: milliseconds, or -1 for forever. */
+function wireWait(ms: number): number {
+  return Number.isFinite(ms) ? Math.ceil(ms) : -1;
+}
+
+function lockIdOf(lock: RowLockRef): string {
+  if (typeof lock === 'string') return lock;
+  if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
+    return lock.lockId;
+  throw new InvalidArgumentError('Expected a row lock or a lock id');
+}
+
+const KNOWN = new Set(['signal', 'waitMs', 'owner']);
+
+function callOptions(
+  options: TableCallOptions | undefined,
+  what: string,
+): { signal?: AbortSignal; waitMs?: number } {
+  if (options === undefined) return {};
+  const opts = checkOptionsObject(options, `${what} options`);
+  for (const key of Object.keys(opts)) {
+    if (!KNOWN.has(key)) {
+      throw new InvalidArgumentError(
+        `${what}: unknown option ${JSON.stringify(key)} (known: signal, waitMs)`,
+      );
+    }
+  }
+  if ((opts as { owner?: unknown }).owner !== undefined) {
+    throw new InvalidArgumentError(
+      `${what}: option owner is not available over the network: the session is the owner`,
+    );
+  }
+  const out: { signal?: AbortSignal; waitMs?: number } = {};
+  const signal = checkSignal(opts.signal, `${what} option signal`);
+  if (signal !== undefined) out.signal = signal;
+  if (opts.waitMs !== undefined) out.waitMs = checkWaitMs(opts.waitMs, `${what} option waitMs`);
+  return out;
+}
+
+/**
+ * A table on a locksmith server, through the client's session: the {@link Table} interface,
+ * with the same argument checks (done here, before anything is sent) and the same errors as
+ * the in-process `Region`. A call that carried a row lock renews the lock's lease on this
+ * side too once the server answers it.
+ */
+export class RemoteTable implements Table {
+  readonly name: string;
+  readonly #client: TableClient;
+
+  /** @internal Use `client.table(name)`. */
+  constructor(name: string, client: TableClient) {
+    this.name = name;
+    this.#client = client;
+  }
+
+  async lockRow(row: BytesInput, options?: TableCallOptions): Promise<TableRowLock> {
+    const key = checkRow(row);
+    const { signal, waitMs } = callOptions(options, 'lockRow');
+    const wait = waitMs ?? this.#client.rowLockWaitMs;
+    const sentAt = this.#client.now();
+    const grant = await this.#client.call(
+      'lockRow',
+      [this.name, latin1(key), waitMs === undefined ? null : wireWait(waitMs)],
+      {
+        ...(signal === undefined ? {} : { signal }),
+        timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
+      },
+    );
+    return this.#client.granted(this.name, latin1(key), grant, sentAt);
+  }
+
+  async tryLockRow(row: BytesInput): Promise<TableRowLock | null> {
+    const key = checkRow(row);
+    const sentAt = this.#client.now();
+    const grant = await this.#client.call('tryLockRow', [this.name, latin1(key)]);
+    return grant === null ? null : this.#client.granted(this.name, latin1(key), grant, sentAt);
+  }
+
+  async withRowLock<T>(
+    row: BytesInput,
+    fn: (lock: TableRowLock) => T | PromiseLike<T>,
+    options?: TableCallOptions,
+  ): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('withRowLock needs a function');
+    return withHandle(await this.lockRow(row, options), fn);
+  }
+
+  async unlockRow(lock: RowLockRef): Promise<void> {
+    const id = lockIdOf(lock);
+    await this.#client.call('unlockRow', [this.name, id]);
+    const held = this.#client.heldLock(id);
+    if (held !== undefined) await held.close().catch(() => undefined);
+  }
+
+  async renewLease(lock: RowLockRef): Promise<void> {
+    const id = lockIdOf(lock);
+    const sentAt = this.#client.now();
+    await this.#client.call('renewLease', [this.name, id]);
+    this.#client.heldLock(id)?.renewedAt(sentAt);
+  }
+
+  async get(get: Get, options?: TableCallOptions): Promise<Result> {
+    if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
+    const { signal } = callOptions(options, 'get');
+    const value = await this.#using(get.rowLock?.lockId, () =>
+      this.#client.call('get', [this.name, encodeGet(get)], {
+        ...(signal === undefined ? {} : { signal }),
+        idempotent: true,
+      }),
+    );
+    return decodeResult(value);
+  }
+
+  async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
+    if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
+    const batch = this.#client.scanBatch;
+    const [id, first] = (await this.#client.call('openScanner', [
+      this.name,
+      encodeScan(scan),
+      batch,
+    ])) as [string | null, unknown[]];
+    let scanner = id;
+    try {
+      for (const r of first) yield decodeResult(r);
+      while (scanner !== null) {
+        const [rows, more] = (await this.#client.call('nextRows', [scanner, batch])) as [
+          unknown[],
+          boolean,
+        ];
+        if (!more) scanner = null;
+        for (const r of rows) yield decodeResult(r);
+      }
+    } finally {
+      if (scanner !== null)
+        await this.#client.call('closeScanner', [scanner]).catch(() => undefined);
+    }
+  }
+
+  async put(put: Put, options?: TableCallOptions): Promise<void> {
+    if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
+    await this.#mutate('put', put.rowLock?.lockId, [this.name, encodePut(put)], options);
+  }
+
+  async delete(del: Delete, options?: TableCallOptions): Promise<void> {
+    if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
+    await this.#mutate('delete', del.rowLock?.lockId, [this.name, encodeDelete(del)], options);
+  }
+
+  async checkAndPut(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+    put: Put,
+    options?: TableCallOptions,
+  ): Promise<boolean> {
+    if (!(put instanceof Put)) throw new InvalidArgumentError('checkAndPut() takes a Put');
+    const args = this.#checkArgs(row, family, qualifier, expected);
+    return (
+      (await this.#mutate(
+        'checkAndPut',
+        put.rowLock?.lockId,
+        [...args, encodePut(put)],
+        options,
+      )) === true
+    );
+  }
+
+  async checkAndDelete(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+    del: Delete,
+    options?: TableCallOptions,
+  ): Promise<boolean> {
+    if (!(del instanceof Delete)) throw new InvalidArgumentError('checkAndDelete() takes a Delete');
+    const args = this.#checkArgs(row, family, qualifier, expected);
+    return (
+      (await this.#mutate(
+        'checkAndDelete',
+        del.rowLock?.lockId,
+        [...args, encodeDelete(del)],
+        options,
+      )) === true
+    );
+  }
+
+  async increment(inc: Increment, options?: TableCallOptions): Promise<Result> {
+    if (!(inc instanceof Increment))
+      throw new InvalidArgumentError('increment() takes an Increment');
+    if (inc.columns.length === 0)
+      throw new InvalidArgumentError('An Increment needs at least one column');
+    return decodeResult(
+      await this.#mutate(
+        'increment',
+        inc.rowLock?.lockId,
+        [this.name, encodeIncrement(inc)],
+        options,
+      ),
+    );
+  }
+
+  async incrementColumnValue(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    amount: bigint | number,
+    options?: TableCallOptions & { rowLock?: TableRowLock | undefined },
+  ): Promise<bigint> {
+    const { rowLock, ...rest } = checkOptionsObject(options, 'incrementColumnValue options');
+    const inc = new Increment(row, rowLock === undefined ? {} : { rowLock: rowLock as never });
+    inc.addColumn(family, qualifier, amount);
+    const result = await this.increment(inc, rest);
+    const cell = result.cells[0];
+    if (cell === undefined) throw new InvalidArgumentError('The server returned no counter');
+    return cell.value.readBigInt64BE(0);
+  }
+
+  async mutateRow(mutations: RowMutations, options?: TableCallOptions): Promise<void> {
+    if (!(mutations instanceof RowMutations))
+      throw new InvalidArgumentError('mutateRow() takes RowMutations');
+    if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
+    const lockId = mutations.mutations.find((m) => m.rowLock !== undefined)?.rowLock?.lockId;
+    await this.#mutate('mutateRow', lockId, [this.name, encodeRowMutations(mutations)], options);
+  }
+
+  async mutateRows(
+    mutations: readonly (Put | Delete)[],
+    options?: TableCallOptions,
+  ): Promise<void> {
+    await this.#mutate(
+      'mutateRows',
+      undefined,
+      [this.name, this.#list(mutations, 'mutateRows')],
+      options,
+    );
+  }
+
+  async batch(
+    mutations: readonly (Put | Delete)[],
+    options?: TableCallOptions,
+  ): Promise<BatchStatus[]> {
+    const statuses = (await this.#mutate(
+      'batch',
+      undefined,
+      [this.name, this.#list(mutations, 'batch')],
+      options,
+    )) as unknown[];
+    return statuses.map((s): BatchStatus => {
+      if (s === null) return { ok: true };
+      const [code, message] = s as [unknown, unknown];
+      return { ok: false, error: fromWireError(code, message) };
+    });
+  }
+
+  /** Forgets nothing on the server: a remote table is a name. */
+  async close(): Promise<void> {}
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #list(mutations: readonly (Put | Delete)[], what: string): unknown[] {
+    if (!Array.isArray(mutations))
+      throw new InvalidArgumentError(`${what}() takes an array of Put and Delete`);
+    return mutations.map((m) => {
+      if (!(m instanceof Put || m instanceof Delete))
+        throw new InvalidArgumentError(`${what}() takes Put and Delete objects`);
+      return encodeMutation(m);
+    });
+  }
+
+  #checkArgs(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+  ): unknown[] {
+    const key = checkRow(row);
+    const q = checkQualifier(qualifier);
+    const e = expected === null ? null : checkValue(expected);
+    return [this.name, latin1(key), family, latin1(q), e];
+  }
+
+  #mutate(
+    method: string,
+    lockId: string | undefined,
+    args: unknown[],
+    options: TableCallOptions | undefined,
+  ): Promise<unknown> {
+    const { signal, waitMs } = callOptions(options, method);
+    const wait = lockId !== undefined ? 0 : (waitMs ?? this.#client.rowLockWaitMs);
+    const withWait = waitMs === undefined ? args : [...args, wireWait(waitMs)];
+    return this.#using(lockId, () =>
+      this.#client.call(method, withWait, {
+        ...(signal === undefined ? {} : { signal }),
+        timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
+      }),
+    );
+  }
+
+  /** Runs a call carrying `lockId`; its answer renews the lock's lease on this side. */
+  async #using<T>(lockId: string | undefined, call: () => Promise<T>): Promise<T> {
+    if (lockId === undefined) return call();
+    const lock = this.#client.heldLock(lockId);
+    lock?.ensureValid();
+    const sentAt = this.#client.now();
+    const value = await call();
+    lock?.renewedAt(sentAt);
+    return value;
+  }
+}

@@ -1,0 +1,158 @@
+import type { Clock } from '../core/clock.js';
+import { InvalidArgumentError, LockLostError } from '../core/errors.js';
+import { RowFencing } from './row-fencing.js';
+import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
+import {
+  type AcquireOptions,
+  type RowLockGrant,
+  RowLockManager,
+  type RowLockOwner,
+} from './row-lock-manager.js';
+import type { TokenReservation } from './row-lock-tokens.js';
+
+/** How callers name an explicit lock: its handle, anything with its id, or the id. */
+export type RowLockRef = RowLock | { readonly lockId: string } | string;
+
+/** What the row locks need of the region's options. */
+export interface RowLockSettings {
+  clock: Clock;
+  leasePeriodMs: number;
+  rowLockWaitMs: number;
+}
+
+/** What the row locks ask of the region. */
+export interface RowLockRegion {
+  /** True once the region began closing: a handle's `close()` then leaves the lock alone. */
+  closing: () => boolean;
+  /** Called after a lease ran out and the handle was marked lost (`LEASE_EXPIRED`). */
+  onExpired: (lock: RowLock) => void;
+}
+
+/**
+ * A region's row locks: a {@link RowLockManager} whose explicit grants are handed out as
+ * {@link RowLock} handles and recorded for fencing ({@link RowFencing}).
+ *
+ * Contract: every explicit grant gets exactly one handle, and its token becomes the row's
+ * newest for {@link checkToken}; a handle learns of its end through its signal: released
+ * ({@link unlockRow}), `LEASE_EXPIRED` (then `onExpired`), or `LOCK_LOST` at {@link close}.
+ * Row keys given here are already checked latin1 keys; lock references are checked.
+ */
+export class RegionRowLocks {
+  readonly #manager: RowLockManager;
+  readonly #fencing = new RowFencing();
+  /** What every RowLock handle calls back into. */
+  readonly #control: RowLockControl;
+
+  /** `tokens`: durable fencing tokens (a region with a directory); in-memory ones otherwise. */
+  constructor(
+    settings: RowLockSettings,
+    tokens: TokenReservation | undefined,
+    region: RowLockRegion,
+  ) {
+    const { leasePeriodMs } = settings;
+    const manager = new RowLockManager({
+      clock: settings.clock,
+      leasePeriodMs,
+      rowLockWaitMs: settings.rowLockWaitMs,
+      ...(tokens === undefined
+        ? {}
+        : {
+            firstToken: tokens.firstToken,
+            tokenCeiling: tokens.ceiling,
+            reserveTokens: (from: number) => tokens.reserve(from),
+          }),
+    });
+    this.#manager = manager;
+    this.#control = {
+      check: (lockId) => {
+        manager.checkLock(lockId);
+      },
+      releaseIfHeld: (lock) => {
+        if (!region.closing() && manager.isHeldId(lock.lockId)) manager.unlockRow(lock.lockId);
+      },
+    };
+    manager.on('expired', (grant) => {
+      const lock = grant.handle as RowLock;
+      lock[markRowLockLost](
+        new LockLostError(
+          `Row lock lease expired: ${lock.resource} (lock ${lock.lockId}, not used or renewed for ${leasePeriodMs} ms)`,
+          { code: 'LEASE_EXPIRED' },
+        ),
+      );
+      region.onExpired(lock);
+    });
+  }
+
+  async lockRow(row: string, options: AcquireOptions): Promise<RowLock> {
+    return this.#handle(await this.#manager.lockRow(row, options));
+  }
+
+  tryLockRow(row: string, owner: RowLockOwner | undefined): RowLock | null {
+    const grant = this.#manager.tryLockRow(row, owner);
+    return grant === null ? null : this.#handle(grant);
+  }
+
+  unlockRow(lock: RowLockRef): void {
+    const grant = this.#manager.unlockRow(lockIdOf(lock));
+    (grant.handle as RowLock | undefined)?.[markRowLockReleased]();
+  }
+
+  renewLease(lock: RowLockRef): void {
+    this.#manager.renewLease(lockIdOf(lock));
+  }
+
+  /** An operation on `row` under `lock`: checks the lock holds that row and renews it. */
+  use(lock: RowLockRef, row: string): void {
+    this.#manager.useLock(lockIdOf(lock), row);
+  }
+
+  /** Refuses a mutation of `row` carrying a token older than the row's newest explicit grant. */
+  checkToken(row: string, token: number | undefined): void {
+    this.#fencing.check(row, token);
+  }
+
+  /** An implicit lock on `row` for one mutation if it is free now; null otherwise. */
+  tryAcquireImplicit(row: string, owner: RowLockOwner | undefined): RowLockGrant | null {
+    return this.#manager.tryAcquireImplicit(row, owner);
+  }
+
+  /** An implicit lock on `row` for one mutation, waiting for it (FIFO). */
+  acquireImplicit(row: string, options: AcquireOptions): Promise<RowLockGrant> {
+    return this.#manager.acquireImplicit(row, options);
+  }
+
+  /** Implicit locks on several rows, taken in byte order (see `acquireImplicitMany`). */
+  acquireImplicitMany(rows: string[], options: AcquireOptions): Promise<RowLockGrant[]> {
+    return this.#manager.acquireImplicitMany(rows, options);
+  }
+
+  releaseImplicit(grant: RowLockGrant): void {
+    this.#manager.releaseImplicit(grant);
+  }
+
+  /** Fails waiters, and ends the locks still held: their holders learn it from their signal. */
+  close(): void {
+    for (const grant of this.#manager.close()) {
+      const lock = grant.handle as RowLock | undefined;
+      lock?.[markRowLockLost](
+        new LockLostError(`Row lock lost: the region closed while it was held (${lock.resource})`, {
+          code: 'LOCK_LOST',
+        }),
+      );
+    }
+  }
+
+  #handle(grant: RowLockGrant): RowLock {
+    this.#fencing.granted(grant.row, grant.token);
+    const lock = new RowLock(grant.row, grant.lockId as string, grant.token, this.#control);
+    grant.handle = lock;
+    return lock;
+  }
+}
+
+function lockIdOf(lock: RowLockRef): string {
+  if (typeof lock === 'string') return lock;
+  if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
+    return lock.lockId;
+  throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
+}

@@ -1,0 +1,84 @@
+import type { LockHandle } from '../core/lock-handle.js';
+import type { Delete, Increment, Put, RowMutations } from './mutation.js';
+import type { Get, Scan } from './query.js';
+import type { Result } from './result.js';
+import type { BytesInput } from './row-input.js';
+
+/** The outcome of one entry of {@link Table.batch}. */
+export type BatchStatus = { ok: true } | { ok: false; error: unknown };
+
+/** An explicit row lock of a {@link Table}: the core lock handle plus the row and lock id. */
+export interface TableRowLock extends LockHandle {
+  /** Unguessable and never reused; what mutations carry (`new Put(row, { rowLock })`). */
+  readonly lockId: string;
+  readonly row: Buffer;
+}
+
+/** Per call: how to give up waiting (for a row lock, or for the server). */
+export interface TableCallOptions {
+  /** Cancels the call's waiting: for the row lock, and over the network for the answer. */
+  signal?: AbortSignal | undefined;
+  /** Milliseconds to wait for a row lock before `LOCK_TIMEOUT` (the table's default otherwise). */
+  waitMs?: number | undefined;
+}
+
+/** What `unlockRow` and `renewLease` accept: the lock, or its id. */
+export type RowLockRef = TableRowLock | { readonly lockId: string } | string;
+
+/**
+ * One table of the row store, wherever it lives: the in-process {@link Region} and the network
+ * client's remote table implement it with the same types, the same errors and the same codes,
+ * and one test suite runs against both.
+ *
+ * Every method returns a promise: over the network even `unlockRow` is a round trip. Errors
+ * are `LocksmithError`s; a remote table adds `CONNECTION_LOST` (the server could not be
+ * reached; the call may or may not have been applied) and `SESSION_EXPIRED`.
+ */
+export interface Table extends AsyncDisposable {
+  lockRow(row: BytesInput, options?: TableCallOptions): Promise<TableRowLock>;
+  /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
+  tryLockRow(row: BytesInput): Promise<TableRowLock | null>;
+  withRowLock<T>(
+    row: BytesInput,
+    fn: (lock: TableRowLock) => T | PromiseLike<T>,
+    options?: TableCallOptions,
+  ): Promise<T>;
+  unlockRow(lock: RowLockRef): Promise<void>;
+  renewLease(lock: RowLockRef): Promise<void>;
+
+  get(get: Get, options?: TableCallOptions): Promise<Result>;
+  scan(scan: Scan): AsyncGenerator<Result, void, undefined>;
+
+  put(put: Put, options?: TableCallOptions): Promise<void>;
+  delete(del: Delete, options?: TableCallOptions): Promise<void>;
+  checkAndPut(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+    put: Put,
+    options?: TableCallOptions,
+  ): Promise<boolean>;
+  checkAndDelete(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    expected: BytesInput | null,
+    del: Delete,
+    options?: TableCallOptions,
+  ): Promise<boolean>;
+  increment(inc: Increment, options?: TableCallOptions): Promise<Result>;
+  incrementColumnValue(
+    row: BytesInput,
+    family: string,
+    qualifier: BytesInput,
+    amount: bigint | number,
+    options?: TableCallOptions & { rowLock?: TableRowLock | undefined },
+  ): Promise<bigint>;
+  mutateRow(mutations: RowMutations, options?: TableCallOptions): Promise<void>;
+  mutateRows(mutations: readonly (Put | Delete)[], options?: TableCallOptions): Promise<void>;
+  batch(mutations: readonly (Put | Delete)[], options?: TableCallOptions): Promise<BatchStatus[]>;
+
+  /** In process: closes the region. Remote: forgets the table handle (the server keeps it). */
+  close(): Promise<void>;
+}

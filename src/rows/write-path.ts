@@ -1,0 +1,130 @@
+import type { Cell } from './cell.js';
+import { encodeCells } from './cell-codec.js';
+import { CheckpointScheduler } from './checkpoint-scheduler.js';
+import type { FamilySchema } from './family-schema.js';
+import type { Memstore } from './memstore.js';
+import type { Draft } from './mutation-cells.js';
+import type { Mvcc } from './mvcc.js';
+import type { RowStorage } from './row-storage.js';
+
+/**
+ * How a mutation's inserts share the event loop: called after inserting cell `cellIndex`, it
+ * returns a promise to wait for before the next insert, or undefined to go on at once.
+ */
+export type InsertPace = (cellIndex: number) => Promise<void> | undefined;
+
+const INSERT_CHUNK = 1024;
+
+/** Production pacing: a huge mutation yields to other work every `INSERT_CHUNK` cells. */
+const paceInserts: InsertPace = (i) =>
+  (i + 1) % INSERT_CHUNK === 0 ? new Promise((r) => setImmediate(r)) : undefined;
+
+/**
+ * The write path of a region, for cells built under their rows' locks: MVCC write number →
+ * cells into the memstore (invisible) → one log record, group-committed → MVCC complete →
+ * wait until visible → trim versions nobody can see any more → start a checkpoint in the
+ * background once the log has grown past `checkpointBytes` (see {@link checkpoints}).
+ *
+ * Contract: {@link apply} resolves once the write is durable (when there is storage) and
+ * visible; if it rejects, none of its cells stay in the memstore. A failed log append or
+ * background checkpoint is remembered in {@link failure}: later writes could not be made
+ * durable either, so the region stops writing. A checkpoint never captures the cells of a
+ * write whose log record is not yet queued.
+ */
+export class WritePath {
+  readonly #memstore: Memstore;
+  readonly #mvcc: Mvcc;
+  readonly #storage: RowStorage | undefined;
+  readonly #schema: FamilySchema;
+  readonly #oldestReadPoint: () => number;
+  /** Write numbers whose cells are in the memstore but whose log record is not yet queued. */
+  readonly #pending = new Set<number>();
+  #failure: unknown;
+  #pace: InsertPace = paceInserts;
+  readonly checkpoints: CheckpointScheduler;
+
+  constructor(
+    memstore: Memstore,
+    mvcc: Mvcc,
+    storage: RowStorage | undefined,
+    schema: FamilySchema,
+    oldestReadPoint: () => number,
+    checkpointBytes: number,
+  ) {
+    this.#memstore = memstore;
+    this.#mvcc = mvcc;
+    this.#storage = storage;
+    this.#schema = schema;
+    this.#oldestReadPoint = oldestReadPoint;
+    this.checkpoints = new CheckpointScheduler(
+      {
+        memstore,
+        storage,
+        maxVersions: (f) => schema.maxVersions(f),
+        oldestReadPoint,
+        pending: this.#pending,
+      },
+      checkpointBytes,
+      (err) => this.#fail(err),
+    );
+  }
+
+  /** Test seam: how inserts pace themselves; `undefined` restores {@link paceInserts}. */
+  overridePace(pace: InsertPace | undefined): void {
+    this.#pace = pace ?? paceInserts;
+  }
+
+  /** The first storage failure, if any (a failed append or background checkpoint). */
+  get failure(): unknown {
+    return this.#failure;
+  }
+
+  async apply(drafts: Draft[]): Promise<void> {
+    const memstore = this.#memstore;
+    const seq = this.#mvcc.begin();
+    const cells: Cell[] = drafts.map((d) => ({ ...d, seq }));
+    this.#pending.add(seq);
+    let durable: Promise<void> | undefined;
+    try {
+      const pace = this.#pace;
+      for (let i = 0; i < cells.length; i++) {
+        memstore.insert(cells[i] as Cell);
+        const wait = pace(i);
+        if (wait !== undefined) await wait;
+      }
+      if (this.#storage !== undefined)
+        durable = this.#storage.append(encodeCells('mutation', drafts));
+    } catch (err) {
+      memstore.remove(cells);
+      this.#mvcc.complete(seq);
+      throw err;
+    } finally {
+      this.#pending.delete(seq);
+    }
+    if (durable !== undefined) {
+      try {
+        await durable;
+      } catch (err) {
+        // Not acknowledged, so not applied.
+        this.#fail(err);
+        memstore.remove(cells);
+        this.#mvcc.complete(seq);
+        throw err;
+      }
+    }
+    this.#mvcc.complete(seq);
+    await this.#mvcc.waitVisible(seq);
+    const oldest = this.#oldestReadPoint();
+    for (const c of cells) {
+      if (c.type !== 'DeleteFamily') {
+        const maxVersions = this.#schema.maxVersions(c.family);
+        memstore.trimColumn(c.row, c.family, c.qualifier, maxVersions, oldest);
+      }
+    }
+    this.checkpoints.afterWrite();
+  }
+
+  #fail(err: unknown): void {
+    this.#failure ??= err;
+  }
+}

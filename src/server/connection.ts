@@ -1,0 +1,390 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Socket } from 'node:net';
+import {
+  AbortedError,
+  ConnectionLostError,
+  LimitExceededError,
+  LockLostError,
+  type LocksmithError,
+  ProtocolError,
+  UnauthenticatedError,
+  UnsupportedOperationError,
+} from '../core/errors.js';
+import { decode, encode } from '../wire/codec.js';
+import { FrameReader, frame } from '../wire/frame.js';
+import {
+  ClientKind,
+  type ClientMessage,
+  type HelloOptions,
+  isMethod,
+  METHODS,
+  PROTOCOL_VERSION,
+  parseClientMessage,
+  ServerKind,
+  type Welcome,
+} from '../wire/messages.js';
+import { toWireError } from '../wire/wire-error.js';
+import type { Dispatcher } from './dispatch.js';
+import type { Lane } from './lane.js';
+import type { Session, SessionSink } from './session.js';
+import type { SessionRegistry } from './session-registry.js';
+
+/** What a connection needs of its server. */
+export interface ConnectionHost {
+  readonly sessions: SessionRegistry;
+  readonly dispatcher: Dispatcher;
+  readonly lanes: { readonly handler: Lane; readonly priority: Lane };
+  readonly limits: ConnectionLimits;
+  /** SHA-256 of the token, when the server has one. */
+  readonly tokenDigest: Buffer | undefined;
+  readonly lockLeaseMs: number;
+  readonly rowLockWaitMs: number;
+  readonly serverName: string;
+  /** Counts a finished call (for status and metrics). */
+  record(method: string, ok: boolean): void;
+  forget(connection: Connection): void;
+}
+
+export interface ConnectionLimits {
+  maxFrameBytes: number;
+  maxInFlight: number;
+  handshakeTimeoutMs: number;
+  /** Unsent answers beyond which the connection stops reading until the client catches up. */
+  maxBufferedBytes: number;
+}
+
+interface InFlight {
+  readonly controller: AbortController;
+}
+
+/**
+ * One client connection: the handshake, then calls. A frame that cannot be read (bad length,
+ * bad MessagePack, bad envelope) is a `PROTOCOL_ERROR` for the whole connection: it gets one
+ * ERROR with call id 0 and is closed, since the stream can no longer be trusted — never a
+ * crash, and never a partial call (a call is dispatched only once its frame decoded whole).
+ * Bad arguments of a well-formed call fail that call only.
+ *
+ * Before a successful HELLO nothing but HELLO is answered; a server with a token refuses a
+ * HELLO without the right one (compared in constant time) and closes. A connection that does
+ * not complete its handshake within `handshakeTimeoutMs` is dropped.
+ */
+export class Connection implements SessionSink {
+  readonly socket: Socket;
+  readonly remote: string;
+  readonly #host: ConnectionHost;
+  readonly #reader: FrameReader;
+  readonly #inFlight = new Map<number, InFlight>();
+  #session: Session | undefined;
+  #handshakeTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+  #corked = false;
+  #paused = false;
+
+  constructor(socket: Socket, host: ConnectionHost) {
+    this.socket = socket;
+    this.remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+    this.#host = host;
+    this.#reader = new FrameReader(host.limits.maxFrameBytes);
+    socket.setNoDelay(true);
+    this.#handshakeTimer = setTimeout(() => {
+      this.#fail(
+        new ProtocolError(
+          `No HELLO within ${host.limits.handshakeTimeoutMs} ms of connecting: connection dropped`,
+        ),
+      );
+    }, host.limits.handshakeTimeoutMs);
+    this.#handshakeTimer.unref();
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('drain', () => this.#onDrain());
+    socket.on('error', () => undefined);
+    socket.on('close', () => this.#onClose());
+  }
+
+  get session(): Session | undefined {
+    return this.#session;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /** Closes the connection at once (server shutdown, session moved elsewhere). */
+  close(err?: LocksmithError): void {
+    if (this.#closed) return;
+    if (err !== undefined) this.#send([ServerKind.ERROR, 0, err.code, err.message, false]);
+    this.#flush();
+    this.socket.end();
+    this.socket.destroySoon();
+  }
+
+  // ---- SessionSink ---------------------------------------------------------------------
+
+  notify(notice: string, data: unknown): void {
+    this.#send([ServerKind.NOTICE, notice, data]);
+  }
+
+  sessionEnded(code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED', message: string): void {
+    this.#session = undefined;
+    this.#send([ServerKind.ERROR, 0, code, message, false]);
+    this.#flush();
+    this.socket.end();
+  }
+
+  // ---- input -----------------------------------------------------------------------------
+
+  #onData(chunk: Buffer): void {
+    if (this.#closed) return;
+    let payloads: Buffer[];
+    try {
+      payloads = this.#reader.push(chunk);
+    } catch (err) {
+      this.#fail(err as LocksmithError);
+      return;
+    }
+    for (const payload of payloads) {
+      if (this.#closed) return;
+      let message: ClientMessage;
+      try {
+        message = parseClientMessage(decode(payload));
+      } catch (err) {
+        this.#fail(err as LocksmithError);
+        return;
+      }
+      if (this.#session !== undefined) this.#host.sessions.touch(this.#session);
+      switch (message.kind) {
+        case ClientKind.HELLO:
+          this.#hello(message.protocol, message.options);
+          break;
+        case ClientKind.CALL:
+          if (this.#session === undefined) {
+            this.#fail(new ProtocolError('The first message must be HELLO'));
+            return;
+          }
+          this.#call(this.#session, message.id, message.method, message.args);
+          break;
+        case ClientKind.CANCEL:
+          this.#inFlight
+            .get(message.id)
+            ?.controller.abort(new AbortedError(`Call ${message.id} was cancelled by the client`));
+          break;
+      }
+    }
+  }
+
+  #hello(protocol: number, options: HelloOptions): void {
+    if (this.#session !== undefined) {
+      this.#fail(new ProtocolError('HELLO was already sent on this connection'));
+      return;
+    }
+    if (protocol !== PROTOCOL_VERSION) {
+      this.#fail(
+        new ProtocolError(
+          `This server speaks protocol ${PROTOCOL_VERSION}; the client asked for ${protocol}`,
+        ),
+      );
+      return;
+    }
+    const digest = this.#host.tokenDigest;
+    if (digest !== undefined) {
+      const given = createHash('sha256')
+        .update(options.token ?? '')
+        .digest();
+      if (options.token === undefined || !timingSafeEqual(given, digest)) {
+        this.#fail(
+          new UnauthenticatedError(
+            options.token === undefined
+              ? 'This server requires a token (HELLO option token)'
+              : 'Wrong token',
+          ),
+        );
+        return;
+      }
+    }
+    let session: Session;
+    let resumed = false;
+    try {
+      if (options.session !== undefined) {
+        const found = this.#host.sessions.get(options.session);
+        if (found === undefined) {
+          // The connection stays in its handshake: the client may open a new session.
+          this.#send([
+            ServerKind.ERROR,
+            0,
+            'SESSION_EXPIRED',
+            'No such session: it expired, was closed, or the server restarted; its locks are released',
+            false,
+          ]);
+          return;
+        }
+        session = found;
+        resumed = true;
+        // A connection the client gave up on (half-open, or superseded) loses the session.
+        const previous = session.sink;
+        if (previous instanceof Connection && previous !== this) previous.#detachFor(this);
+      } else {
+        session = this.#host.sessions.open(
+          options.sessionLeaseMs,
+          options.releaseOnDisconnect ?? false,
+          options.client ?? '',
+        );
+      }
+    } catch (err) {
+      this.#fail(err as LocksmithError);
+      return;
+    }
+    clearTimeout(this.#handshakeTimer);
+    this.#handshakeTimer = undefined;
+    this.#session = session;
+    session.sink = this;
+    this.#host.sessions.touch(session);
+    const welcome: Welcome = {
+      session: session.id,
+      resumed,
+      sessionLeaseMs: session.leaseMs,
+      lockLeaseMs: this.#host.lockLeaseMs,
+      rowLockWaitMs: this.#host.rowLockWaitMs,
+      maxFrameBytes: this.#host.limits.maxFrameBytes,
+      maxInFlight: this.#host.limits.maxInFlight,
+      server: this.#host.serverName,
+      locks: [...session.locks].map(([lockId, held]): [string, string] => [lockId, held.table]),
+    };
+    this.#send([ServerKind.WELCOME, PROTOCOL_VERSION, welcome]);
+  }
+
+  #call(session: Session, id: number, method: string, args: unknown[]): void {
+    if (session.ended) {
+      this.#send([
+        ServerKind.ERROR,
+        id,
+        'SESSION_EXPIRED',
+        `Session ${session.label} has ended`,
+        false,
+      ]);
+      return;
+    }
+    if (this.#inFlight.has(id)) {
+      this.#send([
+        ServerKind.ERROR,
+        id,
+        'PROTOCOL_ERROR',
+        `Call id ${id} is already in flight`,
+        false,
+      ]);
+      return;
+    }
+    if (!isMethod(method)) {
+      const err = new UnsupportedOperationError(`Unknown method ${JSON.stringify(method)}`);
+      this.#send([ServerKind.ERROR, id, err.code, err.message, false]);
+      this.#host.record('unknown', false);
+      return;
+    }
+    if (this.#inFlight.size >= this.#host.limits.maxInFlight) {
+      const err = new LimitExceededError(
+        `This connection has ${this.#inFlight.size} calls in flight; the limit is ${this.#host.limits.maxInFlight}`,
+      );
+      this.#send([ServerKind.ERROR, id, err.code, err.message, true]);
+      this.#host.record(method, false);
+      return;
+    }
+    const controller = new AbortController();
+    this.#inFlight.set(id, { controller });
+    const signal = AbortSignal.any([controller.signal, session.signal]);
+    const lane =
+      METHODS[method] === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
+    lane
+      .run((slot) => this.#host.dispatcher.call(method, args, { session, slot, signal }))
+      .then(
+        (value) => {
+          this.#inFlight.delete(id);
+          this.#host.record(method, true);
+          this.#send([ServerKind.RESULT, id, value]);
+        },
+        (err: unknown) => {
+          this.#inFlight.delete(id);
+          this.#host.record(method, false);
+          const wire = toWireError(err);
+          this.#send([ServerKind.ERROR, id, wire.code, wire.message, wire.retryable]);
+        },
+      );
+  }
+
+  // ---- output ----------------------------------------------------------------------------
+
+  #send(message: unknown[]): void {
+    if (this.#closed || this.socket.destroyed || !this.socket.writable) return;
+    if (!this.#corked) {
+      // Answers finished in one turn of the event loop leave in one write.
+      this.#corked = true;
+      this.socket.cork();
+      setImmediate(() => this.#flush());
+    }
+    this.socket.write(frame(encode(message)));
+    if (!this.#paused && this.socket.writableLength > this.#host.limits.maxBufferedBytes) {
+      // The client is not reading its answers: stop reading its calls until it does.
+      this.#paused = true;
+      this.socket.pause();
+    }
+  }
+
+  #flush(): void {
+    if (!this.#corked) return;
+    this.#corked = false;
+    this.socket.uncork();
+  }
+
+  #onDrain(): void {
+    if (this.#paused && !this.#closed) {
+      this.#paused = false;
+      this.socket.resume();
+    }
+  }
+
+  // ---- endings ---------------------------------------------------------------------------
+
+  /** A protocol failure: one ERROR for the connection, then close. */
+  #fail(err: LocksmithError): void {
+    if (this.#closed) return;
+    const wire = toWireError(err);
+    this.#send([ServerKind.ERROR, 0, wire.code, wire.message, false]);
+    this.#flush();
+    this.socket.end();
+    this.socket.destroySoon();
+    // Stop reading: nothing more from this stream is trusted.
+    this.#closed = true;
+    this.#cleanup();
+  }
+
+  /** The session was resumed on another connection: this one closes without ending it. */
+  #detachFor(_other: Connection): void {
+    this.#session = undefined;
+    this.close(new ConnectionLostError('The session was resumed on another connection'));
+  }
+
+  #onClose(): void {
+    this.#closed = true;
+    this.#cleanup();
+  }
+
+  #cleanup(): void {
+    clearTimeout(this.#handshakeTimer);
+    const lost = new ConnectionLostError('The connection closed');
+    for (const call of this.#inFlight.values()) call.controller.abort(lost);
+    const session = this.#session;
+    this.#session = undefined;
+    if (session !== undefined && session.sink === this) {
+      session.sink = undefined;
+      if (session.releaseOnDisconnect) {
+        this.#host.sessions.end(
+          session,
+          new LockLostError(
+            `Session ${session.label} ended with its connection (releaseOnDisconnect)`,
+            {
+              code: 'SESSION_EXPIRED',
+            },
+          ),
+        );
+      }
+    }
+    this.#host.forget(this);
+  }
+}

@@ -1,0 +1,189 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Registry } from 'prom-client';
+
+/** What the status endpoint reads from its server. */
+export interface StatusSource {
+  status(): Record<string, unknown>;
+  metrics(): ServerMetrics;
+}
+
+/** The numbers `/metrics` exports (read at scrape time; nothing is counted twice). */
+export interface ServerMetrics {
+  connections: number;
+  sessions: number;
+  sessionsExpired: number;
+  locksHeld: number;
+  lockWaiters: number;
+  scanners: number;
+  scannersExpired: number;
+  tables: number;
+  lanes: { lane: string; size: number; busy: number; queued: number; parked: number }[];
+  calls: { method: string; outcome: 'ok' | 'error'; count: number }[];
+}
+
+/**
+ * `GET /status` (JSON) and `GET /metrics` (Prometheus text format, through prom-client) on
+ * their own HTTP port. Read-only: no request changes anything. With a token, both need
+ * `Authorization: Bearer <token>` (compared in constant time); the session ids they show are
+ * cut short, so nothing on them lets a reader act as a client. Labels are few (lane, method,
+ * outcome): prom-client's scrape time grows with label count.
+ */
+export class HttpStatus {
+  readonly port: number;
+  readonly #server: Server;
+
+  private constructor(server: Server, port: number) {
+    this.#server = server;
+    this.port = port;
+  }
+
+  static async listen(
+    source: StatusSource,
+    host: string,
+    port: number,
+    tokenDigest: Buffer | undefined,
+  ): Promise<HttpStatus> {
+    const registry = new Registry();
+    let snapshot: ServerMetrics | undefined;
+    const read = () => {
+      snapshot ??= source.metrics();
+      return snapshot;
+    };
+    const gauge = (name: string, help: string, value: (m: ServerMetrics) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(value(read()));
+        },
+      });
+    gauge('locksmith_connections', 'Client connections open now', (m) => m.connections);
+    gauge(
+      'locksmith_sessions',
+      'Sessions alive now (connected or within their lease)',
+      (m) => m.sessions,
+    );
+    gauge('locksmith_row_locks_held', 'Explicit row locks held by sessions', (m) => m.locksHeld);
+    gauge('locksmith_row_lock_waiters', 'Lock calls waiting for a row', (m) => m.lockWaiters);
+    gauge('locksmith_scanners', 'Server-side scanners open', (m) => m.scanners);
+    gauge('locksmith_tables', 'Tables served', (m) => m.tables);
+    new Counter({
+      name: 'locksmith_sessions_expired_total',
+      help: 'Sessions ended because their lease ran out',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read().sessionsExpired);
+      },
+    });
+    new Counter({
+      name: 'locksmith_scanners_expired_total',
+      help: 'Scanners closed because nobody read them for a lease',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read().scannersExpired);
+      },
+    });
+    for (const [name, help, key] of [
+      ['locksmith_handlers', 'Handlers of each lane', 'size'],
+      ['locksmith_handlers_busy', 'Handlers running a call', 'busy'],
+      ['locksmith_calls_queued', 'Calls waiting for a handler', 'queued'],
+      [
+        'locksmith_calls_parked',
+        'Calls that gave their handler back to wait for a row lock',
+        'parked',
+      ],
+    ] as const) {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['lane'],
+        registers: [registry],
+        collect() {
+          this.reset();
+          for (const lane of read().lanes) this.set({ lane: lane.lane }, lane[key]);
+        },
+      });
+    }
+    new Counter({
+      name: 'locksmith_calls_total',
+      help: 'Calls answered, by method and outcome',
+      labelNames: ['method', 'outcome'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const c of read().calls) this.inc({ method: c.method, outcome: c.outcome }, c.count);
+      },
+    });
+
+    const authorized = (req: IncomingMessage): boolean => {
+      if (tokenDigest === undefined) return true;
+      const header = req.headers.authorization ?? '';
+      const given = header.startsWith('Bearer ') ? header.slice(7) : '';
+      return (
+        timingSafeEqual(createHash('sha256').update(given).digest(), tokenDigest) &&
+        given.length > 0
+      );
+    };
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      const send = (code: number, type: string, body: string) => {
+        res.writeHead(code, {
+          'content-type': type,
+          'cache-control': 'no-store',
+          'x-content-type-options': 'nosniff',
+        });
+        res.end(body);
+      };
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        send(405, 'text/plain; charset=utf-8', 'Only GET: this endpoint is read-only\n');
+        return;
+      }
+      if (!authorized(req)) {
+        res.setHeader('www-authenticate', 'Bearer');
+        send(
+          401,
+          'text/plain; charset=utf-8',
+          'This server requires its token: Authorization: Bearer <token>\n',
+        );
+        return;
+      }
+      const path = (req.url ?? '/').split('?')[0];
+      if (path === '/status') {
+        send(
+          200,
+          'application/json; charset=utf-8',
+          `${JSON.stringify(source.status(), null, 2)}\n`,
+        );
+      } else if (path === '/metrics') {
+        snapshot = undefined;
+        registry.metrics().then(
+          (text) => send(200, registry.contentType, text),
+          (err: unknown) =>
+            send(500, 'text/plain; charset=utf-8', `metrics failed: ${(err as Error).message}\n`),
+        );
+      } else {
+        send(404, 'text/plain; charset=utf-8', 'Not found: GET /status or GET /metrics\n');
+      }
+    });
+    server.on('clientError', (_err, socket) => socket.destroy());
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return new HttpStatus(server, (server.address() as AddressInfo).port);
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#server.close(() => resolve());
+      this.#server.closeAllConnections();
+    });
+  }
+}

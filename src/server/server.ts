@@ -1,0 +1,520 @@
+import { createHash } from 'node:crypto';
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import type { Clock } from '../core/clock.js';
+import { checkDuration } from '../core/duration.js';
+import { ConnectionLostError, InvalidArgumentError, LockLostError } from '../core/errors.js';
+import { checkClock, checkOptionsObject, describeValue } from '../core/options.js';
+import { FSDirectory } from '../directory/fs-directory.js';
+import type { Lock } from '../directory/lock.js';
+import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
+import { CallStats } from './call-stats.js';
+import { Connection, type ConnectionHost, type ConnectionLimits } from './connection.js';
+import { Dispatcher, type DispatchLimits } from './dispatch.js';
+import { HttpStatus, type ServerMetrics } from './http-status.js';
+import { Lane } from './lane.js';
+import { ScannerRegistry } from './scanner-registry.js';
+import type { Session } from './session.js';
+import { SessionRegistry } from './session-registry.js';
+import { TableCatalog } from './table-catalog.js';
+
+export interface ServerOptions {
+  /** Where tables live; guarded by `write.lock` (a native lock), so one server per directory. */
+  dataDir: string;
+  /** Address to listen on. Default `127.0.0.1`: only this machine can connect. */
+  host?: string | undefined;
+  /** Default 7420; 0 picks a free port (see {@link LocksmithServer.port}). */
+  port?: number | undefined;
+  /** Handlers for data calls (HBase `handler.count`, default 10). */
+  handlers?: number | undefined;
+  /** Handlers of the priority lane: unlock, renew, keep-alive, admin, status (default 10). */
+  priorityHandlers?: number | undefined;
+  /** Lease of an explicit row lock and of a scanner, renewed by every use (default 60 s). */
+  leasePeriodMs?: number | undefined;
+  /** How long a lock call waits for its row by default (HBase 0.94: 30 s). */
+  rowLockWaitMs?: number | undefined;
+  /** Lease of a session whose client asks for none (default 10 s), and the bounds a client may ask within. */
+  sessionLeaseMs?: number | undefined;
+  minSessionLeaseMs?: number | undefined;
+  maxSessionLeaseMs?: number | undefined;
+  /** When set, a client must present it in its HELLO before anything else is answered. */
+  token?: string | undefined;
+  /** PEM certificate and key: the server then speaks TLS only. */
+  tls?: { cert: string | Buffer; key: string | Buffer } | undefined;
+  durability?: 'fsync' | 'none' | undefined;
+  maxFrameBytes?: number | undefined;
+  /** Calls in flight per connection (default 1024). */
+  maxInFlight?: number | undefined;
+  maxLocksPerSession?: number | undefined;
+  maxWaitersPerSession?: number | undefined;
+  /** A connection that sends no HELLO for this long is dropped (default 10 s). */
+  handshakeTimeoutMs?: number | undefined;
+  /** Serve `GET /status` and `GET /metrics` on this port (same host; 0: any free port). */
+  httpPort?: number | undefined;
+  clock?: Clock | undefined;
+}
+
+const DEFAULTS = {
+  host: '127.0.0.1',
+  port: 7420,
+  handlers: 10,
+  priorityHandlers: 10,
+  leasePeriodMs: 60_000,
+  rowLockWaitMs: 30_000,
+  sessionLeaseMs: 10_000,
+  minSessionLeaseMs: 100,
+  maxSessionLeaseMs: 3_600_000,
+  maxInFlight: 1024,
+  maxLocksPerSession: 10_000,
+  maxWaitersPerSession: 1_000,
+  handshakeTimeoutMs: 10_000,
+};
+
+const KNOWN = new Set([
+  'dataDir',
+  'host',
+  'port',
+  'handlers',
+  'priorityHandlers',
+  'leasePeriodMs',
+  'rowLockWaitMs',
+  'sessionLeaseMs',
+  'minSessionLeaseMs',
+  'maxSessionLeaseMs',
+  'token',
+  'tls',
+  'durability',
+  'maxFrameBytes',
+  'maxInFlight',
+  'maxLocksPerSession',
+  'maxWaitersPerSession',
+  'handshakeTimeoutMs',
+  'httpPort',
+  'clock',
+]);
+
+function count(value: unknown, what: string, fallback: number, max = 1_000_000): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > max) {
+    throw new InvalidArgumentError(
+      `${what} must be an integer from 1 to ${max}, got ${describeValue(value)}`,
+    );
+  }
+  return value;
+}
+
+function duration(value: unknown, what: string, fallback: number): number {
+  return value === undefined ? fallback : checkDuration(value as number, what);
+}
+
+/**
+ * The locksmith server: the row store and its row locks over TCP (docs/server.md). Tables live
+ * under `dataDir`, which the server locks for itself; clients open sessions that own their row
+ * locks and scanners. `listen()` resolves once the port is bound; `close()` ends every
+ * session (releasing their locks), closes every table and releases the directory; `done`
+ * resolves when it is all over and never rejects.
+ */
+export class LocksmithServer {
+  readonly host: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly done: Promise<void>;
+  readonly sessions: SessionRegistry;
+  readonly scanners: ScannerRegistry;
+  readonly catalog: TableCatalog;
+  readonly lanes: { readonly handler: Lane; readonly priority: Lane };
+  readonly calls = new CallStats();
+  readonly startedAt = Date.now();
+  readonly #server: Server;
+  readonly #connections = new Set<Connection>();
+  readonly #dataLock: Lock;
+  #http: HttpStatus | undefined;
+  #closing: Promise<void> | undefined;
+  #resolveDone: () => void = () => undefined;
+
+  private constructor(parts: {
+    server: Server;
+    address: AddressInfo;
+    dataDir: string;
+    sessions: SessionRegistry;
+    scanners: ScannerRegistry;
+    catalog: TableCatalog;
+    lanes: { handler: Lane; priority: Lane };
+    dataLock: Lock;
+  }) {
+    this.#server = parts.server;
+    this.host = parts.address.address;
+    this.port = parts.address.port;
+    this.dataDir = parts.dataDir;
+    this.sessions = parts.sessions;
+    this.scanners = parts.scanners;
+    this.catalog = parts.catalog;
+    this.lanes = parts.lanes;
+    this.#dataLock = parts.dataLock;
+    this.done = new Promise((resolve) => {
+      this.#resolveDone = resolve;
+    });
+  }
+
+  /** The port of `GET /status` and `GET /metrics`, when `httpPort` was given. */
+  get httpPort(): number | undefined {
+    return this.#http?.port;
+  }
+
+  /** Connections open now. */
+  get connections(): ReadonlySet<Connection> {
+    return this.#connections;
+  }
+
+  /** Opens the data directory (recovering every table), then listens. */
+  static async listen(options: ServerOptions): Promise<LocksmithServer> {
+    const opts = checkOptionsObject(options, 'LocksmithServer.listen options');
+    for (const key of Object.keys(opts)) {
+      if (!KNOWN.has(key)) {
+        throw new InvalidArgumentError(
+          `LocksmithServer.listen: unknown option ${JSON.stringify(key)}`,
+        );
+      }
+    }
+    const { dataDir } = opts;
+    if (typeof dataDir !== 'string' || dataDir.length === 0 || dataDir.includes('\0')) {
+      throw new InvalidArgumentError(
+        `dataDir must be a non-empty path, got ${describeValue(dataDir)}`,
+      );
+    }
+    const host = opts.host ?? DEFAULTS.host;
+    if (typeof host !== 'string' || host.length === 0) {
+      throw new InvalidArgumentError(`host must be a non-empty string, got ${describeValue(host)}`);
+    }
+    const port = opts.port ?? DEFAULTS.port;
+    if (typeof port !== 'number' || !Number.isSafeInteger(port) || port < 0 || port > 65535) {
+      throw new InvalidArgumentError(
+        `port must be an integer from 0 to 65535, got ${describeValue(port)}`,
+      );
+    }
+    const handlers = count(opts.handlers, 'handlers', DEFAULTS.handlers, 10_000);
+    const priorityHandlers = count(
+      opts.priorityHandlers,
+      'priorityHandlers',
+      DEFAULTS.priorityHandlers,
+      10_000,
+    );
+    const leasePeriodMs = duration(opts.leasePeriodMs, 'leasePeriodMs', DEFAULTS.leasePeriodMs);
+    if (leasePeriodMs < 1) throw new InvalidArgumentError('leasePeriodMs must be at least 1 ms');
+    const rowLockWaitMs = duration(opts.rowLockWaitMs, 'rowLockWaitMs', DEFAULTS.rowLockWaitMs);
+    const minSessionLeaseMs = duration(
+      opts.minSessionLeaseMs,
+      'minSessionLeaseMs',
+      DEFAULTS.minSessionLeaseMs,
+    );
+    const maxSessionLeaseMs = duration(
+      opts.maxSessionLeaseMs,
+      'maxSessionLeaseMs',
+      DEFAULTS.maxSessionLeaseMs,
+    );
+    const sessionLeaseMs = duration(opts.sessionLeaseMs, 'sessionLeaseMs', DEFAULTS.sessionLeaseMs);
+    if (
+      minSessionLeaseMs < 1 ||
+      minSessionLeaseMs > sessionLeaseMs ||
+      sessionLeaseMs > maxSessionLeaseMs
+    ) {
+      throw new InvalidArgumentError(
+        `Session leases must satisfy 1 ms <= minSessionLeaseMs (${minSessionLeaseMs}) <= sessionLeaseMs (${sessionLeaseMs}) <= maxSessionLeaseMs (${maxSessionLeaseMs})`,
+      );
+    }
+    const token = opts.token;
+    if (
+      token !== undefined &&
+      (typeof token !== 'string' || token.length === 0 || token.length > 4096)
+    ) {
+      throw new InvalidArgumentError('token must be a non-empty string of at most 4096 characters');
+    }
+    const durability = opts.durability ?? 'fsync';
+    if (durability !== 'fsync' && durability !== 'none') {
+      throw new InvalidArgumentError(
+        `durability must be 'fsync' or 'none', got ${describeValue(durability)}`,
+      );
+    }
+    const maxFrameBytes = count(
+      opts.maxFrameBytes,
+      'maxFrameBytes',
+      DEFAULT_MAX_FRAME_BYTES,
+      MAX_FRAME_LIMIT_BYTES,
+    );
+    if (maxFrameBytes < 1024) throw new InvalidArgumentError('maxFrameBytes must be at least 1024');
+    const connectionLimits: ConnectionLimits = {
+      maxFrameBytes,
+      maxInFlight: count(opts.maxInFlight, 'maxInFlight', DEFAULTS.maxInFlight),
+      handshakeTimeoutMs: duration(
+        opts.handshakeTimeoutMs,
+        'handshakeTimeoutMs',
+        DEFAULTS.handshakeTimeoutMs,
+      ),
+      maxBufferedBytes: Math.max(4 * 1024 * 1024, 2 * maxFrameBytes),
+    };
+    const dispatchLimits: DispatchLimits = {
+      maxLocksPerSession: count(
+        opts.maxLocksPerSession,
+        'maxLocksPerSession',
+        DEFAULTS.maxLocksPerSession,
+      ),
+      maxWaitersPerSession: count(
+        opts.maxWaitersPerSession,
+        'maxWaitersPerSession',
+        DEFAULTS.maxWaitersPerSession,
+      ),
+      maxScanRows: 1000,
+      maxScanBytes: Math.min(4 * 1024 * 1024, maxFrameBytes / 2),
+    };
+    const clock = checkClock(opts.clock);
+    const httpPort = opts.httpPort;
+    if (
+      httpPort !== undefined &&
+      (typeof httpPort !== 'number' ||
+        !Number.isSafeInteger(httpPort) ||
+        httpPort < 0 ||
+        httpPort > 65535)
+    ) {
+      throw new InvalidArgumentError(
+        `httpPort must be an integer from 0 to 65535, got ${describeValue(httpPort)}`,
+      );
+    }
+    let tls: { cert: string | Buffer; key: string | Buffer } | undefined;
+    if (opts.tls !== undefined) {
+      const { cert, key } = checkOptionsObject(opts.tls, 'tls');
+      const pem = (v: unknown) => typeof v === 'string' || Buffer.isBuffer(v);
+      if (!pem(cert) || !pem(key))
+        throw new InvalidArgumentError('tls needs cert and key (PEM strings or Buffers)');
+      tls = { cert, key };
+    }
+
+    // The data directory is this server's alone: a second server on it fails here.
+    const directory = await FSDirectory.open(dataDir);
+    const dataLock = await directory.obtainLock('write.lock');
+    let catalog: TableCatalog | undefined;
+    try {
+      catalog = await TableCatalog.open(dataDir, {
+        leasePeriodMs,
+        rowLockWaitMs,
+        durability,
+        clock,
+      });
+      const lanes = {
+        handler: new Lane('handler', handlers),
+        priority: new Lane('priority', priorityHandlers),
+      };
+      const scanners = new ScannerRegistry(clock, leasePeriodMs, 100);
+      let self: LocksmithServer | undefined;
+      const sessions = new SessionRegistry(
+        clock,
+        {
+          defaultLeaseMs: sessionLeaseMs,
+          minLeaseMs: minSessionLeaseMs,
+          maxLeaseMs: maxSessionLeaseMs,
+        },
+        (session, reason) => {
+          if (self !== undefined) self.#endSession(session, reason);
+        },
+      );
+      const server =
+        tls === undefined ? createServer() : createTlsServer({ cert: tls.cert, key: tls.key });
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+      self = new LocksmithServer({
+        server,
+        address: server.address() as AddressInfo,
+        dataDir,
+        sessions,
+        scanners,
+        catalog,
+        lanes,
+        dataLock,
+      });
+      const created = self;
+      const dispatcher = new Dispatcher({
+        catalog,
+        sessions,
+        scanners,
+        limits: dispatchLimits,
+        lockLeaseMs: leasePeriodMs,
+        status: () => created.status(),
+        notifyLost: (session, lockId, reason) =>
+          session.sink?.notify('lockLost', [
+            lockId,
+            (reason as { code?: string }).code ?? 'LOCK_LOST',
+            reason.message,
+          ]),
+      });
+      const host_: ConnectionHost = {
+        sessions,
+        dispatcher,
+        lanes,
+        limits: connectionLimits,
+        tokenDigest: token === undefined ? undefined : createHash('sha256').update(token).digest(),
+        lockLeaseMs: leasePeriodMs,
+        rowLockWaitMs,
+        serverName: 'locksmith/0.1.0',
+        record: (method, ok) => created.calls.record(method, ok),
+        forget: (connection) => created.#connections.delete(connection),
+      };
+      server.on(tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => {
+        if (created.#closing !== undefined) {
+          socket.destroy();
+          return;
+        }
+        created.#connections.add(new Connection(socket, host_));
+      });
+      // A failed TLS handshake is the client's problem, never the server's.
+      server.on('tlsClientError', () => undefined);
+      dataLock.once('lost', () => {
+        void created.close();
+      });
+      if (httpPort !== undefined) {
+        try {
+          created.#http = await HttpStatus.listen(created, host, httpPort, host_.tokenDigest);
+        } catch (err) {
+          await created.close();
+          throw err;
+        }
+      }
+      return created;
+    } catch (err) {
+      await catalog?.close();
+      await dataLock.close();
+      throw err;
+    }
+  }
+
+  /** A snapshot for status pages and the `status` call (no secrets: session ids are cut). */
+  status(): Record<string, unknown> {
+    const now = Date.now();
+    const sessions = [...this.sessions.all()].map((s) => ({
+      session: s.label,
+      client: s.client,
+      connected: s.sink !== undefined,
+      leaseMs: s.leaseMs,
+      locks: s.locks.size,
+      waiting: s.waiting,
+      scanners: s.scanners.size,
+      ageMs: now - s.openedAt,
+    }));
+    const tables = [...this.catalog.entries()].map(([name, { descriptor, region }]) => ({
+      name,
+      families: descriptor.families.map((f) => f.name),
+      rows: region.rowCount,
+      cells: region.cellCount,
+    }));
+    const locks = [...this.sessions.all()].flatMap((s) =>
+      [...s.locks.values()].map(({ table, lock }) => ({
+        table,
+        row: lock.resource,
+        session: s.label,
+        client: s.client,
+        token: lock.token,
+      })),
+    );
+    const lane = (l: Lane) => ({
+      size: l.size,
+      busy: l.busy,
+      queued: l.queued,
+      parked: l.parked,
+      completed: l.completed,
+    });
+    return {
+      server: 'locksmith/0.1.0',
+      uptimeMs: now - this.startedAt,
+      listening: `${this.host}:${this.port}`,
+      connections: this.#connections.size,
+      tables,
+      sessions,
+      locks,
+      scanners: this.scanners.size,
+      handlers: { handler: lane(this.lanes.handler), priority: lane(this.lanes.priority) },
+      calls: {
+        ok: Object.fromEntries(this.calls.ok),
+        failed: Object.fromEntries(this.calls.failed),
+        perSecond: this.calls.perSecond(60),
+      },
+    };
+  }
+
+  /** The numbers of `GET /metrics`. */
+  metrics(): ServerMetrics {
+    let locksHeld = 0;
+    let lockWaiters = 0;
+    for (const s of this.sessions.all()) {
+      locksHeld += s.locks.size;
+      lockWaiters += s.waiting;
+    }
+    const lane = (l: Lane) => ({
+      lane: l.name,
+      size: l.size,
+      busy: l.busy,
+      queued: l.queued,
+      parked: l.parked,
+    });
+    return {
+      connections: this.#connections.size,
+      sessions: this.sessions.size,
+      sessionsExpired: this.sessions.expired,
+      locksHeld,
+      lockWaiters,
+      scanners: this.scanners.size,
+      scannersExpired: this.scanners.expired,
+      tables: this.catalog.size,
+      lanes: [lane(this.lanes.handler), lane(this.lanes.priority)],
+      calls: [
+        ...[...this.calls.ok].map(([method, count]) => ({ method, outcome: 'ok' as const, count })),
+        ...[...this.calls.failed].map(([method, count]) => ({
+          method,
+          outcome: 'error' as const,
+          count,
+        })),
+      ],
+    };
+  }
+
+  /** Stops: no new connections, every session ended (locks released), tables and directory closed. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+      await this.#http?.close();
+      const bye = new ConnectionLostError('The server is shutting down');
+      for (const connection of [...this.#connections]) connection.close(bye);
+      this.sessions.close(new LockLostError('The server shut down', { code: 'LOCK_LOST' }));
+      this.scanners.shutdown();
+      await this.catalog.close();
+      await this.#dataLock.close().catch(() => undefined);
+      for (const connection of [...this.#connections]) connection.socket.destroy();
+      await closed;
+      this.#resolveDone();
+    })();
+    return this.#closing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #endSession(session: Session, reason: LockLostError): void {
+    this.scanners.closeAll(session);
+    for (const [lockId, { table, lock }] of [...session.locks]) {
+      session.locks.delete(lockId);
+      try {
+        this.catalog.region(table).unlockRow(lockId);
+      } catch {
+        // Its lease ran out or its table was dropped meanwhile: the handle knows already.
+        lock.close().catch(() => undefined);
+      }
+    }
+    const sink = session.sink;
+    session.sink = undefined;
+    if (sink !== undefined && reason.code === 'SESSION_EXPIRED')
+      sink.sessionEnded('SESSION_EXPIRED', reason.message);
+  }
+}

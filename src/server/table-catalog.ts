@@ -1,0 +1,251 @@
+import { randomBytes } from 'node:crypto';
+import { open, readdir, readFile, rename, rm, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Clock } from '../core/clock.js';
+import { InvalidArgumentError, LockIOError, TableError } from '../core/errors.js';
+import { checkBoolean, checkOptionsObject, describeValue } from '../core/options.js';
+import { makeDirectories } from '../directory/make-directories.js';
+import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from '../rows/column-family.js';
+import { Region } from '../rows/region.js';
+
+/** A table as `createTable` takes it and `describeTable` returns it. */
+export interface TableDescriptor {
+  name: string;
+  families: ColumnFamily[];
+  /** HBase 0.90's batch timestamps (see RegionOptions.timestampOnArrival). Default false. */
+  timestampOnArrival: boolean;
+}
+
+/** What the server passes to every region it opens. */
+export interface CatalogRegionOptions {
+  leasePeriodMs: number;
+  rowLockWaitMs: number;
+  durability: 'fsync' | 'none';
+  clock: Clock;
+}
+
+const TABLE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+const DESCRIPTOR = '.table.json';
+
+/** A table name: 1-128 of `[A-Za-z0-9_.-]`, not starting with `.` or `-` (a path component). */
+export function checkTableName(name: unknown): string {
+  if (typeof name !== 'string' || !TABLE_NAME.test(name)) {
+    throw new InvalidArgumentError(
+      `Invalid table name ${describeValue(name)}: 1-128 characters of [A-Za-z0-9_.-], not starting with '.' or '-'`,
+    );
+  }
+  return name;
+}
+
+/** Checks `createTable`'s arguments into a descriptor (nothing is created yet). */
+export function checkTableDescriptor(
+  name: unknown,
+  families: unknown,
+  options: unknown,
+): TableDescriptor {
+  const checkedName = checkTableName(name);
+  const specs = columnFamilies(families as ColumnFamilySpec[]);
+  const opts = checkOptionsObject(
+    (options ?? {}) as { timestampOnArrival?: unknown },
+    'createTable options',
+  );
+  for (const key of Object.keys(opts)) {
+    if (key !== 'timestampOnArrival') {
+      throw new InvalidArgumentError(
+        `createTable: unknown option ${JSON.stringify(key)} (known: timestampOnArrival)`,
+      );
+    }
+  }
+  const timestampOnArrival =
+    opts.timestampOnArrival === undefined || opts.timestampOnArrival === null
+      ? false
+      : checkBoolean(opts.timestampOnArrival, 'createTable option timestampOnArrival');
+  return { name: checkedName, families: [...specs.values()], timestampOnArrival };
+}
+
+/**
+ * The server's tables: one {@link Region} each, under `<data>/tables/<name>/`, described by
+ * `<data>/tables/<name>.table.json`. The descriptor file is the commit point: it is written
+ * (to a temporary name, fsynced, renamed) before the region is created, and removed before
+ * the region's directory is, so a crash in between leaves either a table that opens or a
+ * directory nobody names, which the next start removes.
+ *
+ * Administrative changes run one at a time. Dropping a table closes its region: every lock on
+ * it is lost (`LOCK_LOST`), and calls on it fail with `TABLE_NOT_FOUND` from then on.
+ */
+export class TableCatalog {
+  readonly #dir: string;
+  readonly #regionOptions: CatalogRegionOptions;
+  readonly #tables = new Map<string, { descriptor: TableDescriptor; region: Region }>();
+  #admin: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  private constructor(dir: string, regionOptions: CatalogRegionOptions) {
+    this.#dir = dir;
+    this.#regionOptions = regionOptions;
+  }
+
+  /** Opens (recovering) every table under `<dataDir>/tables`. */
+  static async open(dataDir: string, regionOptions: CatalogRegionOptions): Promise<TableCatalog> {
+    const dir = join(dataDir, 'tables');
+    await makeDirectories(dir);
+    const catalog = new TableCatalog(dir, regionOptions);
+    try {
+      await catalog.#load();
+    } catch (err) {
+      await catalog.close();
+      throw err;
+    }
+    return catalog;
+  }
+
+  get size(): number {
+    return this.#tables.size;
+  }
+
+  /** The region of a table, or `TABLE_NOT_FOUND`. */
+  region(name: unknown): Region {
+    const entry = typeof name === 'string' ? this.#tables.get(name) : undefined;
+    if (entry === undefined) {
+      throw new TableError('TABLE_NOT_FOUND', `No table named ${describeValue(name)}`);
+    }
+    return entry.region;
+  }
+
+  describe(name: unknown): TableDescriptor {
+    const entry = typeof name === 'string' ? this.#tables.get(name) : undefined;
+    if (entry === undefined) {
+      throw new TableError('TABLE_NOT_FOUND', `No table named ${describeValue(name)}`);
+    }
+    return entry.descriptor;
+  }
+
+  /** Table names in byte order. */
+  list(): string[] {
+    return [...this.#tables.keys()].sort();
+  }
+
+  entries(): IterableIterator<[string, { descriptor: TableDescriptor; region: Region }]> {
+    return this.#tables.entries();
+  }
+
+  create(descriptor: TableDescriptor): Promise<TableDescriptor> {
+    return this.#serially(async () => {
+      if (this.#tables.has(descriptor.name)) {
+        throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
+      }
+      const file = join(this.#dir, descriptor.name + DESCRIPTOR);
+      const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+      const handle = await open(temp, 'wx', 0o644);
+      try {
+        await handle.writeFile(`${JSON.stringify(descriptor, null, 2)}\n`);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      // A directory left by a crash between an earlier drop's two steps goes first.
+      await rm(join(this.#dir, descriptor.name), { recursive: true, force: true });
+      await rename(temp, file);
+      await this.#syncDir();
+      try {
+        this.#tables.set(descriptor.name, {
+          descriptor,
+          region: await this.#openRegion(descriptor),
+        });
+      } catch (err) {
+        await unlink(file).catch(() => undefined);
+        throw err;
+      }
+      return descriptor;
+    });
+  }
+
+  drop(name: unknown): Promise<void> {
+    return this.#serially(async () => {
+      const region = this.region(name);
+      const table = name as string;
+      this.#tables.delete(table);
+      await region.close();
+      await unlink(join(this.#dir, table + DESCRIPTOR));
+      await this.#syncDir();
+      const doomed = join(this.#dir, `.dropped-${randomBytes(6).toString('hex')}`);
+      await rename(join(this.#dir, table), doomed);
+      await rm(doomed, { recursive: true, force: true });
+    });
+  }
+
+  /** Closes every region (their locks are lost with `LOCK_LOST`). Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#admin.catch(() => undefined);
+    const regions = [...this.#tables.values()].map((t) => t.region);
+    this.#tables.clear();
+    await Promise.allSettled(regions.map((r) => r.close()));
+  }
+
+  async #load(): Promise<void> {
+    const names = await readdir(this.#dir);
+    const described = new Set<string>();
+    for (const entry of names) {
+      if (entry.endsWith('.tmp') || entry.startsWith('.dropped-')) {
+        await rm(join(this.#dir, entry), { recursive: true, force: true });
+        continue;
+      }
+      if (!entry.endsWith(DESCRIPTOR)) continue;
+      const file = join(this.#dir, entry);
+      let descriptor: TableDescriptor;
+      try {
+        const raw = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+        descriptor = checkTableDescriptor(raw.name, raw.families, {
+          timestampOnArrival: raw.timestampOnArrival,
+        });
+      } catch (err) {
+        throw new LockIOError(`Unreadable table descriptor ${file}: ${(err as Error).message}`, {
+          cause: err,
+        });
+      }
+      if (descriptor.name + DESCRIPTOR !== entry) {
+        throw new LockIOError(`Table descriptor ${file} names table ${descriptor.name}`);
+      }
+      described.add(descriptor.name);
+      this.#tables.set(descriptor.name, { descriptor, region: await this.#openRegion(descriptor) });
+    }
+    for (const entry of names) {
+      if (!entry.endsWith(DESCRIPTOR) && !described.has(entry)) {
+        // A table directory whose descriptor is gone: a drop that crashed half way.
+        await rm(join(this.#dir, entry), { recursive: true, force: true });
+      }
+    }
+  }
+
+  #openRegion(descriptor: TableDescriptor): Promise<Region> {
+    const { leasePeriodMs, rowLockWaitMs, durability, clock } = this.#regionOptions;
+    return Region.open({
+      families: descriptor.families,
+      dir: join(this.#dir, descriptor.name),
+      durability,
+      leasePeriodMs,
+      rowLockWaitMs,
+      timestampOnArrival: descriptor.timestampOnArrival,
+      clock,
+    });
+  }
+
+  async #syncDir(): Promise<void> {
+    const handle = await open(this.#dir, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+
+  #serially<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#closed)
+      return Promise.reject(new TableError('TABLE_NOT_FOUND', 'The server is closing'));
+    const run = this.#admin.then(work, work);
+    this.#admin = run.catch(() => undefined);
+    return run;
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * Sessions own row locks (after etcd's): a lock id is usable only by its session; a session
+ * outlives a dropped connection for its lease and is resumed with its locks; when the lease
+ * runs out (or at once, with releaseOnDisconnect) everything it held is released and waiters
+ * proceed; closing a session releases everything; deadlock detection works across sessions.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Get, Put } from '../../src/rows/index.js';
+import { RawClient } from './raw-client.js';
+import { client, startServer } from './server-fixture.js';
+
+const row = (s: string) => Buffer.from(s);
+
+describe('server sessions', () => {
+  it('a lock belongs to its session: another session can neither use nor release it', async () => {
+    await using server = await startServer();
+    await using a = await client(server);
+    await using b = await client(server);
+    await a.createTable('t', ['f']);
+    const lock = await a.table('t').lockRow('r');
+    await assert.rejects(b.table('t').unlockRow(lock.lockId), { code: 'UNKNOWN_ROW_LOCK' });
+    await assert.rejects(b.table('t').renewLease(lock.lockId), { code: 'UNKNOWN_ROW_LOCK' });
+    await assert.rejects(
+      b
+        .table('t')
+        .put(new Put('r', { rowLock: { lockId: lock.lockId } as never }).add('f', 'q', 'v')),
+      { code: 'UNKNOWN_ROW_LOCK' },
+    );
+    await assert.rejects(b.table('t').get(new Get('r', { lockId: lock.lockId } as never)), {
+      code: 'UNKNOWN_ROW_LOCK',
+    });
+    // The holder still holds it, and uses it.
+    lock.ensureValid();
+    await a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'mine'));
+    await lock.close();
+    assert.equal((await b.table('t').get(new Get('r'))).getValue('f', 'q')?.toString(), 'mine');
+  });
+
+  it("another session's mutation waits for the explicit lock, then lands after it", async () => {
+    await using server = await startServer();
+    await using a = await client(server);
+    await using b = await client(server);
+    await a.createTable('t', ['f']);
+    const lock = await a.table('t').lockRow('r');
+    const order: string[] = [];
+    const blocked = b
+      .table('t')
+      .put(new Put('r').add('f', 'q', 'b'))
+      .then(() => order.push('b put'));
+    await a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'a'));
+    await new Promise((r) => setTimeout(r, 200));
+    order.push('a unlock');
+    await lock.close();
+    await blocked;
+    assert.deepEqual(order, ['a unlock', 'b put']);
+  });
+
+  it('a silent session expires after its lease: its locks are released and a waiter gets the row', async () => {
+    await using server = await startServer();
+    await using b = await client(server);
+    await b.createTable('t', ['f']);
+    const { raw } = await RawClient.session(server.port, { sessionLeaseMs: 400 });
+    const grant = (await raw.call('lockRow', ['t', row('r'), null])) as [string, number, number];
+    assert.equal(typeof grant[0], 'string');
+    // The raw client now says nothing, like a process paused with SIGSTOP.
+    const started = Date.now();
+    const lock = await b.table('t').lockRow('r', { waitMs: 20_000 });
+    const waited = Date.now() - started;
+    assert.ok(waited >= 300, `the row was handed on after ${waited} ms, before the 400 ms lease`);
+    assert.ok(lock.token > grant[1], 'a later grant carries a larger fencing token');
+    // The expired session's connection was told and closed.
+    const bye = await raw.next((m) => m[0] === 2 && m[1] === 0);
+    assert.equal(bye[2], 'SESSION_EXPIRED');
+    await raw.whenClosed();
+    await lock.close();
+  });
+
+  it('releaseOnDisconnect: the locks go the moment the connection closes', async () => {
+    await using server = await startServer();
+    await using b = await client(server);
+    await b.createTable('t', ['f']);
+    const { raw } = await RawClient.session(server.port, {
+      sessionLeaseMs: 60_000,
+      releaseOnDisconnect: true,
+    });
+    await raw.call('lockRow', ['t', row('r'), null]);
+    const waiting = b.table('t').lockRow('r', { waitMs: 20_000 });
+    raw.destroy();
+    const started = Date.now();
+    const lock = await waiting;
+    assert.ok(Date.now() - started < 10_000);
+    await lock.close();
+  });
+
+  it('a resumed session keeps its locks; a dropped one without resume keeps them only for its lease', async () => {
+    await using server = await startServer();
+    await using b = await client(server);
+    await b.createTable('t', ['f']);
+    const { raw, welcome } = await RawClient.session(server.port, { sessionLeaseMs: 5_000 });
+    const [lockId] = (await raw.call('lockRow', ['t', row('r'), null])) as [string];
+    raw.destroy();
+    // Within the lease, another connection resumes the session, and finds its lock.
+    const again = await RawClient.open(server.port);
+    again.send([0, 1, { session: welcome.session }]);
+    const w = await again.next((m) => m[0] === 0);
+    const info = w[2] as { resumed: boolean; locks: [string, string][] };
+    assert.equal(info.resumed, true);
+    assert.deepEqual(info.locks, [[lockId, 't']]);
+    assert.equal(await b.table('t').tryLockRow('r'), null, 'the row is still held');
+    assert.equal(await again.call('unlockRow', ['t', lockId]), null);
+    const lock = await b.table('t').tryLockRow('r');
+    assert.ok(lock !== null);
+    await lock.close();
+    again.destroy();
+  });
+
+  it('a session id that expired cannot be resumed; the connection may open a new session', async () => {
+    await using server = await startServer();
+    const { raw, welcome } = await RawClient.session(server.port, { sessionLeaseMs: 200 });
+    raw.destroy();
+    await new Promise((r) => setTimeout(r, 600));
+    const again = await RawClient.open(server.port);
+    again.send([0, 1, { session: welcome.session }]);
+    const refused = await again.next((m) => m[0] === 2);
+    assert.equal(refused[2], 'SESSION_EXPIRED');
+    again.send([0, 1, {}]);
+    const w = await again.next((m) => m[0] === 0);
+    assert.notEqual((w[2] as { session: string }).session, welcome.session);
+    again.destroy();
+  });
+
+  it('closing the client ends the session and releases its locks at once', async () => {
+    await using server = await startServer();
+    await using b = await client(server);
+    await b.createTable('t', ['f']);
+    const a = await client(server, { sessionLeaseMs: 60_000 });
+    const lock = await a.table('t').lockRow('r');
+    const waiting = b.table('t').lockRow('r', { waitMs: 20_000 });
+    await a.close();
+    assert.equal(lock.signal.aborted, true);
+    await (await waiting).close();
+  });
+
+  it('the real client resumes its session after its connection is cut, and keeps its locks', async () => {
+    await using server = await startServer();
+    await using a = await client(server, { sessionLeaseMs: 5_000 });
+    await using b = await client(server);
+    await a.createTable('t', ['f']);
+    const lock = await a.table('t').lockRow('r');
+    const reconnected = new Promise<boolean>((resolve) => a.once('connected', resolve));
+    for (const connection of server.connections) {
+      if (connection.session?.id === a.session?.id) connection.socket.destroy();
+    }
+    assert.equal(await reconnected, true, 'the session was resumed');
+    assert.equal(lock.signal.aborted, false);
+    lock.ensureValid();
+    assert.equal(await b.table('t').tryLockRow('r'), null);
+    await a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'after resume'));
+    await lock.close();
+    const next = await b.table('t').tryLockRow('r');
+    assert.ok(next !== null);
+    await next.close();
+  });
+
+  it('deadlock detection works across sessions: one of two crossing lockers gets DEADLOCK', async () => {
+    await using server = await startServer();
+    await using a = await client(server);
+    await using b = await client(server);
+    await a.createTable('t', ['f']);
+    const a1 = await a.table('t').lockRow('r1');
+    const b2 = await b.table('t').lockRow('r2');
+    const aWants = a.table('t').lockRow('r2', { waitMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 100));
+    await assert.rejects(b.table('t').lockRow('r1', { waitMs: 20_000 }), { code: 'DEADLOCK' });
+    await b2.close();
+    const a2 = await aWants;
+    await a1.close();
+    await a2.close();
+  });
+
+  it("a lock's lease that runs out is reported to its holder (signal aborted, LEASE_EXPIRED)", async () => {
+    await using server = await startServer({ leasePeriodMs: 300 });
+    await using a = await client(server);
+    await a.createTable('t', ['f']);
+    const lock = await a.table('t').lockRow('r');
+    const reason = await new Promise<Error>((resolve) => lock.once('lost', resolve));
+    assert.equal((reason as { code?: string }).code, 'LEASE_EXPIRED');
+    assert.equal(lock.signal.aborted, true);
+    // As in process (HBase's UnknownRowLockException): the id is gone.
+    await assert.rejects(
+      a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'v')),
+      { code: 'UNKNOWN_ROW_LOCK' },
+    );
+  });
+});
