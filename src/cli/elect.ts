@@ -1,21 +1,24 @@
-import { systemClock } from '../core/clock.js';
 import { MAX_DURATION_MS, parseDuration } from '../core/duration.js';
 import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { makeDirectories } from '../directory/make-directories.js';
-import { CommandWatchdog, sharedNow } from '../os/command-watchdog.js';
+import { CommandWatchdog } from '../os/command-watchdog.js';
 import { type CommandExit, CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
+import {
+  type CreateLockerOptions,
+  createLocker,
+  DATABASE_QUERY_TIMEOUT_MS,
+  LOCKER_KINDS,
+  type LockerKind,
+} from '../store/create-locker.js';
 import { describe } from '../store/describe-error.js';
-import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL, type Locker } from '../store/locker.js';
+import { checkLeaseRules } from '../store/lease-rules.js';
 import type { StoreLogger } from '../store/logger.js';
-import { SharedFileLocker } from '../store/shared-file-locker.js';
 import { type ConfirmedEvent, Supervisor, type SupervisorEvent } from '../store/supervisor.js';
+import { type WatchdogDeadlines, watchdogPolicy } from '../store/watchdog-policy.js';
 import { parseCommandLine, UsageError } from './args.js';
 import { USAGES } from './usage.js';
 
 export const USAGE = `locksmith ${USAGES.elect.synopsis}`;
-
-export const LOCKER_KINDS = ['shared-file', 'database', 'lease-database'] as const;
-export type LockerKind = (typeof LOCKER_KINDS)[number];
 
 /** The command line of `locksmith elect`, validated; durations in ms. */
 export interface ElectOptions {
@@ -43,12 +46,6 @@ export interface ElectOptions {
   command: string[];
 }
 
-/**
- * The database locker's limit on its keep-alive statement, which elect passes explicitly: the
- * watchdog deadline of the `database` locker is derived from it (see {@link watchdogPolicy}).
- */
-export const DATABASE_QUERY_TIMEOUT_MS = 2000;
-
 /** Signals that stop elect: the command is stopped (with the grace), the lock released. */
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 const SIGNAL_STATUS: Record<(typeof STOP_SIGNALS)[number], number> = {
@@ -67,18 +64,7 @@ const SIGNAL_STATUS: Record<(typeof STOP_SIGNALS)[number], number> = {
  */
 export function parseElectOptions(args: string[]): ElectOptions {
   rejectNegativeDurations(args);
-  const { values, positionals, command } = parseCommandLine(args, {
-    locker: { type: 'string' },
-    dir: { type: 'string' },
-    db: { type: 'string' },
-    table: { type: 'string' },
-    id: { type: 'string' },
-    lease: { type: 'string' },
-    renew: { type: 'string' },
-    'acquire-interval': { type: 'string' },
-    grace: { type: 'string' },
-    'fail-if-locked': { type: 'boolean' },
-  });
+  const { values, positionals, command } = parseCommandLine(args, USAGES.elect.flags);
   const str = (name: string): string | undefined => values[name] as string | undefined;
   if (positionals.length > 0) {
     throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])} before --`);
@@ -144,58 +130,40 @@ export function parseElectOptions(args: string[]): ElectOptions {
   if (lease !== undefined) options.leaseMs = lease;
   if (renew !== undefined) options.renewMs = renew;
   if (interval !== undefined) options.acquireIntervalMs = interval;
-  checkCombination(options, (name) => str(name));
+  try {
+    checkLeaseRules(
+      { kind: locker, leaseMs: options.leaseMs, renewMs: options.renewMs },
+      { lease: '--lease', renew: '--renew', leaseText: str('lease'), renewText: str('renew') },
+    );
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   return options;
 }
 
-/** The shortest lease elect accepts: below it, scheduling noise alone eats the margins. */
-export const MIN_LEASE_MS = 1000;
-
 /**
- * Lease-database: the longest renewal period, as a fraction of the lease. The master counts
- * itself master for 3/4 of the lease after a renewal was sent (then it self-fences), and its
- * command watchdog sends SIGTERM 1/8 of the lease before that; a renewal every 3/8 of the lease
- * leaves 1/4 of the lease for the renewal's round trip and the event loop's delays.
+ * The locker elect runs under (silent but for `logger`: elect reports role changes itself,
+ * and listens only for the locker's first "held" line). `--id` names the lease holder of
+ * lease-database; the held-transaction `database` locker has no holder column, so there it
+ * only names this contender in elect's lines.
  */
-export const MAX_RENEW_FRACTION = 3 / 8;
-
-/**
- * The lease/renew/interval combinations that cannot work, refused before anything is taken:
- * a lease-database lease under {@link MIN_LEASE_MS}, a renewal not shorter than the lease or
- * longer than {@link MAX_RENEW_FRACTION} of it, and (database) a renewal so long that the
- * takeover pause (renew + query timeout) is past the longest duration.
- */
-function checkCombination(options: ElectOptions, str: (name: string) => string | undefined): void {
-  const { locker, renewMs: renew } = options;
-  if (locker === 'lease-database') {
-    const lease = options.leaseMs ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
-    const leaseText = options.leaseMs === undefined ? `${lease}ms, the default` : str('lease');
-    if (lease < MIN_LEASE_MS) {
-      throw new UsageError(
-        `--lease (${leaseText}) must be at least 1s: a shorter lease leaves no time to renew it on a busy machine`,
-      );
-    }
-    if (renew === undefined) return;
-    if (renew >= lease) {
-      throw new UsageError(
-        `--renew (${str('renew')}) must be shorter than --lease (${leaseText}): a lease renewed no faster than it expires lapses between renewals`,
-      );
-    }
-    if (renew > lease * MAX_RENEW_FRACTION) {
-      throw new UsageError(
-        `--renew (${str('renew')}) must be at most 3/8 of --lease (${leaseText}), e.g. --renew ${Math.floor(lease / 4)}ms: the command is stopped 5/8 of the lease after a renewal that is not followed by another`,
-      );
-    }
+function lockerOptions(options: ElectOptions, logger: StoreLogger): CreateLockerOptions {
+  const { locker, acquireIntervalMs, failIfLocked } = options;
+  if (locker === 'shared-file') {
+    const directory = options.dir as string;
+    return { kind: locker, directory, acquireIntervalMs, failIfLocked, logger };
   }
-  if (
-    locker === 'database' &&
-    renew !== undefined &&
-    renew + DATABASE_QUERY_TIMEOUT_MS > MAX_DURATION_MS
-  ) {
-    throw new UsageError(
-      `--renew (${str('renew')}) is too long: a new master pauses --renew + ${DATABASE_QUERY_TIMEOUT_MS}ms, which must stay within ${MAX_DURATION_MS}ms`,
-    );
-  }
+  const database = { database: options.db as string, lockTableName: options.table };
+  return locker === 'database'
+    ? { kind: locker, ...database, acquireIntervalMs, failIfLocked, logger }
+    : {
+        kind: locker,
+        ...database,
+        leaseHolderId: options.id,
+        leaseMs: options.leaseMs,
+        failIfLocked,
+        logger,
+      };
 }
 
 const DURATION_OPTIONS = ['--lease', '--renew', '--acquire-interval', '--grace'];
@@ -254,102 +222,6 @@ function duration(
 }
 
 /**
- * The one place that turns the options into a {@link Locker} (silent unless given `logger`:
- * elect reports role changes itself, and listens only for the locker's first "held" line). The database lockers are imported on demand, so that `shared-file` never
- * loads the database drivers. Their constructors validate the URL and the table name (an
- * InvalidArgumentError: exit 2); nothing connects before `start()`. `--id` names the lease
- * holder of lease-database; the held-transaction `database` locker has no holder column, so
- * there it only names this contender in elect's lines.
- */
-export async function createLocker(options: ElectOptions, logger?: StoreLogger): Promise<Locker> {
-  switch (options.locker) {
-    case 'shared-file':
-      return new SharedFileLocker({
-        directory: options.dir as string,
-        lockAcquireSleepInterval: options.acquireIntervalMs,
-        failIfLocked: options.failIfLocked,
-        logger,
-      });
-    case 'lease-database': {
-      const { LeaseDatabaseLocker } = await import('../store/lease-database-locker.js');
-      return new LeaseDatabaseLocker({
-        database: options.db as string,
-        lockTableName: options.table,
-        leaseHolderId: options.id,
-        // ActiveMQ's semantics: the lease locker's acquire interval is its lease duration.
-        lockAcquireSleepInterval: options.leaseMs,
-        failIfLocked: options.failIfLocked,
-        logger,
-      });
-    }
-    case 'database': {
-      const { DatabaseLocker } = await import('../store/database-locker.js');
-      return new DatabaseLocker({
-        database: options.db as string,
-        lockTableName: options.table,
-        lockAcquireSleepInterval: options.acquireIntervalMs,
-        failIfLocked: options.failIfLocked,
-        queryTimeout: DATABASE_QUERY_TIMEOUT_MS,
-        logger,
-      });
-    }
-  }
-}
-
-/** The watchdog's deadlines, in {@link sharedNow} ms. */
-export interface WatchdogDeadlines {
-  termAt: number;
-  killAt: number;
-}
-
-/**
- * Turns a confirmation of mastership into the command's deadlines: SIGKILL to its group at
- * `killAt`, which comes before any other contender can be master; SIGTERM `min(--grace, lead)`
- * before it.
- *
- * - lease-database: `killAt` = the locker's `validUntil` (3/4 of the lease after the renewal
- *   was sent): the lease itself runs at least 1/4 lease longer, and a contender takes it only
- *   once it has expired on the database's clock. Lead: 1/8 of the lease.
- * - database: the row lock is held by our session, paused or not; another contender gets it
- *   only when the database or the network ends that session, and then pauses `renew + query
- *   timeout` before it acts. The lock was ours after `at` (the confirmation's start), so
- *   `killAt` = at + renew + 3/4 of the query timeout leaves 1/4 of it (500 ms) for the
- *   watchdog to act. Lead: 1/4 of the query timeout. (This holds when every contender uses
- *   the same `--renew`; the newcomer's pause is its own.)
- * - shared-file: the kernel's lock stays with our open file while elect is paused, and is
- *   freed only when elect dies, which also kills the command (parent-death signal, and the
- *   watchdog): no deadline.
- */
-export function watchdogPolicy(
-  options: ElectOptions,
-  renewMs: number,
-): (confirmed: ConfirmedEvent) => WatchdogDeadlines {
-  const toShared = (monotonic: number) =>
-    monotonic === Number.POSITIVE_INFINITY
-      ? monotonic
-      : sharedNow() + (monotonic - systemClock.monotonic());
-  const deadlines = (killAt: number, lead: number): WatchdogDeadlines => ({
-    termAt: killAt - Math.min(options.graceMs, lead),
-    killAt,
-  });
-  switch (options.locker) {
-    case 'lease-database': {
-      const lease = options.leaseMs ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
-      return ({ validUntil }) => deadlines(toShared(validUntil), lease / 8);
-    }
-    case 'database':
-      return ({ at, validUntil }) =>
-        deadlines(
-          toShared(Math.min(validUntil, at + renewMs + (DATABASE_QUERY_TIMEOUT_MS * 3) / 4)),
-          DATABASE_QUERY_TIMEOUT_MS / 4,
-        );
-    case 'shared-file':
-      // Infinity today; a deadline the locker comes to know is honoured as it is.
-      return ({ validUntil }) => deadlines(toShared(validUntil), renewMs / 2);
-  }
-}
-
-/**
  * `locksmith elect`: runs the command only while this process is master of the store, with
  * the fencing token in `LOCKSMITH_FENCING_TOKEN`.
  *
@@ -394,17 +266,19 @@ export async function run(args: string[]): Promise<number> {
   // as master (ActiveMQ's DatabaseLocker does so, to let the old master notice); it says
   // nothing meanwhile, so elect announces the pause up front. Set once the period is known.
   let pauseNote = '';
-  const locker = await createLocker(options, {
-    // The locker's first "held" line is the moment this contender has looked and found
-    // another master: only then is it a slave. The rest of its log stays quiet.
-    info: (message) => {
-      const held = /^(.*?)\. This broker is now in slave mode/.exec(message)?.[1];
-      if (held !== undefined)
-        say(`waiting as slave: ${held}${pauseNote && ` (when it frees: ${pauseNote})`}`);
-    },
-    debug: () => {},
-    warn: () => {},
-  });
+  const locker = await createLocker(
+    lockerOptions(options, {
+      // The locker's first "held" line is the moment this contender has looked and found
+      // another master: only then is it a slave. The rest of its log stays quiet.
+      info: (message) => {
+        const held = /^(.*?)\. This broker is now in slave mode/.exec(message)?.[1];
+        if (held !== undefined)
+          say(`waiting as slave: ${held}${pauseNote && ` (when it frees: ${pauseNote})`}`);
+      },
+      debug: () => {},
+      warn: () => {},
+    }),
+  );
   // Started before anything is taken: no command ever runs unwatched.
   const watchdog = await CommandWatchdog.start();
   let deadlines: WatchdogDeadlines | undefined;
@@ -421,7 +295,12 @@ export async function run(args: string[]): Promise<number> {
     service,
     ...(options.renewMs === undefined ? {} : { lockKeepAlivePeriod: options.renewMs }),
   });
-  const policy = watchdogPolicy(options, supervisor.lockKeepAlivePeriod);
+  const policy = watchdogPolicy({
+    kind: options.locker,
+    leaseMs: options.leaseMs,
+    graceMs: options.graceMs,
+    renewMs: supervisor.lockKeepAlivePeriod,
+  });
   if (options.locker === 'database' && supervisor.lockKeepAlivePeriod > 0) {
     const pauseS = (supervisor.lockKeepAlivePeriod + DATABASE_QUERY_TIMEOUT_MS) / 1000;
     pauseNote = `pausing ${pauseS} s before taking over, as ActiveMQ's DatabaseLocker does`;

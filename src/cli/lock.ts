@@ -2,11 +2,11 @@ import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { LockIOError, LockObtainFailedError } from '../core/errors.js';
 import { acquireLock, WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
+import { FILE_FACTORY_NAMES, lockFactoryByName } from '../directory/factory-by-name.js';
 import { FSDirectory } from '../directory/fs-directory.js';
 import { inspectLock, type LockInspection } from '../directory/inspect-lock.js';
 import type { Lock } from '../directory/lock.js';
-import { NativeFSLockFactory, nativeLockDescriptor } from '../directory/native-fs-lock-factory.js';
-import { SimpleFSLockFactory } from '../directory/simple-fs-lock-factory.js';
+import { nativeLockDescriptor } from '../directory/native-fs-lock-factory.js';
 import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
 import { USAGES } from './usage.js';
 
@@ -33,23 +33,18 @@ const FORWARDED: NodeJS.Signals[] = [
  * until the command ends even if this process is killed.
  */
 export async function run(args: string[]): Promise<number> {
-  const { values, positionals, command } = parseCommandLine(args, {
-    factory: { type: 'string' },
-    wait: { type: 'string' },
-  });
+  const { values, positionals, command } = parseCommandLine(args, USAGES.lock.flags);
   if (positionals.length !== 1 || command === undefined || command.length === 0) {
     throw new UsageError(`expected a directory, then -- and a command; usage: ${USAGE}`);
   }
   const dirPath = pathArgument('the directory', positionals[0]);
-  const factoryName = (values.factory as string | undefined) ?? 'native';
-  if (factoryName !== 'native' && factoryName !== 'simple') {
-    throw new UsageError(`--factory must be native or simple, not ${JSON.stringify(factoryName)}`);
-  }
+  const factory = lockFactoryByName(
+    (values.factory as string | undefined) ?? 'native',
+    FILE_FACTORY_NAMES,
+  );
   const waitText = values.wait as string | undefined;
   const waitMs = waitText === undefined ? undefined : durationOption('--wait', waitText);
   // Everything is checked: only now is the directory opened (and created if missing).
-  const factory =
-    factoryName === 'simple' ? SimpleFSLockFactory.INSTANCE : NativeFSLockFactory.INSTANCE;
   const directory = await FSDirectory.open(dirPath, factory);
 
   const giveUp = new AbortController();

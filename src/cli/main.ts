@@ -7,6 +7,7 @@ import {
   commandUsage,
   isCommandName,
   topUsage,
+  USAGES,
   version,
   wantsHelp,
 } from './usage.js';
@@ -59,7 +60,7 @@ async function main(argv: string[]): Promise<number> {
     );
     return 2;
   }
-  if (wantsHelp(rest)) {
+  if (wantsHelp(rest, USAGES[name].flags)) {
     process.stdout.write(commandUsage(name));
     return 0;
   }

@@ -1,6 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { LocksmithServer } from '../server/server.js';
 import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import { USAGES } from './usage.js';
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 
@@ -39,18 +40,7 @@ async function readToken(path: string): Promise<string> {
  * (every session ends and releases its locks; tables are closed cleanly) and exits 0.
  */
 export async function run(args: string[]): Promise<number> {
-  const { values, positionals, command } = parseCommandLine(args, {
-    data: { type: 'string' },
-    host: { type: 'string' },
-    port: { type: 'string' },
-    handlers: { type: 'string' },
-    'lease-period': { type: 'string' },
-    'session-lease': { type: 'string' },
-    'token-file': { type: 'string' },
-    'tls-cert': { type: 'string' },
-    'tls-key': { type: 'string' },
-    'http-port': { type: 'string' },
-  });
+  const { values, positionals, command } = parseCommandLine(args, USAGES.serve.flags);
   if (positionals.length > 0 || command !== undefined) {
     throw new UsageError(`serve takes no arguments, got ${JSON.stringify(positionals[0] ?? '--')}`);
   }

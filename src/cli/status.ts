@@ -1,8 +1,10 @@
+import { existsSync, mkdtempSync, rmdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { isErrno } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
 import { WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
+import { FILE_FACTORY_NAMES, lockFactoryByName } from '../directory/factory-by-name.js';
 import { inspectLock, type LockInspection } from '../directory/inspect-lock.js';
-import { NativeFSLockFactory } from '../directory/native-fs-lock-factory.js';
-import { SimpleFSLockFactory } from '../directory/simple-fs-lock-factory.js';
 import { parseCommandLine, pathArgument, UsageError } from './args.js';
 import { USAGES } from './usage.js';
 
@@ -24,25 +26,21 @@ export const STATUS_EXIT = {
  * Tells whether a lock in `<dir>` is free, held (by which process, where the OS says) or
  * cannot be taken at all, as {@link inspectLock} sees it: the same checks `locksmith lock`
  * would fail on. Prints on stdout; exits with {@link STATUS_EXIT}. Every argument is checked
- * before anything is looked at; nothing is created or modified.
+ * before anything is looked at; nothing is created or modified (but for a probe directory
+ * made and removed at once, see {@link creatable}).
  */
 export async function run(args: string[]): Promise<number> {
-  const { values, positionals, command } = parseCommandLine(args, {
-    name: { type: 'string' },
-    factory: { type: 'string' },
-  });
+  const { values, positionals, command } = parseCommandLine(args, USAGES.status.flags);
   if (positionals.length !== 1 || command !== undefined) {
     throw new UsageError(`expected one directory; usage: ${USAGE}`);
   }
   const dir = pathArgument('the directory', positionals[0]);
-  const factoryName = (values.factory as string | undefined) ?? 'native';
-  if (factoryName !== 'native' && factoryName !== 'simple') {
-    throw new UsageError(`--factory must be native or simple, not ${JSON.stringify(factoryName)}`);
-  }
+  const lockFactory = lockFactoryByName(
+    (values.factory as string | undefined) ?? 'native',
+    FILE_FACTORY_NAMES,
+  );
   const name = validateLockName((values.name as string | undefined) ?? WRITE_LOCK_NAME, '--name');
-  const lockFactory =
-    factoryName === 'simple' ? SimpleFSLockFactory.INSTANCE : NativeFSLockFactory.INSTANCE;
-  const inspection = inspectLock(dir, { name, lockFactory });
+  const inspection = creatable(inspectLock(dir, { name, lockFactory }), dir);
   process.stdout.write(
     report(inspection)
       .map((line) => `${line}\n`)
@@ -55,6 +53,34 @@ export async function run(args: string[]): Promise<number> {
       return STATUS_EXIT.HELD;
     case 'cannot-lock':
       return STATUS_EXIT.CANNOT_LOCK;
+  }
+}
+
+/**
+ * A missing directory is "free" only if `lock` could create it. The inspection can tell an
+ * unwritable parent, but not a file system that refuses new directories to anyone, root
+ * included (`/proc/x`: ENOENT, `/sys/x`: EPERM); only mkdir tells. So a directory with a
+ * unique name is made in the nearest existing parent and removed at once: nothing stays, and
+ * `dir` itself is never created. Its failure is the OS's reason `lock` would meet.
+ */
+function creatable(inspection: LockInspection, dir: string): LockInspection {
+  if (inspection.state !== 'free' || inspection.detail !== 'no-directory') return inspection;
+  const absolute = resolve(dir);
+  let parent = dirname(absolute);
+  while (!existsSync(parent) && dirname(parent) !== parent) parent = dirname(parent);
+  try {
+    rmdirSync(mkdtempSync(join(parent, '.locksmith-status-probe-')));
+    return inspection;
+  } catch (err) {
+    if (!isErrno(err)) throw err;
+    return {
+      state: 'cannot-lock',
+      path: inspection.path,
+      fenceCounter: inspection.fenceCounter,
+      reason: 'directory-unwritable',
+      message: `${absolute} cannot be created in ${parent}: ${err.code}`,
+      ...(err.code === undefined ? {} : { errno: err.code }),
+    };
   }
 }
 

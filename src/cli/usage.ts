@@ -15,7 +15,16 @@ export interface CommandUsage {
   options: string[];
   /** Further paragraphs (exit codes, notes). */
   notes: string[];
+  /**
+   * The options the command parses (see `parseCommandLine` in ./args.ts): the command reads its
+   * command line with these, and {@link wantsHelp} skips the value of each `string` one, so
+   * `--name -h` names a lock `-h` rather than asking for help.
+   */
+  flags: OptionSpecs;
 }
+
+/** Option specs as `parseArgs` takes them (no short forms: `-h` is help, nothing else). */
+export type OptionSpecs = Record<string, { type: 'string' | 'boolean' }>;
 
 export const COMMAND_NAMES = [
   'serve',
@@ -52,6 +61,18 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'Prints "locksmith serve: listening on locksmith://<host>:<port> ..." once it accepts clients.',
       EXIT_CODES,
     ],
+    flags: {
+      data: { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      handlers: { type: 'string' },
+      'lease-period': { type: 'string' },
+      'session-lease': { type: 'string' },
+      'token-file': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'http-port': { type: 'string' },
+    },
   },
   lock: {
     synopsis: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]',
@@ -64,6 +85,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'The directory is created if missing. The command gets LOCKSMITH_FENCING_TOKEN.',
       "Exit codes: the command's own (128 + signal if killed, 127 not found, 126 cannot run); 1 locked or a runtime failure; 2 a bad command line.",
     ],
+    flags: { factory: { type: 'string' }, wait: { type: 'string' } },
   },
   status: {
     synopsis: 'status <dir> [--name <lock>] [--factory native|simple]',
@@ -73,6 +95,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--factory native|simple  the lock factory (default: native)',
     ],
     notes: ['Exit codes: 0 free, 1 held, 2 a bad command line, 3 cannot lock.'],
+    flags: { name: { type: 'string' }, factory: { type: 'string' } },
   },
   elect: {
     synopsis:
@@ -91,6 +114,18 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--fail-if-locked             exit 1 at once if another process is master (default: wait)',
     ],
     notes: [EXIT_CODES],
+    flags: {
+      locker: { type: 'string' },
+      dir: { type: 'string' },
+      db: { type: 'string' },
+      table: { type: 'string' },
+      id: { type: 'string' },
+      lease: { type: 'string' },
+      renew: { type: 'string' },
+      'acquire-interval': { type: 'string' },
+      grace: { type: 'string' },
+      'fail-if-locked': { type: 'boolean' },
+    },
   },
   'verify-server': {
     synopsis: 'verify-server <bindHost> <clients>',
@@ -103,6 +138,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'Prints "Listening on <host>:<port>..." once it listens (the port is chosen by the system) and starts the clients together once all of them registered. Run the clients with "locksmith stress" or Lucene\'s LockStressTest.',
       "Exit codes, as Lucene's: 0 every client finished without a locking violation, 1 a bad command line or any failure.",
     ],
+    flags: {},
   },
   stress: {
     synopsis:
@@ -121,6 +157,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'Run several, each with its own ID and the same lock directory, after "locksmith verify-server".',
       "Exit codes, as Lucene's: 0 success, 1 a bad command line or any failure.",
     ],
+    flags: {},
   },
 };
 
@@ -165,10 +202,18 @@ export function version(): string {
 
 /**
  * Whether `args` asks for help: `--help` or `-h` before any `--` (after it, they belong to
- * the command being run).
+ * the command being run), and not the value of an option that takes one (`--name -h`): that
+ * value is read as `parseCommandLine` reads it, the next argument unless it starts
+ * with `--`.
  */
-export function wantsHelp(args: string[]): boolean {
+export function wantsHelp(args: string[], flags: OptionSpecs): boolean {
   const end = args.indexOf('--');
   const before = end === -1 ? args : args.slice(0, end);
-  return before.includes('--help') || before.includes('-h');
+  for (let i = 0; i < before.length; i++) {
+    const arg = before[i] as string;
+    if (arg === '--help' || arg === '-h') return true;
+    const takesValue = arg.startsWith('--') && flags[arg.slice(2)]?.type === 'string';
+    if (takesValue && !before[i + 1]?.startsWith('--')) i++;
+  }
+  return false;
 }

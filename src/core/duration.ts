@@ -34,6 +34,14 @@ export function parseDuration(value: string | number, what = 'duration'): number
   return checkDuration(Number(match[1]) * (UNITS[match[2] as string] ?? 1), what);
 }
 
+/** A duration that must not be 0: {@link checkDuration}, then > 0. */
+export function checkPositiveDuration(value: number, what: string): number {
+  if (checkDuration(value, what) === 0) {
+    throw new InvalidArgumentError(`Invalid ${what} 0: must be > 0`);
+  }
+  return value;
+}
+
 /**
  * A finite number of milliseconds from 0 to {@link MAX_DURATION_MS}, or an
  * {@link InvalidArgumentError} that names `what` and the bound it broke.

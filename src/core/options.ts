@@ -56,6 +56,17 @@ export function checkBoolean(value: unknown, what: string): boolean {
   return value;
 }
 
+/**
+ * Whether `value` is an object with a function under each of `names`: the duck-typed check
+ * for an injected collaborator (a logger, a service, a locker). The caller words the refusal,
+ * since only it knows what the object is for.
+ */
+export function hasMethods(value: unknown, ...names: string[]): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return names.every((name) => typeof v[name] === 'function');
+}
+
 /** An optional callback: `undefined` or a function. */
 export function checkCallback<F extends (...args: never[]) => unknown>(
   value: F | undefined,

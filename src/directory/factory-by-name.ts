@@ -26,14 +26,26 @@ export const FACTORY_NAMES: readonly string[] = [
 ];
 
 /**
- * A lock factory from its short name (`native`, `simple`, `single`, `none`) or its Lucene class
- * name (`org.apache.lucene.store.NativeFSLockFactory`, …). `single` is a new instance each time.
+ * The factories that lock across processes through the file system: the only ones a command
+ * that holds or inspects a lock for other processes (`locksmith lock`, `locksmith status`)
+ * can mean. `single` locks within one process and `none` not at all.
  */
-export function lockFactoryByName(name: string): LockFactory {
-  const make = FACTORIES[LUCENE_CLASS_NAMES[name] ?? name];
+export const FILE_FACTORY_NAMES: readonly string[] = ['native', 'simple'];
+
+/**
+ * A lock factory from its short name (`native`, `simple`, `single`, `none`) or its Lucene class
+ * name (`org.apache.lucene.store.NativeFSLockFactory`, …), among `accepted` (all of
+ * {@link FACTORY_NAMES} by default). `single` is a new instance each time. Any other name is an
+ * {@link InvalidArgumentError} listing the accepted ones.
+ */
+export function lockFactoryByName(
+  name: string,
+  accepted: readonly string[] = FACTORY_NAMES,
+): LockFactory {
+  const make = accepted.includes(name) ? FACTORIES[LUCENE_CLASS_NAMES[name] ?? name] : undefined;
   if (make === undefined) {
     throw new InvalidArgumentError(
-      `Unknown lock factory ${JSON.stringify(name)}: expected one of ${FACTORY_NAMES.join(', ')}`,
+      `Unknown lock factory ${JSON.stringify(name)}: expected one of ${accepted.join(', ')}`,
     );
   }
   return make();

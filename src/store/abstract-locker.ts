@@ -9,7 +9,7 @@ import {
   type LockerOptions,
   type LockerStartOptions,
 } from './locker.js';
-import { isStoreLogger, type StoreLogger, silentLogger } from './logger.js';
+import { checkLogger, type StoreLogger } from './logger.js';
 import { Mastership, markEnded, markUnconfirmed } from './mastership.js';
 
 export interface AbstractLockerOptions extends LockerOptions {
@@ -269,13 +269,4 @@ export abstract class AbstractLocker
   protected abstract doStop(): Promise<void>;
   /** Checks the held lock: true still ours, false lost, rejection unknown. */
   protected abstract doKeepAlive(): Promise<boolean>;
-}
-
-/** The `logger` option: {@link silentLogger} by default, else a {@link StoreLogger}. */
-export function checkLogger(logger: StoreLogger | undefined): StoreLogger {
-  if (logger === undefined) return silentLogger;
-  if (!isStoreLogger(logger)) {
-    throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
-  }
-  return logger;
 }

@@ -1,4 +1,3 @@
-import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { checkBoolean, checkOptionsObject } from '../core/options.js';
 import type { AbstractLockerOptions } from './abstract-locker.js';
@@ -31,14 +30,6 @@ export function checkDatabaseLockerOptions<T extends DatabaseLockerCommonOptions
     table: checkIdentifier(o.lockTableName ?? DEFAULT_LOCK_TABLE_NAME, 'lockTableName'),
     createTablesOnStartup: checkBoolean(o.createTablesOnStartup ?? true, 'createTablesOnStartup'),
   };
-}
-
-/** A duration option that must not be 0: {@link checkDuration}, then > 0. */
-export function checkPositiveDuration(value: number, what: string): number {
-  if (checkDuration(value, what) === 0) {
-    throw new InvalidArgumentError(`Invalid ${what} 0: must be > 0`);
-  }
-  return value;
 }
 
 /** An SQL override: absent, or a non-empty string. */

@@ -1,10 +1,9 @@
-import { checkDuration } from '../core/duration.js';
+import { checkDuration, checkPositiveDuration } from '../core/duration.js';
 import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { abortableSleep } from '../core/wait.js';
 import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
   checkDatabaseLockerOptions,
-  checkPositiveDuration,
   checkStatement,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';

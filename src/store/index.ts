@@ -24,6 +24,16 @@ export {
   exitStatus,
 } from './command-service.js';
 export {
+  type CreateLockerOptions,
+  createLocker,
+  DATABASE_QUERY_TIMEOUT_MS,
+  type DatabaseLockerSpec,
+  type LeaseDatabaseLockerSpec,
+  LOCKER_KINDS,
+  type LockerKind,
+  type SharedFileLockerSpec,
+} from './create-locker.js';
+export {
   DatabaseLocker,
   type DatabaseLockerOptions,
   DEFAULT_DATABASE_KEEP_ALIVE_PERIOD,
@@ -44,6 +54,13 @@ export {
   type LeaseDatabaseLockerOptions,
   type LeaseStatements,
 } from './lease-database-locker.js';
+export {
+  checkLeaseRules,
+  type LeaseTimings,
+  type LeaseTimingsWording,
+  MAX_RENEW_FRACTION,
+  MIN_LEASE_MS,
+} from './lease-rules.js';
 export {
   DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
   type Locker,
@@ -81,3 +98,8 @@ export {
   type SupervisorOptions,
   type SupervisorState,
 } from './supervisor.js';
+export {
+  type WatchdogDeadlines,
+  type WatchdogPolicyOptions,
+  watchdogPolicy,
+} from './watchdog-policy.js';

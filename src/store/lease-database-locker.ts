@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { checkDuration } from '../core/duration.js';
+import { checkDuration, checkPositiveDuration } from '../core/duration.js';
 import {
   InvalidArgumentError,
   LockIOError,
@@ -13,7 +13,6 @@ import { abortableSleep } from '../core/wait.js';
 import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
   checkDatabaseLockerOptions,
-  checkPositiveDuration,
   checkStatement,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';

@@ -1,3 +1,6 @@
+import { InvalidArgumentError } from '../core/errors.js';
+import { hasMethods } from '../core/options.js';
+
 /**
  * Where store lockers and the supervisor report what they do. ActiveMQ logs through SLF4J;
  * here the caller injects a logger. The default is {@link silentLogger}: a library does not
@@ -27,9 +30,17 @@ export const consoleLogger: StoreLogger = Object.freeze({
 
 /** True when `logger` has callable `info`, `debug` and `warn`. */
 export function isStoreLogger(logger: unknown): logger is StoreLogger {
-  if (typeof logger !== 'object' || logger === null) return false;
-  const l = logger as Record<string, unknown>;
-  return (
-    typeof l.info === 'function' && typeof l.debug === 'function' && typeof l.warn === 'function'
-  );
+  return hasMethods(logger, 'info', 'debug', 'warn');
+}
+
+/**
+ * The `logger` option of the lockers and the supervisor: {@link silentLogger} by default,
+ * else a {@link StoreLogger}.
+ */
+export function checkLogger(logger: StoreLogger | undefined): StoreLogger {
+  if (logger === undefined) return silentLogger;
+  if (!isStoreLogger(logger)) {
+    throw new InvalidArgumentError('logger must have info(), debug() and warn() methods');
+  }
+  return logger;
 }

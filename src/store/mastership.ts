@@ -2,7 +2,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError, LockLostError } from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
-import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
+import { checkOptionsObject, checkSignal, describeValue, hasMethods } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
@@ -165,13 +165,7 @@ export async function withMastership<T>(
   fn: (mastership: Mastership) => T | PromiseLike<T>,
   options?: WithMastershipOptions,
 ): Promise<T> {
-  if (
-    locker === null ||
-    typeof locker !== 'object' ||
-    typeof locker.start !== 'function' ||
-    typeof locker.keepAlive !== 'function' ||
-    typeof locker.stop !== 'function'
-  ) {
+  if (!hasMethods(locker, 'start', 'keepAlive', 'stop')) {
     throw new InvalidArgumentError(`withMastership needs a Locker, got ${describeValue(locker)}`);
   }
   if (typeof fn !== 'function') {

@@ -7,11 +7,10 @@ import {
   InvalidArgumentError,
   LockLostError,
 } from '../core/errors.js';
-import { checkBoolean, checkClock, checkOptionsObject } from '../core/options.js';
-import { checkLogger } from './abstract-locker.js';
+import { checkBoolean, checkClock, checkOptionsObject, hasMethods } from '../core/options.js';
 import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
-import type { StoreLogger } from './logger.js';
+import { checkLogger, type StoreLogger } from './logger.js';
 import type { Service } from './service.js';
 
 export interface SupervisorOptions {
@@ -126,25 +125,13 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
     const o = checkOptionsObject(options, 'Supervisor options');
     const useLock = checkBoolean(o.useLock ?? true, 'useLock');
     const service = o.service;
-    if (
-      typeof service !== 'object' ||
-      service === null ||
-      typeof service.start !== 'function' ||
-      typeof service.stop !== 'function'
-    ) {
+    if (!hasMethods(service, 'start', 'stop')) {
       throw new InvalidArgumentError('service must have start() and stop() methods');
     }
     let locker: Locker | undefined;
     if (useLock) {
       locker = o.locker;
-      if (
-        typeof locker !== 'object' ||
-        locker === null ||
-        typeof locker.start !== 'function' ||
-        typeof locker.stop !== 'function' ||
-        typeof locker.keepAlive !== 'function' ||
-        typeof locker.on !== 'function'
-      ) {
+      if (!hasMethods(locker, 'start', 'stop', 'keepAlive', 'on')) {
         throw new InvalidArgumentError(
           'locker must be a Locker (start, stop, keepAlive, on) when useLock is true',
         );

@@ -91,6 +91,9 @@ test('lock usage errors exit 2 with one line `locksmith lock: … (INVALID_ARGUM
     ['lock', dir, '--'],
     ['lock', '', '--', 'true'],
     ['lock', dir, '--factory', 'bogus', '--', 'true'],
+    ['lock', dir, '--factory', 'none', '--', 'true'],
+    ['lock', dir, '--factory', '-h', '--', 'true'],
+    ['lock', dir, '--wait', '-h', '--', 'true'],
     ['lock', dir, '--wait', 'soon', '--', 'true'],
     ['lock', dir, '--wait', '-1s', '--', 'true'],
     ['lock', dir, '--wait', '--', 'true'],
@@ -99,6 +102,9 @@ test('lock usage errors exit 2 with one line `locksmith lock: … (INVALID_ARGUM
     const result = await run([cliPath, ...args]);
     assert.equal(result.code, 2, args.join(' '));
     assert.match(result.stderr, /^locksmith lock: [^\n]+ \(INVALID_ARGUMENT\)\n$/, args.join(' '));
+    if (args[3] === '--factory') {
+      assert.match(result.stderr, /Unknown lock factory "[^"]+": expected one of native, simple/);
+    }
   }
   assert.ok(!existsSync(dir), 'the directory was not created');
   const missing = await run([cliPath, 'lock', tmp.path, '--', '/no/such/program']);

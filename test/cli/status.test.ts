@@ -201,3 +201,38 @@ test('status: a FIFO at write.lock cannot be locked, and status does not block o
   const lock = await run([cliPath, 'lock', tmp.path, '--', 'true'], { timeoutMs: 20_000 });
   assert.equal(lock.code, 1);
 });
+
+test('status: a directory the OS will not create (/proc/x) cannot be locked, with the OS reason (exit 3)', async () => {
+  // As root, /proc passes every permission check; only mkdir says no (ENOENT). As another
+  // user the permission check already refuses (EACCES). Either way: exit 3, never "free".
+  const result = await run([cliPath, 'status', '/proc/x']);
+  assertCannotLock(
+    result,
+    '/proc/x/write.lock',
+    /\/proc\/x cannot be created in \/proc: (ENOENT|EACCES|EPERM)$/,
+  );
+  // A directory that can be created is still free, and is not created.
+  using tmp = tempDir();
+  const missing = join(tmp.path, 'a', 'b');
+  const free = await run([cliPath, 'status', missing]);
+  assert.equal(free.code, FREE, free.stdout);
+  assert.match(free.stdout, /free \(no such directory\)/);
+  assert.deepEqual(readdirSync(tmp.path), [], 'nothing stays behind');
+});
+
+test('status: a value after an option that takes one is that value, even -h or --help-like', async () => {
+  using tmp = tempDir();
+  const named = await run([cliPath, 'status', tmp.path, '--name', '-h']);
+  assert.equal(named.code, FREE, `${named.stdout}${named.stderr}`);
+  assert.equal(named.stdout, `${join(tmp.path, '-h')}: free (no lock file)\n`);
+  const factory = await run([cliPath, 'status', tmp.path, '--factory', '-h']);
+  assert.equal(factory.code, USAGE);
+  assert.match(
+    factory.stderr,
+    /^locksmith status: Unknown lock factory "-h": expected one of native, simple \(INVALID_ARGUMENT\)\n$/,
+  );
+  // -h anywhere else is still help.
+  const help = await run([cliPath, 'status', tmp.path, '-h']);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /^Usage: locksmith status /);
+});

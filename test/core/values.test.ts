@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { checkPositiveDuration } from '../../src/core/duration.js';
 import {
   checkCallback,
   checkClock,
@@ -13,6 +14,7 @@ import {
   systemClock,
   validateLockName,
 } from '../../src/core/index.js';
+import { hasMethods } from '../../src/core/options.js';
 
 test('parseDuration accepts units and rejects nonsense', () => {
   assert.equal(parseDuration('500ms'), 500);
@@ -193,4 +195,33 @@ test('option checks name the option and refuse look-alikes', () => {
     message: /onLost must be a function/,
   });
   assert.throws(() => checkOptionsObject([] as never, 'options'), { code: 'INVALID_ARGUMENT' });
+});
+
+test('checkPositiveDuration is checkDuration without 0', () => {
+  assert.equal(checkPositiveDuration(1, 'queryTimeout'), 1);
+  assert.throws(() => checkPositiveDuration(0, 'queryTimeout'), {
+    code: 'INVALID_ARGUMENT',
+    message: 'Invalid queryTimeout 0: must be > 0',
+  });
+  assert.throws(() => checkPositiveDuration(-1, 'queryTimeout'), { code: 'INVALID_ARGUMENT' });
+});
+
+test('hasMethods: an object with a function under each name, nothing else', () => {
+  const logger = { info() {}, debug() {}, warn: () => {} };
+  assert.equal(hasMethods(logger, 'info', 'debug', 'warn'), true);
+  assert.equal(hasMethods(logger, 'info', 'error'), false);
+  assert.equal(hasMethods({ start: 1 }, 'start'), false);
+  for (const value of [null, undefined, 'start', () => {}]) {
+    assert.equal(hasMethods(value, 'start'), false);
+  }
+  assert.equal(
+    hasMethods(
+      new (class {
+        start() {}
+      })(),
+      'start',
+    ),
+    true,
+    'inherited methods count',
+  );
 });

@@ -1,7 +1,8 @@
 import mysql from 'mysql2/promise';
 import { ConnectionDeath } from './connection-death.js';
-import { type Dialect, type SqlConnection, type SqlResult, withTimeout } from './dialect.js';
+import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
 import { DialectPool, type PoolSource } from './dialect-pool.js';
+import { queryWithin } from './query-within.js';
 
 function result(out: unknown): SqlResult {
   if (Array.isArray(out)) return { rows: out as Record<string, unknown>[], affected: 0 };
@@ -108,9 +109,7 @@ export class MysqlDialect implements Dialect {
 
   async connect(): Promise<SqlConnection> {
     const raw = await this.#pool.getConnection();
-    const conn = new MysqlConnection(raw, (id) => {
-      this.#pool.query(`KILL ${Math.floor(id)}`).catch(() => {});
-    });
+    const conn = new MysqlConnection(raw, (id) => this.#kill(id));
     try {
       const r = await conn.query('SELECT CONNECTION_ID() AS id');
       conn.sessionId = Number(r.rows[0]?.id);
@@ -121,30 +120,40 @@ export class MysqlDialect implements Dialect {
     return conn;
   }
 
+  /** Ends session `id` on the server, from another pooled connection; failures ignored. */
+  #kill(id: number): void {
+    this.#pool.query(`KILL ${Math.floor(id)}`).catch(() => {});
+  }
+
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
     const [out] = await this.#pool.query(sql, params as unknown[]);
     return result(out);
   }
 
-  async queryWithin(
+  queryWithin(
     sql: string,
     params: readonly unknown[],
     ms: number,
     onTimeout: () => Error,
   ): Promise<SqlResult> {
-    if (ms <= 0) return this.query(sql, params);
-    const conn = await this.#pool.getConnection();
-    try {
-      const [out] = await withTimeout(conn.query(sql, params as unknown[]), ms, onTimeout);
-      conn.release();
-      return result(out);
-    } catch (err) {
-      const id = conn.threadId;
-      conn.destroy();
-      // The server would keep the statement waiting until its lock wait timeout.
-      if (typeof id === 'number') this.#pool.query(`KILL ${Math.floor(id)}`).catch(() => {});
-      throw err;
-    }
+    return queryWithin(
+      ms,
+      onTimeout,
+      () => this.query(sql, params),
+      async () => {
+        const conn = await this.#pool.getConnection();
+        return {
+          run: async () => result((await conn.query(sql, params as unknown[]))[0]),
+          release: () => conn.release(),
+          drop: () => {
+            const id = conn.threadId;
+            conn.destroy();
+            // The server would keep the statement waiting until its lock wait timeout.
+            if (typeof id === 'number') this.#kill(id);
+          },
+        };
+      },
+    );
   }
 
   async beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean> {

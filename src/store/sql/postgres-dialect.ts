@@ -1,12 +1,17 @@
 import pg from 'pg';
 import { ConnectionDeath } from './connection-death.js';
-import { type Dialect, type SqlConnection, type SqlResult, withTimeout } from './dialect.js';
+import type { Dialect, SqlConnection, SqlResult } from './dialect.js';
 import { DialectPool, type PoolSource } from './dialect-pool.js';
+import { queryWithin } from './query-within.js';
 
 /** `?` → `$1, $2, …` (our statements never contain a literal `?`). */
 export function dollars(sql: string): string {
   let n = 0;
   return sql.replace(/\?/g, () => `$${++n}`);
+}
+
+function pgResult(r: pg.QueryResult): SqlResult {
+  return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
 }
 
 class PgConnection implements SqlConnection {
@@ -39,8 +44,7 @@ class PgConnection implements SqlConnection {
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
-    const r = await this.#client.query(dollars(sql), params as unknown[]);
-    return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
+    return pgResult(await this.#client.query(dollars(sql), params as unknown[]));
   }
 
   async release(): Promise<void> {
@@ -118,29 +122,34 @@ export class PostgresDialect implements Dialect {
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<SqlResult> {
-    const r = await this.#use().query(dollars(sql), params as unknown[]);
-    return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
+    return pgResult(await this.#use().query(dollars(sql), params as unknown[]));
   }
 
-  async queryWithin(
+  queryWithin(
     sql: string,
     params: readonly unknown[],
     ms: number,
     onTimeout: () => Error,
   ): Promise<SqlResult> {
-    if (ms <= 0) return this.query(sql, params);
-    const client = await this.#use().connect();
-    // A client ended under a pending statement may still report the error as an event.
-    client.on('error', ignore);
-    try {
-      const r = await withTimeout(client.query(dollars(sql), params as unknown[]), ms, onTimeout);
-      client.off('error', ignore);
-      client.release();
-      return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
-    } catch (err) {
-      client.release(true); // ends the socket: the pool forgets it, the statement is abandoned
-      throw err;
-    }
+    return queryWithin(
+      ms,
+      onTimeout,
+      () => this.query(sql, params),
+      async () => {
+        const client = await this.#use().connect();
+        // A client ended under a pending statement may still report the error as an event.
+        client.on('error', ignore);
+        return {
+          run: async () => pgResult(await client.query(dollars(sql), params as unknown[])),
+          release: () => {
+            client.off('error', ignore);
+            client.release();
+          },
+          // Ends the socket: the pool forgets it, the statement is abandoned.
+          drop: () => client.release(true),
+        };
+      },
+    );
   }
 
   async beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean> {
