@@ -45,13 +45,10 @@ export function ms(value: number): string {
   return value >= 10_000 ? `${(value / 1000).toFixed(2)} s` : `${fmt(value)} ms`;
 }
 
+/** Seconds, two decimals. */
 export function sec(value: number): string {
   return `${(value / 1000).toFixed(2)} s`;
 }
-
-// ---------------------------------------------------------------------------------------------
-// Machine and load
-// ---------------------------------------------------------------------------------------------
 
 /** `/proc/stat` totals: [steal, all] jiffies; undefined off Linux. */
 function cpuTimes(): [number, number] | undefined {
@@ -208,6 +205,7 @@ export async function runStoreBench(sections: readonly StoreSection[]): Promise<
     const started = performance.now();
     takeSnapshot();
     await machine();
+    // Printed whatever parts run: the round trips' heading is numbered after it.
     say('## 1. Failover');
     say();
     const results: StoreResults = { fast: [], default: [] };
