@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, release as kernelRelease, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fmt, repoRoot, say, table, verdict } from './support.js';
+import { fmt, repoRoot, say, sayTable, verdict } from './support.js';
 
 /** Scratch directory of the run; removed at the end. */
 export const work = mkdtempSync(join(tmpdir(), 'locksmith-bench-'));
@@ -104,9 +104,11 @@ export async function runDirectoryBench(parts: readonly DirectoryPart[]): Promis
       }
     }
     if (steal.length > 0) {
-      say('## Noise: CPU time stolen by the hypervisor');
-      say();
-      say(table(['part', 'steal, % of all CPU time'], steal));
+      sayTable(
+        '## Noise: CPU time stolen by the hypervisor',
+        ['part', 'steal, % of all CPU time'],
+        steal,
+      );
       say();
       say('From /proc/stat (all CPUs): time the virtual CPUs were ready to run but not running.');
       say();
@@ -114,17 +116,14 @@ export async function runDirectoryBench(parts: readonly DirectoryPart[]): Promis
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-  say('## Goals');
-  say();
-  say(
-    table(
-      ['goal', 'target', 'measured', 'verdict'],
-      goals.map((g) => [
-        g.what,
-        g.goal,
-        g.measured,
-        g.met === undefined ? 'skipped' : verdict(g.met),
-      ]),
-    ),
+  sayTable(
+    '## Goals',
+    ['goal', 'target', 'measured', 'verdict'],
+    goals.map((g) => [
+      g.what,
+      g.goal,
+      g.measured,
+      g.met === undefined ? 'skipped' : verdict(g.met),
+    ]),
   );
 }

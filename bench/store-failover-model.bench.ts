@@ -7,7 +7,7 @@
 import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL } from '../src/store/index.js';
 import type { FailoverRow, Scenario } from './store-failover.bench.js';
 import { ms, runStoreBench, type StoreSection, sec } from './store-support.js';
-import { isMain, median, percentile, ratio, say, table } from './support.js';
+import { isMain, median, percentile, ratio, say, sayTable, table } from './support.js';
 
 /** mulberry32: a small seeded PRNG, so the model prints the same figures on every run. */
 function prng(seed: number): () => number {
@@ -120,20 +120,17 @@ function models(): Model[] {
 }
 
 function printModels(list: Model[]): void {
-  say('### ActiveMQ and Kubernetes defaults (model, not measured)');
-  say();
-  say(
-    table(
-      ['system', 'settings', 'kill -9 p50 / max', 'how', 'graceful p50 / max', 'how'],
-      list.map((m) => [
-        m.system,
-        m.settings,
-        m.kill.text,
-        m.killFormula,
-        m.graceful.text,
-        m.gracefulFormula,
-      ]),
-    ),
+  sayTable(
+    '### ActiveMQ and Kubernetes defaults (model, not measured)',
+    ['system', 'settings', 'kill -9 p50 / max', 'how', 'graceful p50 / max', 'how'],
+    list.map((m) => [
+      m.system,
+      m.settings,
+      m.kill.text,
+      m.killFormula,
+      m.graceful.text,
+      m.gracefulFormula,
+    ]),
   );
   say();
 }

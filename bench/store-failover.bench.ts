@@ -34,7 +34,7 @@ import {
   sec,
   work,
 } from './store-support.js';
-import { fmt, isMain, median, nowNs, say, sleep, table } from './support.js';
+import { fmt, isMain, median, nowNs, say, sayTable, sleep, table } from './support.js';
 
 const FAST_SAMPLES = Number(process.env.STORE_BENCH_SAMPLES ?? 7);
 /** After the standby reports `waiting`: let its first attempt run, then a random phase. */
@@ -287,37 +287,31 @@ function printFast(rows: FailoverRow[]): void {
     ),
   );
   say();
-  say('All samples (ms), in order:');
-  say();
-  say(
-    table(
-      ['locker', 'kill -9', 'graceful'],
-      rows.map(({ scenario: s, kill, graceful }) => [
-        s.name,
-        kill.samples.map((v) => fmt(v)).join(' '),
-        graceful.samples.map((v) => fmt(v)).join(' '),
-      ]),
-    ),
+  sayTable(
+    'All samples (ms), in order:',
+    ['locker', 'kill -9', 'graceful'],
+    rows.map(({ scenario: s, kill, graceful }) => [
+      s.name,
+      kill.samples.map((v) => fmt(v)).join(' '),
+      graceful.samples.map((v) => fmt(v)).join(' '),
+    ]),
   );
   reportDemotions(rows);
   say();
 }
 
 function printDefault(rows: FailoverRow[]): void {
-  say('### Default configuration (one sample per locker and stop mode)');
-  say();
-  say(
-    table(
-      ['locker', 'settings (ms)', 'kill -9', 'kill -9 expected', 'graceful', 'graceful expected'],
-      rows.map(({ scenario: s, kill, graceful }) => [
-        s.name,
-        settingsText(DEFAULT, s),
-        sec(kill.samples[0] ?? Number.NaN),
-        range(expected(DEFAULT, s, 'kill'), sec),
-        sec(graceful.samples[0] ?? Number.NaN),
-        range(expected(DEFAULT, s, 'graceful'), sec),
-      ]),
-    ),
+  sayTable(
+    '### Default configuration (one sample per locker and stop mode)',
+    ['locker', 'settings (ms)', 'kill -9', 'kill -9 expected', 'graceful', 'graceful expected'],
+    rows.map(({ scenario: s, kill, graceful }) => [
+      s.name,
+      settingsText(DEFAULT, s),
+      sec(kill.samples[0] ?? Number.NaN),
+      range(expected(DEFAULT, s, 'kill'), sec),
+      sec(graceful.samples[0] ?? Number.NaN),
+      range(expected(DEFAULT, s, 'graceful'), sec),
+    ]),
   );
   reportDemotions(rows);
   say();

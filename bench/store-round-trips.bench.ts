@@ -27,7 +27,7 @@ import {
   type StoreSection,
   work,
 } from './store-support.js';
-import { fmt, isMain, median, nowNs, percentile, ratio, say, sleep, table } from './support.js';
+import { fmt, isMain, median, nowNs, percentile, ratio, say, sayTable, sleep } from './support.js';
 
 const MICRO_ROUNDS = 5;
 const MICRO_PER_ROUND = 100;
@@ -116,20 +116,17 @@ async function measure(ops: MicroOp[], counter: { n: number }): Promise<MicroRes
 function printMicro(title: string, results: MicroResult[], floorName: string): void {
   const floor = results.find((r) => r.name === floorName);
   const floorP50 = floor === undefined ? Number.NaN : median(floor.samples);
-  say(`#### ${title}`);
-  say();
-  say(
-    table(
-      ['operation', 'statements', 'p50 µs', 'p99 µs', 'vs floor (p50)', 'round medians µs'],
-      results.map((r) => [
-        r.name,
-        fmt(r.statements, 2),
-        fmt(median(r.samples)),
-        fmt(percentile(r.samples, 99)),
-        ratio(median(r.samples) / floorP50),
-        r.rounds.map((v) => fmt(v)).join(' '),
-      ]),
-    ),
+  sayTable(
+    `#### ${title}`,
+    ['operation', 'statements', 'p50 µs', 'p99 µs', 'vs floor (p50)', 'round medians µs'],
+    results.map((r) => [
+      r.name,
+      fmt(r.statements, 2),
+      fmt(median(r.samples)),
+      fmt(percentile(r.samples, 99)),
+      ratio(median(r.samples) / floorP50),
+      r.rounds.map((v) => fmt(v)).join(' '),
+    ]),
   );
   say();
 }

@@ -14,7 +14,7 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { killAll, removeSnapshot, takeSnapshot } from './store-contender.js';
 import type { FailoverRow } from './store-failover.bench.js';
-import { fmt, repoRoot, say, table } from './support.js';
+import { fmt, repoRoot, say, sayTable } from './support.js';
 
 export const POSTGRES_URL =
   process.env.LOCKSMITH_TEST_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -212,13 +212,10 @@ export async function runStoreBench(sections: readonly StoreSection[]): Promise<
     for (const section of sections) {
       if (wanted(section.name)) await section.run(results);
     }
-    say('## Noise');
-    say();
-    say(
-      table(
-        ['part', 'steal, % of all CPU time', 'load average (1 min) before → after'],
-        loads.map((l) => [l.part, l.steal, l.load]),
-      ),
+    sayTable(
+      '## Noise',
+      ['part', 'steal, % of all CPU time', 'load average (1 min) before → after'],
+      loads.map((l) => [l.part, l.steal, l.load]),
     );
     say();
     say(`Total time: ${fmt((performance.now() - started) / 1000)} s`);

@@ -161,6 +161,17 @@ export function table(header: readonly string[], rows: readonly (readonly string
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
+/** Prints `heading`, a blank line and a Markdown table: how every report section opens. */
+export function sayTable(
+  heading: string,
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+): void {
+  say(heading);
+  say();
+  say(table(header, rows));
+}
+
 /** Formats with a precision that suits the magnitude (3 significant digits, at least). */
 export function fmt(value: number, digits = 3): string {
   if (!Number.isFinite(value)) return String(value);
