@@ -1,14 +1,34 @@
 /**
- * Small helpers shared by the directory benchmarks: statistics, a line protocol with child
- * processes, and table printing. Nothing here measures anything by itself.
+ * Small helpers shared by the benchmarks: statistics, a line protocol with child processes,
+ * and table printing. Nothing here measures anything by itself.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root: this file runs from dist-test/bench/. */
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/**
+ * Whether the module at `url` (its `import.meta.url`) is the script node was started with, not
+ * one imported by a runner: a scenario file runs itself only then.
+ */
+export function isMain(url: string): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(fileURLToPath(url)) === realpathSync(script);
+  } catch {
+    return false;
+  }
+}
+
+/** Writes one line of the report to stdout. */
+export function say(text = ''): void {
+  process.stdout.write(`${text}\n`);
+}
 
 /** Nanoseconds on CLOCK_MONOTONIC, which every process on one Linux machine shares. */
 export function nowNs(): bigint {
@@ -139,6 +159,17 @@ export function table(header: readonly string[], rows: readonly (readonly string
   const line = (cells: readonly string[]) =>
     `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** Prints `heading`, a blank line and a Markdown table: how every report section opens. */
+export function sayTable(
+  heading: string,
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+): void {
+  say(heading);
+  say();
+  say(table(header, rows));
 }
 
 /** Formats with a precision that suits the magnitude (3 significant digits, at least). */
