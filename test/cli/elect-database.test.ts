@@ -8,13 +8,12 @@ import {
   electedPair,
   killMaster,
   recordingCommand,
-  sleep,
   spawnElect,
   terminate,
   tokenOf,
 } from '../fixtures/elect-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
-import { cliPath, exitOf, run, tempDir } from '../helpers.js';
+import { cliPath, exitOf, run, sleep, tempDir } from '../helpers.js';
 
 interface Scenario {
   kind: 'lease-database' | 'database';

@@ -7,15 +7,13 @@ import {
   electedPair,
   isDead,
   killMaster,
-  poll,
   readLines,
   recordingCommand,
-  sleep,
   spawnElect,
   terminate,
   tokenOf,
 } from '../fixtures/elect-process.js';
-import { cliPath, exitOf, run, tempDir } from '../helpers.js';
+import { cliPath, eventually, exitOf, run, sleep, tempDir } from '../helpers.js';
 
 // Fast timings so that failovers take well under a second: keep-alive (and the post-acquire
 // pause) 300 ms, acquire retry 200 ms (inotify hints usually wake the waiter sooner).
@@ -87,8 +85,8 @@ test('elect: SIGTERM/SIGINT stop the command (SIGKILL after --grace) and exit 12
     `trap 'echo term >> ${marks}; exit 0' TERM; echo ready >> ${marks}; while :; do sleep 0.05; done`,
   ]);
   await polite.line(/became master/);
-  await poll(
-    () => (readLines(marks).includes('ready') ? true : undefined),
+  await eventually(
+    () => readLines(marks).includes('ready'),
     20_000,
     () => 'ready',
   );
@@ -105,7 +103,7 @@ test('elect: SIGTERM/SIGINT stop the command (SIGKILL after --grace) and exit 12
   );
   await stubborn.line(/became master/);
   const pid = Number(
-    await poll(
+    await eventually(
       () => readLines(pidFile)[0],
       20_000,
       () => 'pid',
@@ -132,7 +130,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
   ]);
   try {
     const token1 = tokenOf(await e.line(/became master/));
-    await poll(
+    await eventually(
       () => readLines(log)[0],
       20_000,
       () => 'start',
@@ -146,7 +144,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
     await e.line(/trying to become master/, 2);
     // The command must have started (trap set) before its lock goes: the locker notices a
     // deleted lock file within milliseconds now, not at the next keep-alive.
-    await poll(
+    await eventually(
       () => readLines(log)[2],
       5000,
       () => 'second start',
@@ -156,7 +154,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
     await e.line(/lost mastership/, 2);
     const token3 = tokenOf(await e.line(/became master/, 3));
     assert.ok(token3 > token2, `${token3} > ${token2}`);
-    await poll(
+    await eventually(
       () => readLines(log)[4],
       30_000,
       () => 'third start',
@@ -395,13 +393,13 @@ test('elect: its watchdog survives SIGTERM to it; a watchdog killed with kill -9
   try {
     await e.line(/became master/);
     const pid = Number(
-      await poll(
+      await eventually(
         () => readLines(pidFile)[0],
         20_000,
         () => 'pid',
       ),
     );
-    const watchdog = await poll(
+    const watchdog = await eventually(
       () => watchdogOf(e.child.pid as number),
       5000,
       () => 'the watchdog process',

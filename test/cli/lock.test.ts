@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import {
   cliPath,
+  eventually,
   exitOf,
   holdLockInChild,
   orphanProof,
   run,
+  sleep,
   tempDir,
   waitForLine,
 } from '../helpers.js';
@@ -51,7 +53,7 @@ test('lock fails with one line naming the directory when held elsewhere, or wait
   assert.match(timedOut.stderr, /is locked after waiting 200ms: .*\(LOCK_TIMEOUT\)\n$/);
 
   const waiting = run([cliPath, 'lock', tmp.path, '--wait', '30s', '--', 'sh', '-c', 'echo ran']);
-  await new Promise((r) => setTimeout(r, 300));
+  await sleep(300);
   holder.child.stdin?.write('release\n');
   const waited = await waiting;
   assert.equal(waited.code, 0);
@@ -73,13 +75,12 @@ test('lock: the command keeps the lock even if locksmith is killed with SIGKILL'
   const busy = await run([cliPath, 'lock', tmp.path, '--', 'true']);
   assert.equal(busy.code, 1, 'the orphaned command still holds the lock');
   // When the orphaned command ends, the kernel frees the lock.
-  const deadline = Date.now() + 10_000;
-  let free = await run([cliPath, 'lock', tmp.path, '--', 'true']);
-  while (free.code !== 0 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-    free = await run([cliPath, 'lock', tmp.path, '--', 'true']);
-  }
-  assert.equal(free.code, 0);
+  await eventually(
+    async () => (await run([cliPath, 'lock', tmp.path, '--', 'true'])).code === 0,
+    10_000,
+    'the lock to be free',
+    50,
+  );
 });
 
 test('lock usage errors exit 2 with one line `locksmith lock: … (INVALID_ARGUMENT)`, before anything is created', async () => {

@@ -24,7 +24,7 @@ import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
 import { redactUrl } from '../../src/store/sql/database-url.js';
 import { Supervisor } from '../../src/store/supervisor.js';
 import { POSTGRES_URL } from '../fixtures/db-servers.js';
-import { exitOf, orphanProof, repoRoot, tempDir } from '../helpers.js';
+import { eventually, exitOf, orphanProof, repoRoot, sleep, tempDir } from '../helpers.js';
 
 const ACTIVEMQ_HOME = process.env.LOCKSMITH_ACTIVEMQ_HOME ?? '/usr/share/activemq';
 const ACTIVEMQ_JAR = join(ACTIVEMQ_HOME, 'bin/activemq.jar');
@@ -84,8 +84,6 @@ async function skipUnlessAvailable(t: TestContext, needPostgres: boolean): Promi
   t.skip(reason);
   return true;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
 // The broker
@@ -191,16 +189,20 @@ class Broker {
     return this.lines.slice(from).filter((l) => pattern.test(l.text)).length;
   }
 
-  async waitFor(pattern: RegExp, timeoutMs: number, from = 0): Promise<LogLine> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const line = this.find(pattern, from);
-      if (line !== undefined) return line;
-      if (!this.alive) throw new Error(`broker exited before ${pattern}\n${this.tail()}`);
-      if (Date.now() > deadline)
-        throw new Error(`no ${pattern} in ${timeoutMs} ms\n${this.tail()}`);
-      await sleep(5);
-    }
+  /** The first line from `from` on matching `pattern`; rejects at once if the broker exits. */
+  waitFor(pattern: RegExp, timeoutMs: number, from = 0): Promise<LogLine> {
+    return eventually(
+      () => {
+        const line = this.find(pattern, from);
+        if (line === undefined && !this.alive) {
+          throw new Error(`broker exited before ${pattern}\n${this.tail()}`);
+        }
+        return line;
+      },
+      timeoutMs,
+      () => `${pattern}\n${this.tail()}`,
+      5, // each look scans the whole log
+    );
   }
 
   /** The last lines of its log, without stack frames, for assertion messages. */
@@ -272,16 +274,6 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
   );
   await Promise.race([done, sleep(ms)]);
   return settled;
-}
-
-/** Resolves with Date.now() once `condition` holds; rejects after `timeoutMs`. */
-async function when(condition: () => boolean, timeoutMs: number, what: string): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(2);
-  }
-  return Date.now();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -697,7 +689,7 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
       //    period (AMQ-4705), then starts.
       const releasing = Date.now();
       await us.supervisor.stop();
-      const stampedAt = await when(
+      await eventually(
         () => {
           const s = lockStamp(lockPath);
           return s !== undefined && !ourStamps.has(s);
@@ -705,6 +697,7 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
         AMQ_FILE_POLL * 4,
         'the broker stamps the lock file',
       );
+      const stampedAt = Date.now();
       const brokerStamp = lockStamp(lockPath) ?? Number.NaN;
       assert.ok(brokerStamp >= releasing, 'the broker took the lock before ours released it');
       const started = await broker.waitFor(/BrokerService - Apache ActiveMQ .* started/, 10_000);
@@ -794,7 +787,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
       const killed = Date.now();
       await broker.kill('SIGKILL');
       // PostgreSQL drops the dead broker's session and its row lock: exactly one of ours wins.
-      await when(() => lease.master || held.master, 10_000, 'one of ours master');
+      await eventually(() => lease.master || held.master, 10_000, 'one of ours master');
       t.diagnostic(`one of ours master ${Date.now() - killed} ms after the broker's kill -9`);
       await sleep(OBSERVE / 2);
       assert.ok(!(lease.master && held.master), 'both of ours master');
@@ -883,7 +876,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
       const became = await broker.waitFor(/Becoming the master on dataSource/, BROKER_START);
       const brokerMaster = became.logged ?? became.received;
       // Our renewals now wait behind the broker's row lock: the self-fencing deadline ends it.
-      await when(() => us.at('demoted') !== undefined, OUR_LEASE * 4, 'ours demoted');
+      await eventually(() => us.at('demoted') !== undefined, OUR_LEASE * 4, 'ours demoted');
       const overlap = (lost?.at ?? Number.NaN) - brokerMaster;
       t.diagnostic(
         `two masters for ${overlap} ms (ours self-fenced; lease ${OUR_LEASE}, renew ${OUR_RENEW}); ours stopped ${(us.at('demoted') ?? 0) - (lost?.at ?? 0)} ms after`,
