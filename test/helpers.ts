@@ -127,6 +127,22 @@ export async function holdLockInChild(
   return { child, token: Number(line.split(' ')[1]) };
 }
 
+/**
+ * `locksmith lock <dir> -- sh -c 'echo started; exec sleep <seconds>'`, once its command runs
+ * (and so holds the lock; it inherits the lock and stays `sleep`, same pid). Orphan-proof.
+ */
+export async function lockedSleep(dir: string, seconds: number): Promise<ChildProcess> {
+  const child = orphanProof(
+    spawn(
+      process.execPath,
+      [cliPath, 'lock', dir, '--', 'sh', '-c', `echo started; exec sleep ${seconds}`],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    ),
+  );
+  await waitForLine(child, /^started/);
+  return child;
+}
+
 export async function run(
   args: string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},

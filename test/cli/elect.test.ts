@@ -9,6 +9,7 @@ import {
   killMaster,
   readLines,
   recordingCommand,
+  runElect,
   spawnElect,
   terminate,
   tokenOf,
@@ -19,8 +20,16 @@ import { cliPath, eventually, exitOf, run, sleep, tempDir } from '../helpers.js'
 // pause) 300 ms, acquire retry 200 ms (inotify hints usually wake the waiter sooner).
 const FAST = ['--renew', '300ms', '--acquire-interval', '200ms'];
 
+const sharedFile = (dir: string) => ['--locker', 'shared-file', '--dir', dir];
+
 function elect(dir: string, id: string, command: string[], extra: string[] = FAST): Elect {
-  return spawnElect(['--locker', 'shared-file', '--dir', dir], id, command, extra);
+  return spawnElect(sharedFile(dir), id, command, extra);
+}
+
+/** Waits for `e` to be master and its command to write its pid to `pidFile`; returns the pid. */
+async function commandPid(e: Elect, pidFile: string): Promise<number> {
+  await e.line(/became master/);
+  return Number(await eventually(() => readLines(pidFile)[0], 20_000, 'pid'));
 }
 
 test('elect: one master at a time; kill -9 of the master kills its command and the slave takes over with a larger token', async () => {
@@ -61,18 +70,7 @@ test('elect: the command exiting on its own ends elect with its status, one stde
   assert.deepEqual(await exitOf(missing.child), { code: 127, signal: null });
 
   // The lock was released each time: a fresh elect becomes master at once.
-  const again = await run([
-    cliPath,
-    'elect',
-    '--locker',
-    'shared-file',
-    '--dir',
-    tmp.path,
-    '--id',
-    'w',
-    '--',
-    'true',
-  ]);
+  const again = await runElect(sharedFile(tmp.path), 'w', ['true']);
   assert.equal(again.code, 0);
 });
 
@@ -101,14 +99,7 @@ test('elect: SIGTERM/SIGINT stop the command (SIGKILL after --grace) and exit 12
     ['sh', '-c', `trap '' TERM; echo $$ > ${pidFile}; while :; do sleep 0.05; done`],
     [...FAST, '--grace', '300ms'],
   );
-  await stubborn.line(/became master/);
-  const pid = Number(
-    await eventually(
-      () => readLines(pidFile)[0],
-      20_000,
-      () => 'pid',
-    ),
-  );
+  const pid = await commandPid(stubborn, pidFile);
   const t0 = Date.now();
   stubborn.child.kill('SIGINT');
   assert.deepEqual(await exitOf(stubborn.child), { code: 130, signal: null });
@@ -178,19 +169,7 @@ test('elect --fail-if-locked exits 1 while another process is master; a waiting 
   const master = elect(tmp.path, 'm', ['sleep', '1000']);
   try {
     await master.line(/became master/);
-    const busy = await run([
-      cliPath,
-      'elect',
-      '--locker',
-      'shared-file',
-      '--dir',
-      tmp.path,
-      '--id',
-      'f',
-      '--fail-if-locked',
-      '--',
-      'true',
-    ]);
+    const busy = await runElect(sharedFile(tmp.path), 'f', ['true'], ['--fail-if-locked']);
     assert.equal(busy.code, 1);
     // Who holds it (as far as the store says), and no claim to wait.
     assert.deepEqual(
@@ -225,6 +204,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
   const sf = ['--locker', 'shared-file', '--dir', tmp.path, '--id', 'u'];
   // Every case fails before connecting: the database file must never appear.
   const neverDb = `sqlite:${join(tmp.path, 'never.db')}`;
+  const ld = ['--locker', 'lease-database', '--db', neverDb, '--id', 'u'];
   const cases: [string[], RegExp][] = [
     [['--id', 'u', '--', 'true'], /--locker is required/],
     [['--locker', 'zookeeper', '--id', 'u', '--', 'true'], /unknown locker "zookeeper"/],
@@ -247,74 +227,36 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
     [[...sf, '--db', neverDb, '--', 'true'], /--db does not apply/],
     [[...sf, '--nope', '--', 'true'], /Unknown option '--nope'/],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--renew', '12s', '--', 'true'],
+      [...ld, '--renew', '12s', '--', 'true'],
       /--renew \(12s\) must be shorter than --lease \(10000ms, the default\)/,
     ],
     [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--lease',
-        '4s',
-        '--renew',
-        '1600ms',
-        '--',
-        'true',
-      ],
+      [...ld, '--lease', '4s', '--renew', '1600ms', '--', 'true'],
       /--renew \(1600ms\) must be at most 3\/8 of --lease \(4s\), e\.g\. --renew 1000ms/,
     ],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--renew', '4s', '--', 'true'],
+      [...ld, '--renew', '4s', '--', 'true'],
       /--renew \(4s\) must be at most 3\/8 of --lease \(10000ms, the default\)/,
     ],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--lease', '10', '--', 'true'],
+      [...ld, '--lease', '10', '--', 'true'],
       /Invalid --lease "10": a duration needs a unit \(ms, s, m, h\), e\.g\. --lease 10s/,
     ],
     [[...sf, '--renew', '300', '--', 'true'], /e\.g\. --renew 300s/],
     [[...sf, '--grace', '5', '--', 'true'], /Invalid --grace "5": a duration needs a unit/],
     [[...sf, '--acquire-interval', '0.5', '--', 'true'], /needs a unit/],
-    [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--lease',
-        '500ms',
-        '--',
-        'true',
-      ],
-      /--lease \(500ms\) must be at least 1s/,
-    ],
+    [[...ld, '--lease', '500ms', '--', 'true'], /--lease \(500ms\) must be at least 1s/],
     [[...sf, '--renew', '0.5ms', '--', 'true'], /Invalid --renew "0\.5ms": shorter than 1ms/],
     [[...sf, '--grace', '0.2ms', '--', 'true'], /Invalid --grace "0\.2ms": shorter than 1ms/],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--lease', '600h', '--', 'true'],
+      [...ld, '--lease', '600h', '--', 'true'],
       /Invalid --lease "600h": longer than the longest duration allowed, 2147483647ms/,
     ],
     [[...sf, '--renew', '597h', '--', 'true'], /Invalid --renew "597h": longer than the longest/],
     [[...sf, '--acquire-interval', '35792m', '--', 'true'], /longer than the longest duration/],
     [[...sf, '--grace', '25d', '--', 'true'], /Invalid --grace/],
     [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--acquire-interval',
-        '1s',
-        '--',
-        'true',
-      ],
+      [...ld, '--acquire-interval', '1s', '--', 'true'],
       /--acquire-interval does not apply to --locker lease-database/,
     ],
     [
@@ -337,20 +279,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
       /lockTableName must be an SQL identifier/,
     ],
     [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--lease',
-        '2s',
-        '--renew',
-        '2s',
-        '--',
-        'true',
-      ],
+      [...ld, '--lease', '2s', '--renew', '2s', '--', 'true'],
       /--renew \(2s\) must be shorter than --lease \(2s\)/,
     ],
   ];
@@ -391,14 +320,7 @@ test('elect: its watchdog survives SIGTERM to it; a watchdog killed with kill -9
     `echo $$ > ${pidFile}; while :; do sleep 0.05; done`,
   ]);
   try {
-    await e.line(/became master/);
-    const pid = Number(
-      await eventually(
-        () => readLines(pidFile)[0],
-        20_000,
-        () => 'pid',
-      ),
-    );
+    const pid = await commandPid(e, pidFile);
     const watchdog = await eventually(
       () => watchdogOf(e.child.pid as number),
       5000,
@@ -422,21 +344,9 @@ test('elect --locker shared-file fails at once, with the OS reason, on a directo
   skip: !existsSync('/proc/self') && 'needs /proc',
 }, async () => {
   // Node's recursive mkdir spins here with the event loop blocked: killed after the timeout.
-  const result = await run(
-    [
-      cliPath,
-      'elect',
-      '--locker',
-      'shared-file',
-      '--dir',
-      '/proc/locksmith-no-such-dir',
-      '--id',
-      'p',
-      '--',
-      'true',
-    ],
-    { timeoutMs: 20_000 },
-  );
+  const result = await runElect(sharedFile('/proc/locksmith-no-such-dir'), 'p', ['true'], [], {
+    timeoutMs: 20_000,
+  });
   assert.equal(result.signal, null, 'killed after the timeout: mkdir did not fail at once');
   assert.equal(result.code, 1);
   assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);

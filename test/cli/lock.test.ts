@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -8,11 +7,11 @@ import {
   eventually,
   exitOf,
   holdLockInChild,
+  lockedSleep,
   orphanProof,
   run,
   sleep,
   tempDir,
-  waitForLine,
 } from '../helpers.js';
 
 test('lock runs the command under the lock and passes its exit code and the fencing token', async () => {
@@ -62,14 +61,7 @@ test('lock fails with one line naming the directory when held elsewhere, or wait
 
 test('lock: the command keeps the lock even if locksmith is killed with SIGKILL', async () => {
   using tmp = tempDir();
-  const child = spawn(
-    process.execPath,
-    [cliPath, 'lock', tmp.path, '--', 'sh', '-c', 'echo started; exec sleep 2'],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  await waitForLine(child, /^started/);
+  const child = await lockedSleep(tmp.path, 2);
   child.kill('SIGKILL');
   await exitOf(child);
   const busy = await run([cliPath, 'lock', tmp.path, '--', 'true']);

@@ -421,9 +421,13 @@ async function lockTableColumns(db: TestDatabase): Promise<string[]> {
   return r.rows.map((row: { column_name: string }) => row.column_name);
 }
 
-function leaseBroker(dir: string, db: TestDatabase, name: string): Broker {
+/**
+ * A broker on `db`'s ACTIVEMQ_LOCK, with ActiveMQ's lease-database-locker (`lease`) or its
+ * DefaultDatabaseLocker (`database`, a row lock held in an open transaction).
+ */
+function jdbcBroker(kind: 'lease' | 'database', dir: string, db: TestDatabase, name: string) {
   return new Broker(
-    'lease-database.xml',
+    kind === 'lease' ? 'lease-database.xml' : 'database.xml',
     dir,
     {
       brokerName: name,
@@ -432,7 +436,7 @@ function leaseBroker(dir: string, db: TestDatabase, name: string): Broker {
       lockAcquireSleepInterval: AMQ_LEASE,
       lockKeepAlivePeriod: AMQ_RENEW,
     },
-    /becoming master with lease expiry/,
+    kind === 'lease' ? /becoming master with lease expiry/ : /Becoming the master on dataSource/,
   );
 }
 
@@ -472,7 +476,7 @@ describe('ActiveMQ Classic 5.17 lease-database-locker and our LeaseDatabaseLocke
 
       // 2. The broker starts on the same table (its CREATE TABLE/INSERT fail harmlessly) and
       //    waits: for several of its acquire intervals it sees our lease and never becomes master.
-      broker = leaseBroker(dir.path, db, 'amq-a');
+      broker = jdbcBroker('lease', dir.path, db, 'amq-a');
       const attempt = await broker.waitFor(ACQUIRE_ATTEMPT, BROKER_START);
       const observeFrom = Date.now();
       // Half a poll more, so that our release below falls between two of its attempts (a
@@ -561,7 +565,7 @@ describe('ActiveMQ Classic 5.17 lease-database-locker and our LeaseDatabaseLocke
     });
     try {
       // 1. The broker first, on an empty database: ActiveMQ's own schema, then master.
-      broker = leaseBroker(dir.path, db, 'amq-b');
+      broker = jdbcBroker('lease', dir.path, db, 'amq-b');
       await broker.waitFor(/becoming master/, BROKER_START);
       assert.deepEqual(await lockTableColumns(db), ['id', 'time', 'broker_name']);
 
@@ -743,21 +747,6 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
 // Mixed kinds on one ACTIVEMQ_LOCK: a held transaction (DefaultDatabaseLocker, ours or the
 // broker's) beside a lease (LeaseDatabaseLocker, ours or the broker's).
 
-function databaseBroker(dir: string, db: TestDatabase, name: string): Broker {
-  return new Broker(
-    'database.xml',
-    dir,
-    {
-      brokerName: name,
-      jdbcUrl: db.jdbcUrl,
-      jdbcUser: db.user,
-      lockAcquireSleepInterval: AMQ_LEASE,
-      lockKeepAlivePeriod: AMQ_RENEW,
-    },
-    /Becoming the master on dataSource/,
-  );
-}
-
 function ourDatabaseLocker(db: TestDatabase): DatabaseLocker {
   return new DatabaseLocker({
     database: db.url,
@@ -775,7 +764,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
     let broker: Broker | undefined;
     const lockers: ReturnType<typeof ours>[] = [];
     try {
-      broker = databaseBroker(dir.path, db, 'amq-d');
+      broker = jdbcBroker('database', dir.path, db, 'amq-d');
       await broker.waitFor(/Becoming the master on dataSource/, BROKER_START);
       await broker.waitFor(/BrokerService - Apache ActiveMQ .* started/, 10_000);
       const lease = ours(leaseLocker(db, 'locksmith-l'), OUR_RENEW);
@@ -807,10 +796,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
       const us = ours(ourDatabaseLocker(db), OUR_RENEW);
       try {
         await us.started;
-        broker =
-          kind === 'database'
-            ? databaseBroker(dir.path, db, 'amq-d')
-            : leaseBroker(dir.path, db, 'amq-l');
+        broker = jdbcBroker(kind, dir.path, db, kind === 'database' ? 'amq-d' : 'amq-l');
         // Its start-up may already wait behind our transaction (its INSERT of the seed row
         // conflicts with our uncommitted update of it), before its locker logs anything.
         await broker.waitFor(/Using Persistence Adapter/, BROKER_START);
@@ -840,7 +826,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
     let broker: Broker | undefined;
     let us: ReturnType<typeof ours> | undefined;
     try {
-      broker = leaseBroker(dir.path, db, 'amq-l');
+      broker = jdbcBroker('lease', dir.path, db, 'amq-l');
       await broker.waitFor(/becoming master with lease expiry/, BROKER_START);
       us = ours(ourDatabaseLocker(db), OUR_RENEW);
       assert.equal(await settlesWithin(us.started, OBSERVE), false, 'ours became master');
@@ -872,7 +858,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
     const us = ours(locker, OUR_RENEW);
     try {
       await us.started;
-      broker = databaseBroker(dir.path, db, 'amq-d');
+      broker = jdbcBroker('database', dir.path, db, 'amq-d');
       const became = await broker.waitFor(/Becoming the master on dataSource/, BROKER_START);
       const brokerMaster = became.logged ?? became.received;
       // Our renewals now wait behind the broker's row lock: the self-fencing deadline ends it.
