@@ -4,10 +4,38 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The repository root (compiled tests live in dist-test/test/...). */
+/** The repository root: this file runs as dist-test/test/helpers.js. */
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const cliPath = join(repoRoot, 'dist/cli/main.js');
 export const fixture = (name: string) => join(repoRoot, 'dist-test/test/fixtures', `${name}.js`);
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * Polls `probe` on real time, every `everyMs`, until it returns something other than
+ * `undefined` or `false`, and resolves with that (a boolean probe resolves `true`). Rejects
+ * after `timeoutMs`, naming `what`; a function is called only then, so it can show the state
+ * at the failure. A probe that throws (or rejects) ends the wait at once with its error.
+ */
+export async function eventually<T>(
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 5_000,
+  what: string | (() => string) = 'a condition',
+  everyMs = 2,
+): Promise<Exclude<T, undefined | false>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value as Exclude<T, undefined | false>;
+    if (Date.now() > deadline) {
+      const description = typeof what === 'function' ? what() : what;
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${description}`);
+    }
+    await sleep(everyMs);
+  }
+}
 
 /** A fresh temporary directory, removed by the returned cleanup. */
 export function tempDir(prefix = 'locksmith-test-'): { path: string; [Symbol.dispose](): void } {
@@ -97,6 +125,22 @@ export async function holdLockInChild(
   });
   const line = await waitForLine(child, /^held \d+/);
   return { child, token: Number(line.split(' ')[1]) };
+}
+
+/**
+ * `locksmith lock <dir> -- sh -c 'echo started; exec sleep <seconds>'`, once its command runs
+ * (and so holds the lock; it inherits the lock and stays `sleep`, same pid). Orphan-proof.
+ */
+export async function lockedSleep(dir: string, seconds: number): Promise<ChildProcess> {
+  const child = orphanProof(
+    spawn(
+      process.execPath,
+      [cliPath, 'lock', dir, '--', 'sh', '-c', `echo started; exec sleep ${seconds}`],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    ),
+  );
+  await waitForLine(child, /^started/);
+  return child;
 }
 
 export async function run(

@@ -8,13 +8,13 @@ import {
   electedPair,
   killMaster,
   recordingCommand,
-  sleep,
+  runElect,
   spawnElect,
   terminate,
   tokenOf,
 } from '../fixtures/elect-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
-import { cliPath, exitOf, run, tempDir } from '../helpers.js';
+import { cliPath, exitOf, run, sleep, tempDir } from '../helpers.js';
 
 interface Scenario {
   kind: 'lease-database' | 'database';
@@ -76,16 +76,7 @@ async function failover(
     const { first, second, command: run1 } = await electedPair(a, b, log, 1500);
 
     // While a master holds the lock, --fail-if-locked gives up at once.
-    const busy = await run([
-      cliPath,
-      'elect',
-      ...locker,
-      '--id',
-      'f',
-      '--fail-if-locked',
-      '--',
-      'true',
-    ]);
+    const busy = await runElect(locker, 'f', ['true'], ['--fail-if-locked']);
     assert.equal(busy.code, 1);
     assert.match(busy.stderr, busyPattern(table));
     // It looked, found a master and gave up: it never claims to wait.
@@ -109,19 +100,12 @@ async function failover(
     // A graceful stop releases the lock: the next contender is master at once.
     await terminate(second, run2);
     const t0 = Date.now();
-    const after = await run([
-      cliPath,
-      'elect',
-      ...locker,
-      '--id',
+    const after = await runElect(
+      locker,
       'c',
-      ...timing,
-      '--fail-if-locked',
-      '--',
-      'sh',
-      '-c',
-      'exit 4',
-    ]);
+      ['sh', '-c', 'exit 4'],
+      [...timing, '--fail-if-locked'],
+    );
     // Released, not expired: --fail-if-locked would exit 1 on a lease or row still held.
     assert.equal(after.code, 4, after.stderr);
     newcomerMs = Date.now() - t0;

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { dropTable, type Kind, uniqueTable, urlOf } from '../fixtures/db-servers.js';
-import { type Elect, poll, readLines, sleep, spawnElect } from '../fixtures/elect-process.js';
-import { exitOf, fixture, tempDir } from '../helpers.js';
+import { type Elect, readLines, spawnElect } from '../fixtures/elect-process.js';
+import { eventually, exitOf, fixture, sleep, tempDir } from '../helpers.js';
 
 // The old master's elect is paused (SIGSTOP, or its event loop blocked by a busy loop) for
 // PAUSE_MS, several lease periods, while its command keeps running and a standby waits. The
@@ -91,8 +91,8 @@ async function stall(
   let b: Elect | undefined;
   try {
     await a.line(/became master/);
-    await poll(
-      () => (readLines(log).length >= 3 ? true : undefined),
+    await eventually(
+      () => readLines(log).length >= 3,
       10_000,
       () => "a's command writing",
     );
@@ -133,14 +133,14 @@ async function stall(
     // with a new token and a new run of its command.
     const standby = b;
     const masters = (e: Elect) => e.lines.filter((l) => /became master/.test(l)).length;
-    await poll(
-      () => (masters(standby) >= 1 || masters(a) >= 2 ? true : undefined),
+    await eventually(
+      () => masters(standby) >= 1 || masters(a) >= 2,
       30_000,
       () => `a new master; a: ${JSON.stringify(a.lines)} b: ${JSON.stringify(standby.lines)}`,
     );
     const tookOverAt = sharedNow();
-    await poll(
-      () => (runs(log).length >= 2 && (runs(log)[1]?.lines ?? 0) >= 3 ? true : undefined),
+    await eventually(
+      () => runs(log).length >= 2 && (runs(log)[1]?.lines ?? 0) >= 3,
       10_000,
       () => "the next master's command writing",
     );

@@ -7,22 +7,29 @@ import {
   electedPair,
   isDead,
   killMaster,
-  poll,
   readLines,
   recordingCommand,
-  sleep,
+  runElect,
   spawnElect,
   terminate,
   tokenOf,
 } from '../fixtures/elect-process.js';
-import { cliPath, exitOf, run, tempDir } from '../helpers.js';
+import { cliPath, eventually, exitOf, run, sleep, tempDir } from '../helpers.js';
 
 // Fast timings so that failovers take well under a second: keep-alive (and the post-acquire
 // pause) 300 ms, acquire retry 200 ms (inotify hints usually wake the waiter sooner).
 const FAST = ['--renew', '300ms', '--acquire-interval', '200ms'];
 
+const sharedFile = (dir: string) => ['--locker', 'shared-file', '--dir', dir];
+
 function elect(dir: string, id: string, command: string[], extra: string[] = FAST): Elect {
-  return spawnElect(['--locker', 'shared-file', '--dir', dir], id, command, extra);
+  return spawnElect(sharedFile(dir), id, command, extra);
+}
+
+/** Waits for `e` to be master and its command to write its pid to `pidFile`; returns the pid. */
+async function commandPid(e: Elect, pidFile: string): Promise<number> {
+  await e.line(/became master/);
+  return Number(await eventually(() => readLines(pidFile)[0], 20_000, 'pid'));
 }
 
 test('elect: one master at a time; kill -9 of the master kills its command and the slave takes over with a larger token', async () => {
@@ -63,18 +70,7 @@ test('elect: the command exiting on its own ends elect with its status, one stde
   assert.deepEqual(await exitOf(missing.child), { code: 127, signal: null });
 
   // The lock was released each time: a fresh elect becomes master at once.
-  const again = await run([
-    cliPath,
-    'elect',
-    '--locker',
-    'shared-file',
-    '--dir',
-    tmp.path,
-    '--id',
-    'w',
-    '--',
-    'true',
-  ]);
+  const again = await runElect(sharedFile(tmp.path), 'w', ['true']);
   assert.equal(again.code, 0);
 });
 
@@ -87,8 +83,8 @@ test('elect: SIGTERM/SIGINT stop the command (SIGKILL after --grace) and exit 12
     `trap 'echo term >> ${marks}; exit 0' TERM; echo ready >> ${marks}; while :; do sleep 0.05; done`,
   ]);
   await polite.line(/became master/);
-  await poll(
-    () => (readLines(marks).includes('ready') ? true : undefined),
+  await eventually(
+    () => readLines(marks).includes('ready'),
     20_000,
     () => 'ready',
   );
@@ -103,14 +99,7 @@ test('elect: SIGTERM/SIGINT stop the command (SIGKILL after --grace) and exit 12
     ['sh', '-c', `trap '' TERM; echo $$ > ${pidFile}; while :; do sleep 0.05; done`],
     [...FAST, '--grace', '300ms'],
   );
-  await stubborn.line(/became master/);
-  const pid = Number(
-    await poll(
-      () => readLines(pidFile)[0],
-      20_000,
-      () => 'pid',
-    ),
-  );
+  const pid = await commandPid(stubborn, pidFile);
   const t0 = Date.now();
   stubborn.child.kill('SIGINT');
   assert.deepEqual(await exitOf(stubborn.child), { code: 130, signal: null });
@@ -132,7 +121,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
   ]);
   try {
     const token1 = tokenOf(await e.line(/became master/));
-    await poll(
+    await eventually(
       () => readLines(log)[0],
       20_000,
       () => 'start',
@@ -146,7 +135,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
     await e.line(/trying to become master/, 2);
     // The command must have started (trap set) before its lock goes: the locker notices a
     // deleted lock file within milliseconds now, not at the next keep-alive.
-    await poll(
+    await eventually(
       () => readLines(log)[2],
       5000,
       () => 'second start',
@@ -156,7 +145,7 @@ test('elect: a stolen lock (file rewritten, then deleted) stops the command; ele
     await e.line(/lost mastership/, 2);
     const token3 = tokenOf(await e.line(/became master/, 3));
     assert.ok(token3 > token2, `${token3} > ${token2}`);
-    await poll(
+    await eventually(
       () => readLines(log)[4],
       30_000,
       () => 'third start',
@@ -180,19 +169,7 @@ test('elect --fail-if-locked exits 1 while another process is master; a waiting 
   const master = elect(tmp.path, 'm', ['sleep', '1000']);
   try {
     await master.line(/became master/);
-    const busy = await run([
-      cliPath,
-      'elect',
-      '--locker',
-      'shared-file',
-      '--dir',
-      tmp.path,
-      '--id',
-      'f',
-      '--fail-if-locked',
-      '--',
-      'true',
-    ]);
+    const busy = await runElect(sharedFile(tmp.path), 'f', ['true'], ['--fail-if-locked']);
     assert.equal(busy.code, 1);
     // Who holds it (as far as the store says), and no claim to wait.
     assert.deepEqual(
@@ -227,6 +204,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
   const sf = ['--locker', 'shared-file', '--dir', tmp.path, '--id', 'u'];
   // Every case fails before connecting: the database file must never appear.
   const neverDb = `sqlite:${join(tmp.path, 'never.db')}`;
+  const ld = ['--locker', 'lease-database', '--db', neverDb, '--id', 'u'];
   const cases: [string[], RegExp][] = [
     [['--id', 'u', '--', 'true'], /--locker is required/],
     [['--locker', 'zookeeper', '--id', 'u', '--', 'true'], /unknown locker "zookeeper"/],
@@ -249,74 +227,36 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
     [[...sf, '--db', neverDb, '--', 'true'], /--db does not apply/],
     [[...sf, '--nope', '--', 'true'], /Unknown option '--nope'/],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--renew', '12s', '--', 'true'],
+      [...ld, '--renew', '12s', '--', 'true'],
       /--renew \(12s\) must be shorter than --lease \(10000ms, the default\)/,
     ],
     [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--lease',
-        '4s',
-        '--renew',
-        '1600ms',
-        '--',
-        'true',
-      ],
+      [...ld, '--lease', '4s', '--renew', '1600ms', '--', 'true'],
       /--renew \(1600ms\) must be at most 3\/8 of --lease \(4s\), e\.g\. --renew 1000ms/,
     ],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--renew', '4s', '--', 'true'],
+      [...ld, '--renew', '4s', '--', 'true'],
       /--renew \(4s\) must be at most 3\/8 of --lease \(10000ms, the default\)/,
     ],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--lease', '10', '--', 'true'],
+      [...ld, '--lease', '10', '--', 'true'],
       /Invalid --lease "10": a duration needs a unit \(ms, s, m, h\), e\.g\. --lease 10s/,
     ],
     [[...sf, '--renew', '300', '--', 'true'], /e\.g\. --renew 300s/],
     [[...sf, '--grace', '5', '--', 'true'], /Invalid --grace "5": a duration needs a unit/],
     [[...sf, '--acquire-interval', '0.5', '--', 'true'], /needs a unit/],
-    [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--lease',
-        '500ms',
-        '--',
-        'true',
-      ],
-      /--lease \(500ms\) must be at least 1s/,
-    ],
+    [[...ld, '--lease', '500ms', '--', 'true'], /--lease \(500ms\) must be at least 1s/],
     [[...sf, '--renew', '0.5ms', '--', 'true'], /Invalid --renew "0\.5ms": shorter than 1ms/],
     [[...sf, '--grace', '0.2ms', '--', 'true'], /Invalid --grace "0\.2ms": shorter than 1ms/],
     [
-      ['--locker', 'lease-database', '--db', neverDb, '--id', 'u', '--lease', '600h', '--', 'true'],
+      [...ld, '--lease', '600h', '--', 'true'],
       /Invalid --lease "600h": longer than the longest duration allowed, 2147483647ms/,
     ],
     [[...sf, '--renew', '597h', '--', 'true'], /Invalid --renew "597h": longer than the longest/],
     [[...sf, '--acquire-interval', '35792m', '--', 'true'], /longer than the longest duration/],
     [[...sf, '--grace', '25d', '--', 'true'], /Invalid --grace/],
     [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--acquire-interval',
-        '1s',
-        '--',
-        'true',
-      ],
+      [...ld, '--acquire-interval', '1s', '--', 'true'],
       /--acquire-interval does not apply to --locker lease-database/,
     ],
     [
@@ -339,20 +279,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
       /lockTableName must be an SQL identifier/,
     ],
     [
-      [
-        '--locker',
-        'lease-database',
-        '--db',
-        neverDb,
-        '--id',
-        'u',
-        '--lease',
-        '2s',
-        '--renew',
-        '2s',
-        '--',
-        'true',
-      ],
+      [...ld, '--lease', '2s', '--renew', '2s', '--', 'true'],
       /--renew \(2s\) must be shorter than --lease \(2s\)/,
     ],
   ];
@@ -393,15 +320,8 @@ test('elect: its watchdog survives SIGTERM to it; a watchdog killed with kill -9
     `echo $$ > ${pidFile}; while :; do sleep 0.05; done`,
   ]);
   try {
-    await e.line(/became master/);
-    const pid = Number(
-      await poll(
-        () => readLines(pidFile)[0],
-        20_000,
-        () => 'pid',
-      ),
-    );
-    const watchdog = await poll(
+    const pid = await commandPid(e, pidFile);
+    const watchdog = await eventually(
       () => watchdogOf(e.child.pid as number),
       5000,
       () => 'the watchdog process',
@@ -424,21 +344,9 @@ test('elect --locker shared-file fails at once, with the OS reason, on a directo
   skip: !existsSync('/proc/self') && 'needs /proc',
 }, async () => {
   // Node's recursive mkdir spins here with the event loop blocked: killed after the timeout.
-  const result = await run(
-    [
-      cliPath,
-      'elect',
-      '--locker',
-      'shared-file',
-      '--dir',
-      '/proc/locksmith-no-such-dir',
-      '--id',
-      'p',
-      '--',
-      'true',
-    ],
-    { timeoutMs: 20_000 },
-  );
+  const result = await runElect(sharedFile('/proc/locksmith-no-such-dir'), 'p', ['true'], [], {
+    timeoutMs: 20_000,
+  });
   assert.equal(result.signal, null, 'killed after the timeout: mkdir did not fail at once');
   assert.equal(result.code, 1);
   assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);

@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
   cliPath,
+  eventually,
   exitOf,
   holdLockInChild,
+  lockedSleep,
   orphanProof,
   run,
+  sleep,
   tempDir,
-  waitForLine,
 } from '../helpers.js';
 
 test('lock runs the command under the lock and passes its exit code and the fencing token', async () => {
@@ -51,7 +52,7 @@ test('lock fails with one line naming the directory when held elsewhere, or wait
   assert.match(timedOut.stderr, /is locked after waiting 200ms: .*\(LOCK_TIMEOUT\)\n$/);
 
   const waiting = run([cliPath, 'lock', tmp.path, '--wait', '30s', '--', 'sh', '-c', 'echo ran']);
-  await new Promise((r) => setTimeout(r, 300));
+  await sleep(300);
   holder.child.stdin?.write('release\n');
   const waited = await waiting;
   assert.equal(waited.code, 0);
@@ -60,26 +61,18 @@ test('lock fails with one line naming the directory when held elsewhere, or wait
 
 test('lock: the command keeps the lock even if locksmith is killed with SIGKILL', async () => {
   using tmp = tempDir();
-  const child = spawn(
-    process.execPath,
-    [cliPath, 'lock', tmp.path, '--', 'sh', '-c', 'echo started; exec sleep 2'],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  await waitForLine(child, /^started/);
+  const child = await lockedSleep(tmp.path, 2);
   child.kill('SIGKILL');
   await exitOf(child);
   const busy = await run([cliPath, 'lock', tmp.path, '--', 'true']);
   assert.equal(busy.code, 1, 'the orphaned command still holds the lock');
   // When the orphaned command ends, the kernel frees the lock.
-  const deadline = Date.now() + 10_000;
-  let free = await run([cliPath, 'lock', tmp.path, '--', 'true']);
-  while (free.code !== 0 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-    free = await run([cliPath, 'lock', tmp.path, '--', 'true']);
-  }
-  assert.equal(free.code, 0);
+  await eventually(
+    async () => (await run([cliPath, 'lock', tmp.path, '--', 'true'])).code === 0,
+    10_000,
+    'the lock to be free',
+    50,
+  );
 });
 
 test('lock usage errors exit 2 with one line `locksmith lock: … (INVALID_ARGUMENT)`, before anything is created', async () => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -7,10 +7,10 @@ import {
   cliPath,
   exitOf,
   holdLockInChild,
+  lockedSleep,
   orphanProof,
   run,
   tempDir,
-  waitForLine,
 } from '../helpers.js';
 
 /** `locksmith status`'s documented exit codes. */
@@ -143,14 +143,7 @@ test('status: a symlink or a directory at write.lock.fence cannot be locked: a g
 
 test('status: held by `locksmith lock DIR -- sleep` names the processes, free once it ends', async () => {
   using tmp = tempDir();
-  const holder = orphanProof(
-    spawn(
-      process.execPath,
-      [cliPath, 'lock', tmp.path, '--', 'sh', '-c', 'echo started; exec sleep 30'],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    ),
-  );
-  await waitForLine(holder, /^started/);
+  const holder = await lockedSleep(tmp.path, 30);
   const held = await run([cliPath, 'status', tmp.path]);
   assert.equal(held.code, HELD, held.stdout);
   assert.match(held.stdout, new RegExp(`held by pid ${holder.pid} \\[OFDLCK\\]`));

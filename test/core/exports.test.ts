@@ -14,40 +14,30 @@ const expected: Record<string, Record<string, unknown>> = {
   'locksmith/rows': rows,
 };
 
+/** What the functions of every subpath can throw. */
+const everywhere = [
+  'LocksmithError',
+  'LockLostError',
+  'AbortedError',
+  'AlreadyClosedError',
+  'InvalidArgumentError',
+  'LockIOError',
+  'LockObtainFailedError',
+];
+
 const required: Record<string, string[]> = {
   'locksmith/directory': [
-    'LocksmithError',
-    'LockLostError',
-    'AbortedError',
-    'AlreadyClosedError',
-    'InvalidArgumentError',
-    'LockIOError',
-    'LockObtainFailedError',
+    ...everywhere,
     'LockReleaseFailedError',
     'LockTimeoutError',
     'LockViolationError',
     'ProtocolError',
     'UnsupportedOperationError',
   ],
-  'locksmith/store': [
-    'LocksmithError',
-    'LockLostError',
-    'AbortedError',
-    'AlreadyClosedError',
-    'InvalidArgumentError',
-    'LockIOError',
-    'LockObtainFailedError',
-    'UnsupportedOperationError',
-  ],
+  'locksmith/store': [...everywhere, 'UnsupportedOperationError'],
   'locksmith/rows': [
-    'LocksmithError',
-    'LockLostError',
-    'AbortedError',
-    'AlreadyClosedError',
+    ...everywhere,
     'DeadlockError',
-    'InvalidArgumentError',
-    'LockIOError',
-    'LockObtainFailedError',
     'LockTimeoutError',
     'UnknownRowLockError',
     'StaleTokenError',

@@ -15,6 +15,7 @@ import {
   validateLockName,
 } from '../../src/core/index.js';
 import { hasMethods } from '../../src/core/options.js';
+import { sleep } from '../helpers.js';
 
 test('parseDuration accepts units and rejects nonsense', () => {
   assert.equal(parseDuration('500ms'), 500);
@@ -63,7 +64,7 @@ test('a system-clock timer longer than Node allows fires late, never at once', a
     });
     const controller = new AbortController();
     const sleeping = systemClock.sleep(MAX_DURATION_MS + 10, controller.signal);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     assert.equal(fired, false);
     controller.abort(new Error('enough'));
     await assert.rejects(sleeping, /enough/);

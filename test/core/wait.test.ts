@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FakeClock, waitFor } from '../../src/core/index.js';
+import { sleep } from '../helpers.js';
 
 test('waitFor returns the first defined result', async () => {
   let n = 0;
@@ -28,7 +29,7 @@ test('waitFor retries at once on a wake hint instead of sleeping', async () => {
       };
     },
   });
-  await new Promise((r) => setTimeout(r, 20));
+  await sleep(20);
   free = true;
   wake?.();
   assert.equal(await pending, 'got it');
@@ -66,7 +67,7 @@ test('waitFor rejects with ABORTED (name AbortError) when the signal aborts, and
     },
     { resource: 'r', signal: controller.signal, minPollMs: 50, maxPollMs: 50 },
   );
-  await new Promise((r) => setTimeout(r, 10));
+  await sleep(10);
   const before = attempts;
   controller.abort(new Error('shutdown'));
   await assert.rejects(pending, (err: Error & { code?: string }) => {

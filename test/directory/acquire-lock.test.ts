@@ -7,7 +7,7 @@ import {
   FSDirectory,
   SimpleFSLockFactory,
 } from '../../src/directory/index.js';
-import { exitOf, holdLockInChild, tempDir } from '../helpers.js';
+import { exitOf, holdLockInChild, sleep, tempDir } from '../helpers.js';
 
 // These tests check that waiters are woken, not how fast: a poll-only waiter would still pass
 // with the generous bounds below, the benchmark measures the latency.
@@ -31,7 +31,7 @@ for (const factory of ['native', 'simple'] as const) {
     );
     const first = await holdLockInChild(tmp.path, factory);
     const waiting = acquireLock(dir, { timeoutMs: 10_000 });
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     first.child.stdin?.write('release\n');
     const lock = await waiting;
     assert.ok(lock.token > first.token);
@@ -41,7 +41,7 @@ for (const factory of ['native', 'simple'] as const) {
     if (factory === 'native') {
       const second = await holdLockInChild(tmp.path, factory);
       const waiting2 = acquireLock(dir, { timeoutMs: 10_000 });
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
       second.child.kill('SIGKILL');
       const lock2 = await waiting2;
       assert.ok(lock2.token > second.token);

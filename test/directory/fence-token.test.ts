@@ -12,9 +12,8 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { FENCE_LEAD_MICROS, readFenceCounter } from '../../src/directory/fence-token-file.js';
-import { exitOf, fixture, orphanProof, tempDir } from '../helpers.js';
+import { exitOf, fixture, orphanProof, sleep, tempDir } from '../helpers.js';
 
 /**
  * Fencing tokens must strictly increase across every grant on the machine, whatever happens

@@ -31,7 +31,7 @@ import {
 } from '../../src/directory/index.js';
 import { internals } from '../../src/directory/internals.js';
 import { LOCK_FILE_POLL_MS } from '../../src/directory/lock-file-watch.js';
-import { exitOf, holdLockInChild, repoRoot, tempDir } from '../helpers.js';
+import { exitOf, holdLockInChild, repoRoot, sleep, tempDir } from '../helpers.js';
 
 /**
  * These tests assert that a loss is noticed by itself (no ensureValid call) and reported with
@@ -164,7 +164,7 @@ for (const [name, factory] of factories) {
     writeFileSync(join(tmp.path, 'write.lock'), 'x');
     unlinkSync(join(tmp.path, 'write.lock'));
     // Longer than the poll: a watch left running would have reported by now.
-    await new Promise((r) => setTimeout(r, LOCK_FILE_POLL_MS * 1.5));
+    await sleep(LOCK_FILE_POLL_MS * 1.5);
     assert.deepEqual(lost, []);
     assert.ok(signal.reason instanceof AlreadyClosedError);
     assert.equal(lock.lostReason, undefined);

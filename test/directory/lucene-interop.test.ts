@@ -2,6 +2,7 @@
 // can be the server, and Java and Node stress clients can share one lock directory.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { tempDir } from '../helpers.js';
 import {
   cli,
   describeProc,
@@ -10,7 +11,6 @@ import {
   luceneCoreJar,
   type Proc,
   spawnProc,
-  tempDir,
 } from './verify-harness.js';
 
 // The reason (java or the jar missing) is shown on each skipped test; undefined runs them.

@@ -1,14 +1,9 @@
 // Shared by the verify-protocol and Lucene interop tests: spawning the CLI and Java processes
 // and reading what they print. Not a test file itself.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-/** The repository root: this file runs as dist-test/test/directory/verify-harness.js. */
-export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-export const cliPath = join(repoRoot, 'dist/cli/main.js');
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { cliPath, eventually } from '../helpers.js';
 
 export interface Proc {
   child: ChildProcess;
@@ -59,25 +54,21 @@ export function cli(...args: string[]): Proc {
 
 /** Waits for `Listening on <host>:<port>...` (ours, or Lucene's `/<host>:<port>`) and returns the port. */
 export async function listeningPort(server: Proc, timeoutMs = 15_000): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const match = /Listening on \S*:(\d+)\.\.\./.exec(server.stdout);
-    if (match?.[1] !== undefined) return Number(match[1]);
-    const exited = await Promise.race([server.exit.then(() => true), sleep(20).then(() => false)]);
-    if (exited)
-      throw new Error(`server exited before listening: ${server.stdout} ${server.stderr}`);
-    if (Date.now() > deadline)
-      throw new Error(`server did not listen in time: ${server.stdout} ${server.stderr}`);
-  }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-export function tempDir(prefix = 'locksmith-verify-'): { path: string; [Symbol.dispose](): void } {
-  const path = mkdtempSync(join(tmpdir(), prefix));
-  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
+  let exited = false;
+  void server.exit.then(() => {
+    exited = true;
+  });
+  return eventually(
+    () => {
+      const match = /Listening on \S*:(\d+)\.\.\./.exec(server.stdout);
+      if (match?.[1] !== undefined) return Number(match[1]);
+      if (exited)
+        throw new Error(`server exited before listening: ${server.stdout} ${server.stderr}`);
+      return undefined;
+    },
+    timeoutMs,
+    () => `the server to listen: ${server.stdout} ${server.stderr}`,
+  );
 }
 
 /** The output of a finished process, for assertion messages. */

@@ -23,7 +23,8 @@ import { NativeFSLockFactory } from '../../src/directory/native-fs-lock-factory.
 import { NoLockFactory } from '../../src/directory/no-lock-factory.js';
 import { SingleInstanceLockFactory } from '../../src/directory/single-instance-lock-factory.js';
 import { VerifyingLockFactory } from '../../src/directory/verifying-lock-factory.js';
-import { cli, describeProc, listeningPort, type Proc, sleep, tempDir } from './verify-harness.js';
+import { eventually, sleep, tempDir } from '../helpers.js';
+import { cli, describeProc, listeningPort, type Proc } from './verify-harness.js';
 
 const ACQUIRED = VerifyingLockFactory.MSG_LOCK_ACQUIRED;
 const RELEASED = VerifyingLockFactory.MSG_LOCK_RELEASED;
@@ -705,7 +706,12 @@ describe('the stress and verify-server commands', () => {
     try {
       a.socket.write(Buffer.from([200, 13, 1, 0, 255]));
       a.socket.resetAndDestroy();
-      while (!server.stderr.includes('Unrecognized command')) await sleep(10);
+      // The test's own timeout bounds this wait, as it always did.
+      await eventually(
+        () => server.stderr.includes('Unrecognized command'),
+        20_000,
+        'the server to report the garbage',
+      );
       await assert.rejects(b.send(ACQUIRED), EndOfStreamError);
     } finally {
       b.socket.destroy();

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, test } from 'node:test';
 import { CommandWatchdog, sharedNow } from '../../src/os/command-watchdog.js';
-import { isDead, poll, sleep } from '../fixtures/elect-process.js';
-import { fixture, orphanProof, waitForLine } from '../helpers.js';
+import { isDead } from '../fixtures/elect-process.js';
+import { eventually, fixture, orphanProof, sleep, waitForLine } from '../helpers.js';
 
 // The watchdog and the commands are unref'd: keep this process alive while the tests wait.
 const keepAlive = setInterval(() => {}, 1000);
@@ -33,8 +33,8 @@ async function groupCommand(trapTerm: boolean) {
 }
 
 const dead = (pid: number, what: string) =>
-  poll(
-    () => (isDead(pid) ? true : undefined),
+  eventually(
+    () => isDead(pid),
     5000,
     () => `${what} (${pid}) to die`,
   );
@@ -52,7 +52,7 @@ test('watchdog: SIGTERM to the whole group at the deadline, not before; the repo
     assert.equal(exit.signal, 'SIGTERM');
     assert.ok(exit.at >= deadline, `stopped ${deadline - exit.at} ms before the deadline`);
     await dead(cmd.grandchild, 'the grandchild in the group');
-    await poll(
+    await eventually(
       () => fired[0],
       2000,
       () => 'the report',

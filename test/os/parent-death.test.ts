@@ -8,7 +8,7 @@ import {
   PARENT_DEATH_LAUNCHER,
   spawnWithParentDeath,
 } from '../../src/os/parent-death.js';
-import { exitOf, fixture, orphanProof, run, waitForLine } from '../helpers.js';
+import { eventually, exitOf, fixture, orphanProof, run, waitForLine } from '../helpers.js';
 
 const linux = process.platform === 'linux';
 
@@ -24,24 +24,29 @@ function procState(pid: number): string | undefined {
 /** Dead = gone or a zombie waiting for its (new) parent to reap it. */
 async function waitDead(pid: number, timeoutMs: number): Promise<number> {
   const started = performance.now();
-  for (;;) {
-    const state = procState(pid);
-    if (state === undefined || state === 'Z') return performance.now() - started;
-    if (performance.now() - started > timeoutMs) {
-      assert.fail(`process ${pid} still alive (state ${state}) after ${timeoutMs} ms`);
-    }
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await eventually(
+    () => {
+      const state = procState(pid);
+      return state === undefined || state === 'Z';
+    },
+    timeoutMs,
+    () => `process ${pid} to die (state ${procState(pid)})`,
+  );
+  return performance.now() - started;
 }
 
 async function waitComm(pid: number, comm: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm) return;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  assert.fail(`process ${pid} never became ${comm}`);
+  await eventually(
+    () => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm;
+      } catch {
+        return false;
+      }
+    },
+    5_000,
+    `process ${pid} to become ${comm}`,
+  );
 }
 
 function killQuietly(pid: number): void {

@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   Delete,
   Get,
@@ -18,6 +17,7 @@ import {
   RowMutations,
 } from '../../src/rows/index.js';
 import { RowLockManager } from '../../src/rows/row-lock-manager.js';
+import { sleep } from '../helpers.js';
 
 // The holder must outlive each case even on a loaded machine (its lease is checked with
 // ensureValid), and the leases left held must run out before the final check.

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Mvcc } from '../../src/rows/mvcc.js';
+import { sleep } from '../helpers.js';
 
 describe('Mvcc (TestReadWriteConsistencyControl)', () => {
   it('write numbers strictly increase; the read point moves only over completed prefixes', () => {
@@ -31,7 +32,7 @@ describe('Mvcc (TestReadWriteConsistencyControl)', () => {
       Array.from({ length: 20 }, async () => {
         for (let i = 0; i < 50; i++) {
           const n = mvcc.begin();
-          await new Promise((r) => setTimeout(r, Math.random() * 2));
+          await sleep(Math.random() * 2);
           mvcc.complete(n);
           await mvcc.waitVisible(n);
           assert.ok(mvcc.readPoint >= n, `write ${n} returned before it was visible`);

@@ -4,9 +4,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Get, Region, Scan } from '../../src/rows/index.js';
-import { exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
+import { exitOf, fixture, orphanProof, sleep, tempDir, waitForLine } from '../helpers.js';
 import { runWithFileSizeLimit } from './run-with-file-size-limit.js';
 
 function wholeValue(cells: readonly { value: Buffer }[]): string | undefined {

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { FakeClock } from '../../src/core/clock.js';
 import {
   type Cell,
@@ -15,7 +14,7 @@ import {
   Scan,
 } from '../../src/rows/index.js';
 import { rowsInternals } from '../../src/rows/internals.js';
-import { tempDir } from '../helpers.js';
+import { sleep, tempDir } from '../helpers.js';
 
 const open = (options: Partial<RegionOptions> = {}) =>
   Region.open({ families: ['colfam1', 'colfam2'], ...options });

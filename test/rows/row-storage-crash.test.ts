@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { RowStorage } from '../../src/rows/row-storage.js';
 import { recordFor, snapshotChunk } from '../fixtures/rows-storage-writer.js';
-import { fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
+import { fixture, orphanProof, sleep, tempDir, waitForLine } from '../helpers.js';
 
 // Real crashes: a child appends numbered records from 16 concurrent loops (so group commit
 // batches them), checkpointing now and then, and prints each number once its append
@@ -94,7 +94,7 @@ test(`kill -9 of a writer at random moments, ${ROUNDS} rounds: no acknowledged r
       output += d.toString();
     });
     await waitForLine(child, /^ready \d+/, 20_000);
-    await new Promise((r) => setTimeout(r, 100 + Math.random() * 600));
+    await sleep(100 + Math.random() * 600);
     child.kill('SIGKILL');
     await closed(child);
     const complete = output.slice(0, output.lastIndexOf('\n') + 1);

@@ -10,6 +10,7 @@ import { describe, it } from 'node:test';
 import { Get, Put } from '../../src/rows/index.js';
 import { encode } from '../../src/wire/codec.js';
 import { frame } from '../../src/wire/frame.js';
+import { sleep } from '../helpers.js';
 import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
 
@@ -174,7 +175,7 @@ describe('server protocol: malformed input', () => {
     await assert.rejects(a.table('t').lockRow('3'), { code: 'LIMIT_EXCEEDED' });
     await assert.rejects(a.table('t').tryLockRow('3'), { code: 'LIMIT_EXCEEDED' });
     const w1 = b.table('t').lockRow('1', { waitMs: 20_000 });
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     await assert.rejects(b.table('t').lockRow('2', { waitMs: 20_000 }), { code: 'LIMIT_EXCEEDED' });
     await l1.close();
     await (await w1).close();

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Get, Put } from '../../src/rows/index.js';
+import { sleep } from '../helpers.js';
 import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
 
@@ -49,7 +50,7 @@ describe('server sessions', () => {
       .put(new Put('r').add('f', 'q', 'b'))
       .then(() => order.push('b put'));
     await a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'a'));
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     order.push('a unlock');
     await lock.close();
     await blocked;
@@ -119,7 +120,7 @@ describe('server sessions', () => {
     await using server = await startServer();
     const { raw, welcome } = await RawClient.session(server.port, { sessionLeaseMs: 200 });
     raw.destroy();
-    await new Promise((r) => setTimeout(r, 600));
+    await sleep(600);
     const again = await RawClient.open(server.port);
     again.send([0, 1, { session: welcome.session }]);
     const refused = await again.next((m) => m[0] === 2);
@@ -171,7 +172,7 @@ describe('server sessions', () => {
     const a1 = await a.table('t').lockRow('r1');
     const b2 = await b.table('t').lockRow('r2');
     const aWants = a.table('t').lockRow('r2', { waitMs: 20_000 });
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     await assert.rejects(b.table('t').lockRow('r1', { waitMs: 20_000 }), { code: 'DEADLOCK' });
     await b2.close();
     const a2 = await aWants;

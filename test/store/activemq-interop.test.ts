@@ -24,7 +24,7 @@ import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
 import { redactUrl } from '../../src/store/sql/database-url.js';
 import { Supervisor } from '../../src/store/supervisor.js';
 import { POSTGRES_URL } from '../fixtures/db-servers.js';
-import { exitOf, orphanProof, repoRoot, tempDir } from '../helpers.js';
+import { eventually, exitOf, orphanProof, repoRoot, sleep, tempDir } from '../helpers.js';
 
 const ACTIVEMQ_HOME = process.env.LOCKSMITH_ACTIVEMQ_HOME ?? '/usr/share/activemq';
 const ACTIVEMQ_JAR = join(ACTIVEMQ_HOME, 'bin/activemq.jar');
@@ -84,8 +84,6 @@ async function skipUnlessAvailable(t: TestContext, needPostgres: boolean): Promi
   t.skip(reason);
   return true;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
 // The broker
@@ -191,16 +189,20 @@ class Broker {
     return this.lines.slice(from).filter((l) => pattern.test(l.text)).length;
   }
 
-  async waitFor(pattern: RegExp, timeoutMs: number, from = 0): Promise<LogLine> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const line = this.find(pattern, from);
-      if (line !== undefined) return line;
-      if (!this.alive) throw new Error(`broker exited before ${pattern}\n${this.tail()}`);
-      if (Date.now() > deadline)
-        throw new Error(`no ${pattern} in ${timeoutMs} ms\n${this.tail()}`);
-      await sleep(5);
-    }
+  /** The first line from `from` on matching `pattern`; rejects at once if the broker exits. */
+  waitFor(pattern: RegExp, timeoutMs: number, from = 0): Promise<LogLine> {
+    return eventually(
+      () => {
+        const line = this.find(pattern, from);
+        if (line === undefined && !this.alive) {
+          throw new Error(`broker exited before ${pattern}\n${this.tail()}`);
+        }
+        return line;
+      },
+      timeoutMs,
+      () => `${pattern}\n${this.tail()}`,
+      5, // each look scans the whole log
+    );
   }
 
   /** The last lines of its log, without stack frames, for assertion messages. */
@@ -272,16 +274,6 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
   );
   await Promise.race([done, sleep(ms)]);
   return settled;
-}
-
-/** Resolves with Date.now() once `condition` holds; rejects after `timeoutMs`. */
-async function when(condition: () => boolean, timeoutMs: number, what: string): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(2);
-  }
-  return Date.now();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -429,9 +421,13 @@ async function lockTableColumns(db: TestDatabase): Promise<string[]> {
   return r.rows.map((row: { column_name: string }) => row.column_name);
 }
 
-function leaseBroker(dir: string, db: TestDatabase, name: string): Broker {
+/**
+ * A broker on `db`'s ACTIVEMQ_LOCK, with ActiveMQ's lease-database-locker (`lease`) or its
+ * DefaultDatabaseLocker (`database`, a row lock held in an open transaction).
+ */
+function jdbcBroker(kind: 'lease' | 'database', dir: string, db: TestDatabase, name: string) {
   return new Broker(
-    'lease-database.xml',
+    kind === 'lease' ? 'lease-database.xml' : 'database.xml',
     dir,
     {
       brokerName: name,
@@ -440,7 +436,7 @@ function leaseBroker(dir: string, db: TestDatabase, name: string): Broker {
       lockAcquireSleepInterval: AMQ_LEASE,
       lockKeepAlivePeriod: AMQ_RENEW,
     },
-    /becoming master with lease expiry/,
+    kind === 'lease' ? /becoming master with lease expiry/ : /Becoming the master on dataSource/,
   );
 }
 
@@ -480,7 +476,7 @@ describe('ActiveMQ Classic 5.17 lease-database-locker and our LeaseDatabaseLocke
 
       // 2. The broker starts on the same table (its CREATE TABLE/INSERT fail harmlessly) and
       //    waits: for several of its acquire intervals it sees our lease and never becomes master.
-      broker = leaseBroker(dir.path, db, 'amq-a');
+      broker = jdbcBroker('lease', dir.path, db, 'amq-a');
       const attempt = await broker.waitFor(ACQUIRE_ATTEMPT, BROKER_START);
       const observeFrom = Date.now();
       // Half a poll more, so that our release below falls between two of its attempts (a
@@ -569,7 +565,7 @@ describe('ActiveMQ Classic 5.17 lease-database-locker and our LeaseDatabaseLocke
     });
     try {
       // 1. The broker first, on an empty database: ActiveMQ's own schema, then master.
-      broker = leaseBroker(dir.path, db, 'amq-b');
+      broker = jdbcBroker('lease', dir.path, db, 'amq-b');
       await broker.waitFor(/becoming master/, BROKER_START);
       assert.deepEqual(await lockTableColumns(db), ['id', 'time', 'broker_name']);
 
@@ -697,7 +693,7 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
       //    period (AMQ-4705), then starts.
       const releasing = Date.now();
       await us.supervisor.stop();
-      const stampedAt = await when(
+      await eventually(
         () => {
           const s = lockStamp(lockPath);
           return s !== undefined && !ourStamps.has(s);
@@ -705,6 +701,7 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
         AMQ_FILE_POLL * 4,
         'the broker stamps the lock file',
       );
+      const stampedAt = Date.now();
       const brokerStamp = lockStamp(lockPath) ?? Number.NaN;
       assert.ok(brokerStamp >= releasing, 'the broker took the lock before ours released it');
       const started = await broker.waitFor(/BrokerService - Apache ActiveMQ .* started/, 10_000);
@@ -750,21 +747,6 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
 // Mixed kinds on one ACTIVEMQ_LOCK: a held transaction (DefaultDatabaseLocker, ours or the
 // broker's) beside a lease (LeaseDatabaseLocker, ours or the broker's).
 
-function databaseBroker(dir: string, db: TestDatabase, name: string): Broker {
-  return new Broker(
-    'database.xml',
-    dir,
-    {
-      brokerName: name,
-      jdbcUrl: db.jdbcUrl,
-      jdbcUser: db.user,
-      lockAcquireSleepInterval: AMQ_LEASE,
-      lockKeepAlivePeriod: AMQ_RENEW,
-    },
-    /Becoming the master on dataSource/,
-  );
-}
-
 function ourDatabaseLocker(db: TestDatabase): DatabaseLocker {
   return new DatabaseLocker({
     database: db.url,
@@ -782,7 +764,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
     let broker: Broker | undefined;
     const lockers: ReturnType<typeof ours>[] = [];
     try {
-      broker = databaseBroker(dir.path, db, 'amq-d');
+      broker = jdbcBroker('database', dir.path, db, 'amq-d');
       await broker.waitFor(/Becoming the master on dataSource/, BROKER_START);
       await broker.waitFor(/BrokerService - Apache ActiveMQ .* started/, 10_000);
       const lease = ours(leaseLocker(db, 'locksmith-l'), OUR_RENEW);
@@ -794,7 +776,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
       const killed = Date.now();
       await broker.kill('SIGKILL');
       // PostgreSQL drops the dead broker's session and its row lock: exactly one of ours wins.
-      await when(() => lease.master || held.master, 10_000, 'one of ours master');
+      await eventually(() => lease.master || held.master, 10_000, 'one of ours master');
       t.diagnostic(`one of ours master ${Date.now() - killed} ms after the broker's kill -9`);
       await sleep(OBSERVE / 2);
       assert.ok(!(lease.master && held.master), 'both of ours master');
@@ -814,10 +796,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
       const us = ours(ourDatabaseLocker(db), OUR_RENEW);
       try {
         await us.started;
-        broker =
-          kind === 'database'
-            ? databaseBroker(dir.path, db, 'amq-d')
-            : leaseBroker(dir.path, db, 'amq-l');
+        broker = jdbcBroker(kind, dir.path, db, kind === 'database' ? 'amq-d' : 'amq-l');
         // Its start-up may already wait behind our transaction (its INSERT of the seed row
         // conflicts with our uncommitted update of it), before its locker logs anything.
         await broker.waitFor(/Using Persistence Adapter/, BROKER_START);
@@ -847,7 +826,7 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
     let broker: Broker | undefined;
     let us: ReturnType<typeof ours> | undefined;
     try {
-      broker = leaseBroker(dir.path, db, 'amq-l');
+      broker = jdbcBroker('lease', dir.path, db, 'amq-l');
       await broker.waitFor(/becoming master with lease expiry/, BROKER_START);
       us = ours(ourDatabaseLocker(db), OUR_RENEW);
       assert.equal(await settlesWithin(us.started, OBSERVE), false, 'ours became master');
@@ -879,11 +858,11 @@ describe('ActiveMQ Classic 5.17 and our lockers, of the other kind, on one ACTIV
     const us = ours(locker, OUR_RENEW);
     try {
       await us.started;
-      broker = databaseBroker(dir.path, db, 'amq-d');
+      broker = jdbcBroker('database', dir.path, db, 'amq-d');
       const became = await broker.waitFor(/Becoming the master on dataSource/, BROKER_START);
       const brokerMaster = became.logged ?? became.received;
       // Our renewals now wait behind the broker's row lock: the self-fencing deadline ends it.
-      await when(() => us.at('demoted') !== undefined, OUR_LEASE * 4, 'ours demoted');
+      await eventually(() => us.at('demoted') !== undefined, OUR_LEASE * 4, 'ours demoted');
       const overlap = (lost?.at ?? Number.NaN) - brokerMaster;
       t.diagnostic(
         `two masters for ${overlap} ms (ours self-fenced; lease ${OUR_LEASE}, renew ${OUR_RENEW}); ours stopped ${(us.at('demoted') ?? 0) - (lost?.at ?? 0)} ms after`,

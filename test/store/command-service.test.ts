@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CommandService, exitStatus } from '../../src/store/command-service.js';
-import { tempDir } from '../helpers.js';
+import { eventually, tempDir } from '../helpers.js';
 
 const linux = process.platform === 'linux';
 const quiet = { stdio: 'ignore' as const };
@@ -15,15 +15,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-async function eventually<T>(probe: () => T | undefined, what: string): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  assert.fail(`timed out waiting for ${what}`);
 }
 
 test('the command gets the fencing token in LOCKSMITH_FENCING_TOKEN', {
@@ -91,14 +82,18 @@ test('a command that ignores SIGTERM gets SIGKILL after the grace period, with i
   await service.start(context());
   const pid = service.pid as number;
   // The shell's own child, which inherits the ignored SIGTERM.
-  const sleeper = await eventually(() => {
-    try {
-      const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-      return kids === '' ? undefined : Number(kids.split(' ')[0]);
-    } catch {
-      return undefined;
-    }
-  }, 'the shell to fork sleep');
+  const sleeper = await eventually(
+    () => {
+      try {
+        const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+        return kids === '' ? undefined : Number(kids.split(' ')[0]);
+      } catch {
+        return undefined;
+      }
+    },
+    5_000,
+    'the shell to fork sleep',
+  );
   const started = performance.now();
   await Promise.all([service.stop(), service.stop()]);
   const elapsed = performance.now() - started;
@@ -108,7 +103,7 @@ test('a command that ignores SIGTERM gets SIGKILL after the grace period, with i
   assert.equal(exit.signal, 'SIGKILL');
   assert.equal(exit.status, 137);
   // SIGKILL is delivered at once, but the kernel needs a moment to tear the process down.
-  await eventually(() => (alive(sleeper) ? undefined : true), `sleep ${sleeper} to die`);
+  await eventually(() => !alive(sleeper), 5_000, `sleep ${sleeper} to die`);
 });
 
 test('aborting the start signal stops the command like stop()', { skip: !linux }, async () => {

@@ -14,8 +14,8 @@ import {
   Supervisor,
 } from '../../src/store/index.js';
 import { dropTable, KINDS, killSession, uniqueTable, urlOf } from '../fixtures/db-servers.js';
-import { tempDir } from '../helpers.js';
-import { tracked, until } from './store-helpers.js';
+import { eventually, sleep, tempDir } from '../helpers.js';
+import { tracked } from './store-helpers.js';
 
 for (const kind of KINDS) {
   describe(`DatabaseLocker on ${kind}`, () => {
@@ -54,7 +54,7 @@ for (const kind of KINDS) {
       await assert.rejects(make(t, { failIfLocked: true }).start(), LockObtainFailedError);
       const b = make(t);
       const pb = tracked(b.start());
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
       assert.equal(pb.settled, false, 'b waits while a holds');
       assert.equal(await b.keepAlive(), false);
       const tokenA = a.token as number;
@@ -87,7 +87,7 @@ for (const kind of KINDS) {
       await a.start();
       const b = make(t, { lockAcquireSleepInterval: 5_000 });
       const p = b.start();
-      await new Promise((r) => setTimeout(r, 150));
+      await sleep(150);
       const t0 = performance.now();
       await b.stop();
       await assert.rejects(p, AbortedError);
@@ -131,13 +131,13 @@ for (const kind of KINDS) {
         await a.s.start();
         const b = supervisor('b');
         void b.s.start().catch(() => {});
-        await new Promise((r) => setTimeout(r, 300));
+        await sleep(300);
         const session = a.locker.sessionId as number;
         const t0 = performance.now();
         await killSession(kind, session);
-        await until(() => events.includes('a demoted LOCK_LOST'), 3_000);
+        await eventually(() => events.includes('a demoted LOCK_LOST'), 3_000);
         const demoted = performance.now() - t0;
-        await until(() => events.includes('b start'), 5_000);
+        await eventually(() => events.includes('b start'), 5_000);
         const takeover = performance.now() - t0;
         t.diagnostic(
           `session killed: old master demoted after ${demoted.toFixed(0)} ms, new master after ${takeover.toFixed(0)} ms (takeover pause 200 + 300 ms)`,

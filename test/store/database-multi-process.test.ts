@@ -4,8 +4,8 @@ import { LockViolationError } from '../../src/core/errors.js';
 import { KINDS, urlOf } from '../fixtures/db-servers.js';
 import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
-import { exitOf } from '../helpers.js';
-import { killMasterFailover, scratchTables, until } from './store-helpers.js';
+import { eventually, exitOf, sleep } from '../helpers.js';
+import { killMasterFailover, scratchTables } from './store-helpers.js';
 
 const CONTENDERS = 3;
 const ROUNDS = 10;
@@ -50,16 +50,16 @@ describe('database lockers across processes', () => {
     const tb = table('postgres');
     const args = ['lease', urlOf('postgres', dir.path), tb, '1000', '250'];
     const a = spawnFixture('db-supervised', args);
-    await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+    await eventually(() => a.line(/^master \d+/) !== undefined, 10_000);
     const tokenA = masterToken(a);
     const b = spawnFixture('db-supervised', args);
-    await until(() => b.line(/^waiting$/) !== undefined, 10_000);
+    await eventually(() => b.line(/^waiting$/) !== undefined, 10_000);
     a.proc.kill('SIGSTOP');
-    await until(() => b.line(/^master \d+/) !== undefined, 5_000);
+    await eventually(() => b.line(/^master \d+/) !== undefined, 5_000);
     const tokenB = masterToken(b);
     const t0 = performance.now();
     a.proc.kill('SIGCONT');
-    await until(() => a.line(/^demoted/) !== undefined, 3_000);
+    await eventually(() => a.line(/^demoted/) !== undefined, 3_000);
     t.diagnostic(`old master demoted ${(performance.now() - t0).toFixed(0)} ms after SIGCONT`);
     // Its renewals stalled past the lease: a self-fenced lease says so (LEASE_EXPIRED).
     assert.match(a.line(/^demoted/) ?? '', new RegExp(`^demoted ${tokenA} LEASE_EXPIRED$`));
@@ -75,15 +75,15 @@ describe('database lockers across processes', () => {
     const tb = table('postgres');
     const args = ['lease', urlOf('postgres', dir.path), tb, String(LEASE), String(PERIOD)];
     const a = spawnFixture('db-supervised', args);
-    await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+    await eventually(() => a.line(/^master \d+/) !== undefined, 10_000);
     const tokenA = masterToken(a);
     const b = spawnFixture('db-supervised', args);
-    await until(() => b.line(/^waiting$/) !== undefined, 10_000);
-    await new Promise((r) => setTimeout(r, 400)); // b read a lease ~2.6 s from expiry
+    await eventually(() => b.line(/^waiting$/) !== undefined, 10_000);
+    await sleep(400); // b read a lease ~2.6 s from expiry
     assert.equal(b.line(/^master/), undefined);
     const t0 = performance.now();
     a.proc.stdin?.write('stop\n'); // service stopped, then the lease released (holder NULL, TIME 0)
-    await until(() => b.line(/^master \d+/) !== undefined, 10_000);
+    await eventually(() => b.line(/^master \d+/) !== undefined, 10_000);
     const failover = performance.now() - t0;
     t.diagnostic(`failover after a graceful stop: ${failover.toFixed(0)} ms (renew ${PERIOD})`);
     assert.equal((await exitOf(a.proc)).code, 0);

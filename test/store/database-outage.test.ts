@@ -8,7 +8,7 @@ import {
   Supervisor,
 } from '../../src/store/index.js';
 import { dropTable, MYSQL_URL, POSTGRES_URL, uniqueTable } from '../fixtures/db-servers.js';
-import { until } from './store-helpers.js';
+import { eventually, sleep } from '../helpers.js';
 
 /**
  * A TCP proxy in front of a real database: `cut()` drops every connection and refuses new ones
@@ -95,17 +95,17 @@ describe('database outage: the master stops before the lock can pass, and serves
         await supervisor.start();
         const t0 = performance.now();
         await proxy.cut();
-        await until(() => events.includes('demoted'), 5_000);
+        await eventually(() => events.includes('demoted'), 5_000);
         const demoted = performance.now() - t0;
         assert.deepEqual(events, ['start', 'stop', 'demoted']);
         if (kind === 'postgres') {
           // Stopped well before the lease (renewed at most 200 ms before the cut) could expire.
           assert.ok(demoted < lease - 200, `demoted after ${demoted} ms`);
         }
-        await new Promise((r) => setTimeout(r, 300));
+        await sleep(300);
         const t1 = performance.now();
         await proxy.restore();
-        await until(() => events.filter((e) => e === 'start').length === 2, 10_000);
+        await eventually(() => events.filter((e) => e === 'start').length === 2, 10_000);
         t.diagnostic(
           `outage: demoted ${demoted.toFixed(0)} ms after the cut; master again ${(performance.now() - t1).toFixed(0)} ms after the database returned`,
         );

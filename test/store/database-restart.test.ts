@@ -7,8 +7,7 @@ import {
   privateServerUnavailable,
   type ServerKind,
 } from '../fixtures/private-db-server.js';
-import { exitOf } from '../helpers.js';
-import { until } from './store-helpers.js';
+import { eventually, exitOf, sleep } from '../helpers.js';
 
 // A real database restart, on a private server (its own data directory and port: the shared
 // servers on 5432/3306 are never stopped). A supervised master runs in a child process, a
@@ -59,22 +58,22 @@ for (const kind of ['postgres', 'mysql'] as const satisfies readonly ServerKind[
         const a = spawnFixture('db-supervised', args);
         let b: FixtureProcess | undefined;
         try {
-          await until(
+          await eventually(
             () => a.line(/^master \d+/) !== undefined && a.line(/^service-start/) !== undefined,
             15_000,
           );
           const tokenA = masterToken(a);
           const standby = spawnFixture('db-supervised', args);
           b = standby;
-          await until(() => standby.line(/^waiting$/) !== undefined, 10_000);
+          await eventually(() => standby.line(/^waiting$/) !== undefined, 10_000);
           // Let the standby settle into its wait (a few acquire attempts).
-          await new Promise((r) => setTimeout(r, locker === 'lease' ? LEASE : 3 * INTERVAL));
+          await sleep(locker === 'lease' ? LEASE : 3 * INTERVAL);
           assert.equal(masters(standby), 0);
 
           const t0 = performance.now();
           await (mode === 'crash' ? server.kill() : server.shutdown());
           const down = performance.now() - t0;
-          await until(() => a.line(/^demoted/) !== undefined, 10_000);
+          await eventually(() => a.line(/^demoted/) !== undefined, 10_000);
           const demoted = performance.now() - t0;
           // The service was stopped first, and the demotion is the loss of the lock.
           assert.ok(a.lines.indexOf('service-stop') >= 0, a.lines.join('\n'));
@@ -94,7 +93,7 @@ for (const kind of ['postgres', 'mysql'] as const satisfies readonly ServerKind[
           }
 
           // Keep the database down for a while: nobody becomes master, nobody gives up.
-          await new Promise((r) => setTimeout(r, OUTAGE));
+          await sleep(OUTAGE);
           assert.equal(masters(a), 1);
           assert.equal(masters(standby), 0);
           for (const p of [a, standby]) {
@@ -106,7 +105,7 @@ for (const kind of ['postgres', 'mysql'] as const satisfies readonly ServerKind[
           await server.start();
           const ready = performance.now() - t1;
           const t2 = performance.now();
-          await until(() => masters(a) + masters(standby) === 2, 15_000);
+          await eventually(() => masters(a) + masters(standby) === 2, 15_000);
           const recovered = performance.now() - t2;
           const next = masters(a) === 2 ? a : standby;
           const tokenNext = Number(
@@ -127,10 +126,13 @@ for (const kind of ['postgres', 'mysql'] as const satisfies readonly ServerKind[
             `master again after ${recovered.toFixed(0)} ms (bound ${bound})`,
           );
           assert.ok(tokenNext > tokenA, `token ${tokenNext} after ${tokenA}`);
-          await until(() => next.lines.filter((l) => /^service-start/.test(l)).length >= 1, 5_000);
+          await eventually(
+            () => next.lines.filter((l) => /^service-start/.test(l)).length >= 1,
+            5_000,
+          );
 
           // Exactly one master from now on: the other stays a standby over several renewals.
-          await new Promise((r) => setTimeout(r, 3 * (locker === 'lease' ? RENEW : PERIOD)));
+          await sleep(3 * (locker === 'lease' ? RENEW : PERIOD));
           assert.equal(
             masters(a) + masters(standby),
             2,

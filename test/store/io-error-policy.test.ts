@@ -10,8 +10,7 @@ import {
   Supervisor,
   stopOnUnknownOwnership,
 } from '../../src/store/index.js';
-import { tempDir } from '../helpers.js';
-import { until } from './store-helpers.js';
+import { eventually, tempDir } from '../helpers.js';
 
 const context = (recheck: () => Promise<boolean>) => ({ locker: 'test', recheck });
 const fails = () => Promise.reject(new Error('still failing'));
@@ -128,7 +127,7 @@ describe('I/O error policies inside the lease locker', () => {
     const db = new Database(path);
     db.exec('DROP TABLE IO_LOCK');
     db.close();
-    await until(() => events.includes('demoted'), 3_000);
+    await eventually(() => events.includes('demoted'), 3_000);
     assert.deepEqual(events, ['start', 'stop', 'demoted']);
     await supervisor.stop();
   });

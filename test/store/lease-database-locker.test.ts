@@ -20,8 +20,8 @@ import {
   uniqueTable,
   urlOf,
 } from '../fixtures/db-servers.js';
-import { tempDir } from '../helpers.js';
-import { recordingLogger, tracked, until } from './store-helpers.js';
+import { eventually, sleep, tempDir } from '../helpers.js';
+import { recordingLogger, tracked } from './store-helpers.js';
 
 /** Reads the lock row of `table` straight from the database. */
 async function row(kind: Kind, url: string, table: string) {
@@ -133,13 +133,13 @@ for (const kind of KINDS) {
       const c = make(t, { lockAcquireSleepInterval: 400 });
       const pb = tracked(b.start());
       const pc = tracked(c.start());
-      await new Promise((r) => setTimeout(r, 250));
+      await sleep(250);
       assert.equal(pb.settled || pc.settled, false);
       assert.equal(await b.keepAlive(), false);
       assert.equal(await c.keepAlive(), false);
       await exec(kind, url, `UPDATE ${t} SET BROKER_NAME = NULL, TIME = 0 WHERE ID = 1`);
-      await until(() => pb.settled || pc.settled, 2_000);
-      await new Promise((r) => setTimeout(r, 150));
+      await eventually(() => pb.settled || pc.settled, 2_000);
+      await sleep(150);
       assert.equal(pb.settled && pc.settled, false, 'exactly one wins');
       const [winner, loser, loserStart] = pb.settled ? [b, c, pc] : [c, b, pb];
       const t0 = performance.now();
@@ -163,7 +163,7 @@ for (const kind of KINDS) {
       // c has no renew period: it polls once a lease, ActiveMQ's behaviour, and still only
       // takes the lease when it is free or expired.
       const pc = tracked(c.start());
-      await new Promise((r) => setTimeout(r, 600)); // both read a's expiry ~2.4 s ahead
+      await sleep(600); // both read a's expiry ~2.4 s ahead
       assert.equal(pb.settled || pc.settled, false);
       const tokenA = a.token as number;
       const t0 = performance.now();
@@ -174,7 +174,7 @@ for (const kind of KINDS) {
       assert.ok(takeover < PERIOD + 250, `took ${takeover} ms (lease ${LEASE}, renew ${PERIOD})`);
       assert.ok((b.token as number) > tokenA);
       // The safety rule holds for the slower poller: b's lease is live, so c keeps waiting.
-      await new Promise((r) => setTimeout(r, PERIOD * 2));
+      await sleep(PERIOD * 2);
       assert.equal(pc.settled, false);
       assert.ok(await b.keepAlive());
       await b.stop();
@@ -212,7 +212,7 @@ for (const kind of KINDS) {
       await a.start();
       const b = make(t, { lockAcquireSleepInterval: 100 });
       const p = b.start();
-      await new Promise((r) => setTimeout(r, 120));
+      await sleep(120);
       await b.stop();
       await assert.rejects(p, (err: unknown) => {
         assert.ok(err instanceof AbortedError);
@@ -451,7 +451,7 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
       // Renewals every 250 ms, as the supervisor would: each is true (a new pooled
       // connection) or, if ever false, a is no longer master before b can be.
       for (let i = 0; i < 6; i++) {
-        await new Promise((r) => setTimeout(r, 250));
+        await sleep(250);
         const alive = await a.keepAlive().catch(() => false);
         if (!alive) lost = true;
         if (!lost) assert.equal(pb.settled, false, 'b must not be master while a is');

@@ -32,6 +32,7 @@ import {
   uniqueTable,
   urlOf,
 } from '../fixtures/db-servers.js';
+import { sleep } from '../helpers.js';
 import { scratchTables, tracked } from './store-helpers.js';
 
 /** A locker whose keep-alive answers what the test says (a rejection is "unknown"). */
@@ -162,7 +163,7 @@ describe('Mastership', () => {
         const m = await holder.start();
         const waiter = make();
         const waiting = tracked(waiter.start());
-        await new Promise((r) => setTimeout(r, 300));
+        await sleep(300);
         assert.equal(waiting.settled, false);
         await waiter.stop();
         await assert.rejects(waiting.promise, AbortedError);
@@ -454,7 +455,7 @@ async function holdRow(
   const dialect = openDialect(urlOf(kind, dirPath));
   const conn = await dialect.connect();
   while (!(await dialect.beginRowLock(conn, rowLockStatement(dialect, table), 1_000))) {
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
   return {
     release: async () => {

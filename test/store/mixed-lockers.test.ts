@@ -10,8 +10,8 @@ import type { Locker } from '../../src/store/locker.js';
 import { KINDS, type Kind, urlOf } from '../fixtures/db-servers.js';
 import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
-import { exitOf } from '../helpers.js';
-import { scratchTables, tracked, until } from './store-helpers.js';
+import { eventually, exitOf, sleep } from '../helpers.js';
+import { scratchTables, tracked } from './store-helpers.js';
 
 type LockerKind = 'lease' | 'database';
 const ORDERS: [LockerKind, LockerKind][] = [
@@ -73,7 +73,7 @@ describe('mixed database lockers on one table', () => {
             // Well past a lease (the old code let the second one in at once), renewing as a
             // supervisor would.
             for (let i = 0; i < 8; i++) {
-              await new Promise((r) => setTimeout(r, PERIOD));
+              await sleep(PERIOD);
               assert.equal(await a.keepAlive(), true, 'the first master lost its lock');
               assert.equal(started.settled, false, `the ${second} locker became master too`);
             }
@@ -120,18 +120,18 @@ describe('mixed database lockers on one table', () => {
         ];
         const a = spawnFixture('db-supervised', args(first));
         try {
-          await until(() => a.line(/^master \d+/) !== undefined, 15_000);
+          await eventually(() => a.line(/^master \d+/) !== undefined, 15_000);
           const tokenA = masterToken(a);
           const b = spawnFixture('db-supervised', args(second));
           try {
-            await until(() => b.line(/^waiting$/) !== undefined, 15_000);
-            await new Promise((r) => setTimeout(r, 2 * LEASE + 500));
+            await eventually(() => b.line(/^waiting$/) !== undefined, 15_000);
+            await sleep(2 * LEASE + 500);
             assert.equal(b.line(/^master/), undefined, `the ${second} process became master too`);
             assert.equal(a.line(/^demoted/), undefined, `the ${first} master was demoted`);
             const t0 = performance.now();
             a.proc.stdin?.write('stop\n');
             assert.equal((await exitOf(a.proc)).code, 0);
-            await until(() => b.line(/^master \d+/) !== undefined, 15_000);
+            await eventually(() => b.line(/^master \d+/) !== undefined, 15_000);
             t.diagnostic(
               `handover ${first} → ${second}: ${(performance.now() - t0).toFixed(0)} ms`,
             );

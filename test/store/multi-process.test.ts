@@ -5,8 +5,8 @@ import { describe, it } from 'node:test';
 import { LockViolationError } from '../../src/core/errors.js';
 import { masterToken, spawnFixture } from '../fixtures/fixture-process.js';
 import { assertCleanRun, verifyRun } from '../fixtures/verify-run.js';
-import { exitOf, tempDir } from '../helpers.js';
-import { killMasterFailover, until } from './store-helpers.js';
+import { eventually, exitOf, sleep, tempDir } from '../helpers.js';
+import { killMasterFailover } from './store-helpers.js';
 
 const CONTENDERS = 3;
 const ROUNDS = 40;
@@ -69,14 +69,14 @@ describe('store lockers across processes', () => {
       how: 'graceful' | 'kill',
     ): Promise<{ ms: number; standby: ReturnType<typeof spawnFixture> }> => {
       const standby = spawnFixture('store-supervised', args);
-      await until(() => standby.line(/^waiting$/) !== undefined, 10_000);
-      await new Promise((r) => setTimeout(r, 3 * INTERVAL)); // polling as a slave
+      await eventually(() => standby.line(/^waiting$/) !== undefined, 10_000);
+      await sleep(3 * INTERVAL); // polling as a slave
       assert.equal(standby.line(/^master/), undefined);
       const before = masterToken(master);
       const t0 = performance.now();
       if (how === 'graceful') master.proc.stdin?.write('stop\n');
       else master.proc.kill('SIGKILL');
-      await until(() => standby.line(/^master \d+/) !== undefined, 10_000);
+      await eventually(() => standby.line(/^master \d+/) !== undefined, 10_000);
       const ms = performance.now() - t0;
       assert.ok(masterToken(standby) > before);
       const exit = await exitOf(master.proc);
@@ -84,7 +84,7 @@ describe('store lockers across processes', () => {
       return { ms, standby };
     };
     const a = spawnFixture('store-supervised', args);
-    await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+    await eventually(() => a.line(/^master \d+/) !== undefined, 10_000);
     // a stops gracefully (service stopped, then the mark, then the release): b serves at once.
     const graceful = await failover(a, 'graceful');
     // b is killed: no mark, c pauses the whole keep-alive period.
@@ -106,7 +106,7 @@ describe('store lockers across processes', () => {
     it(`c: another process that ${theft}s the lock file makes the master demote`, async () => {
       using dir = tempDir();
       const a = spawnFixture('store-supervised', [dir.path, '50', '50']);
-      await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+      await eventually(() => a.line(/^master \d+/) !== undefined, 10_000);
       const token = masterToken(a);
       const path = join(dir.path, 'lock');
       // This test process is the "other process": it holds no lock, it only writes.
@@ -117,7 +117,7 @@ describe('store lockers across processes', () => {
       } else {
         unlinkSync(path);
       }
-      await until(() => a.line(/^demoted/) !== undefined, 5_000);
+      await eventually(() => a.line(/^demoted/) !== undefined, 5_000);
       // Noticed by the locker's own watch of the file (or a keep-alive, whichever is first):
       // either way a `lost` with LOCK_LOST, so no `keepalive-failed` is needed.
       assert.equal(a.line(/^demoted/), `demoted ${token} LOCK_LOST`);
@@ -126,7 +126,7 @@ describe('store lockers across processes', () => {
         a.lines.indexOf('service-stop') < a.lines.findIndex((l) => l.startsWith('demoted')),
       );
       // restartAllowed: it waits again and, the kernel lock being free, is master again.
-      await until(() => a.lines.filter((l) => /^master/.test(l)).length === 2, 5_000);
+      await eventually(() => a.lines.filter((l) => /^master/.test(l)).length === 2, 5_000);
       const again = Number(a.lines.filter((l) => /^master/.test(l))[1]?.split(' ')[1]);
       assert.ok(again > token);
       a.proc.stdin?.write('stop\n');

@@ -25,8 +25,16 @@ import {
   DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD,
   SharedFileLocker,
 } from '../../src/store/index.js';
-import { exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
-import { descriptorsOf, recordingLogger, settle, tracked, until } from './store-helpers.js';
+import {
+  eventually,
+  exitOf,
+  fixture,
+  orphanProof,
+  sleep,
+  tempDir,
+  waitForLine,
+} from '../helpers.js';
+import { descriptorsOf, recordingLogger, settle, tracked } from './store-helpers.js';
 
 const WALL = 1_700_000_000_000;
 
@@ -153,7 +161,7 @@ describe('SharedFileLocker', () => {
     // Not failIfLocked: waits, and takes over once the child releases.
     const waiter = new SharedFileLocker({ directory: dir.path, lockAcquireSleepInterval: 50 });
     const started = tracked(waiter.start());
-    await new Promise((r) => setTimeout(r, 150));
+    await sleep(150);
     assert.equal(started.settled, false);
     child.stdin?.write('stop\n');
     await exitOf(child);
@@ -173,7 +181,7 @@ describe('SharedFileLocker', () => {
     // Waiting with a 10 s interval: the in-process release wakes it at once.
     const second = new SharedFileLocker({ directory: dir.path });
     const started = tracked(second.start());
-    await new Promise((r) => setTimeout(r, 30));
+    await sleep(30);
     assert.equal(started.settled, false);
     const t0 = Date.now();
     await first.stop();
@@ -198,7 +206,7 @@ describe('SharedFileLocker', () => {
       wakeOnHints: false,
     });
     const started = tracked(waiter.start());
-    await until(() => clock.pending === 1);
+    await eventually(() => clock.pending === 1);
     assert.equal(logger.count('info'), 1);
     assert.match(logger.lines[0]?.message ?? '', /slave mode/);
     assert.equal(logger.count('debug'), 0);
@@ -207,7 +215,7 @@ describe('SharedFileLocker', () => {
       await settle();
       assert.equal(logger.count('debug'), i - 1, 'no retry before the interval');
       await clock.advance(1);
-      await until(() => logger.count('debug') === i && clock.pending === 1);
+      await eventually(() => logger.count('debug') === i && clock.pending === 1);
     }
     assert.equal(logger.count('info'), 1);
     assert.equal(started.settled, false);
@@ -223,7 +231,7 @@ describe('SharedFileLocker', () => {
     await holder.start();
     const waiter = new SharedFileLocker({ directory: dir.path, lockAcquireSleepInterval: 20 });
     const started = waiter.start();
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     await waiter.stop();
     await assert.rejects(started, (err: unknown) => {
       return (
@@ -278,7 +286,7 @@ describe('SharedFileLocker', () => {
       wakeOnHints: false,
     });
     let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
-    await until(() => clock.pending === 1);
+    await eventually(() => clock.pending === 1);
     // The holder's lock no longer checks out (its mtime changed behind its back), so its stop
     // leaves no released mark: the case the pause is for.
     const lostBehindItsBack = () => utimesSync(holder.path, 1, 1);
@@ -286,8 +294,8 @@ describe('SharedFileLocker', () => {
     // The in-process release wakes the waiter at once (no clock needed): it acquires and the
     // pause starts at the current fake time.
     await holder.stop();
-    await until(() => existsSync(waiter.path) && clock.pending === 1);
-    await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => existsSync(waiter.path) && clock.pending === 1);
+    await sleep(20);
     assert.equal(clock.pending, 1);
     await clock.advance(499);
     await settle();
@@ -299,10 +307,10 @@ describe('SharedFileLocker', () => {
     // The check after the pause fails (file deleted meanwhile): start rejects, nothing held.
     await holder.start();
     started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
-    await until(() => clock.pending === 1);
+    await eventually(() => clock.pending === 1);
     lostBehindItsBack();
     await holder.stop();
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
     assert.equal(clock.pending, 1);
     unlinkSync(waiter.path);
     await clock.advance(500);
@@ -339,7 +347,7 @@ describe('SharedFileLocker', () => {
       wakeOnHints: false,
     });
     let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
-    await until(() => clock.pending === 1);
+    await eventually(() => clock.pending === 1);
     await holder.stop();
     // The in-process release wakes the waiter, which finds the mark: master with no pause
     // (the fake clock never moves).
@@ -361,12 +369,12 @@ describe('SharedFileLocker', () => {
     ] as const) {
       await holder.start();
       started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
-      await until(() => clock.pending === 1);
+      await eventually(() => clock.pending === 1);
       writeFileSync(holder.path, content);
       await holder.stop();
       if (pauses) {
-        await until(() => clock.pending === 1 && existsSync(waiter.path));
-        await new Promise((r) => setTimeout(r, 20));
+        await eventually(() => clock.pending === 1 && existsSync(waiter.path));
+        await sleep(20);
         assert.equal(started.settled, false, 'pausing');
         await clock.advance(500);
       }

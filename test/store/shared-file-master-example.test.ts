@@ -5,8 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { exitOf, orphanProof, repoRoot, tempDir, waitForLine } from '../helpers.js';
+import { exitOf, orphanProof, repoRoot, sleep, tempDir, waitForLine } from '../helpers.js';
 
 const example = join(repoRoot, 'dist-test/examples/shared-file-master.js');
 

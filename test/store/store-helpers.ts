@@ -1,11 +1,11 @@
-// Shared by the store tests: a recording logger, a poll-until helper, scratch lock tables. Not a test file.
+// Shared by the store tests: a recording logger, scratch lock tables, the kill -9 failover scenario. Not a test file.
 import assert from 'node:assert/strict';
 import { readdirSync, readlinkSync } from 'node:fs';
 import { after } from 'node:test';
 import type { StoreLogger } from '../../src/store/logger.js';
 import { dropTable, type Kind, uniqueTable } from '../fixtures/db-servers.js';
 import { type FixtureProcess, masterToken, spawnFixture } from '../fixtures/fixture-process.js';
-import { tempDir } from '../helpers.js';
+import { eventually, sleep, tempDir } from '../helpers.js';
 
 export interface RecordingLogger extends StoreLogger {
   lines: { level: 'info' | 'debug' | 'warn'; message: string }[];
@@ -21,15 +21,6 @@ export function recordingLogger(): RecordingLogger {
     warn: (message) => lines.push({ level: 'warn', message }),
     count: (level) => lines.filter((l) => l.level === level).length,
   };
-}
-
-/** Polls `condition` (on real time) until it holds; rejects after `timeoutMs`. */
-export async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error(`condition not met in ${timeoutMs} ms`);
-    await new Promise<void>((r) => setTimeout(r, 2));
-  }
 }
 
 /** Lets pending promise callbacks and immediates run. */
@@ -88,15 +79,15 @@ export async function killMasterFailover(
   failover: number;
 }> {
   const a = spawnFixture(name, args);
-  await until(() => a.line(/^master \d+/) !== undefined, 10_000);
+  await eventually(() => a.line(/^master \d+/) !== undefined, 10_000);
   const tokenA = masterToken(a);
   const b = spawnFixture(name, args);
-  await until(() => b.line(/^waiting$/) !== undefined, 10_000);
-  await new Promise((r) => setTimeout(r, standbyMs));
+  await eventually(() => b.line(/^waiting$/) !== undefined, 10_000);
+  await sleep(standbyMs);
   assert.equal(b.line(/^master/), undefined);
   const t0 = performance.now();
   a.proc.kill('SIGKILL');
-  await until(() => b.line(/^master \d+/) !== undefined, 10_000);
+  await eventually(() => b.line(/^master \d+/) !== undefined, 10_000);
   const failover = performance.now() - t0;
   return { a, b, tokenA, tokenB: masterToken(b), failover };
 }

@@ -8,7 +8,7 @@ import {
   Supervisor,
   type SupervisorEvent,
 } from '../../src/store/supervisor.js';
-import { until } from './store-helpers.js';
+import { eventually } from '../helpers.js';
 
 /** Grants at once; keep-alives answer from `answers` (true when empty); a settable deadline. */
 class QuickLocker extends EventEmitter<{ lost: [LockLostError] }> implements Locker {
@@ -60,7 +60,7 @@ test('Supervisor: confirmed comes before the service starts and after each true 
   });
   await sup.start();
   assert.deepEqual(log.slice(0, 2), ['confirmed 1', 'start 1']);
-  await until(() => confirmed.length >= 4);
+  await eventually(() => confirmed.length >= 4);
   for (const [i, e] of confirmed.entries()) {
     assert.equal(e.token, 1);
     assert.ok(e.validUntil > e.at, 'the deadline is after the confirmation');
@@ -88,7 +88,7 @@ test('Supervisor.demote(): ends the mastership as a loss once, then waits again;
   const reason = new LockLostError('the watchdog stopped the command');
   assert.equal(sup.demote(reason), true);
   assert.equal(sup.demote(reason), false, 'already ending');
-  await until(() => masters.length >= 2);
+  await eventually(() => masters.length >= 2);
   assert.equal(demotions.length, 1);
   assert.equal(demotions[0]?.reason, reason);
   assert.equal(demotions[0]?.token, 1);
@@ -96,7 +96,7 @@ test('Supervisor.demote(): ends the mastership as a loss once, then waits again;
   assert.deepEqual(log.slice(0, 3), ['start 1', 'stop', 'start 2']);
   // Any other reason is wrapped in a LockLostError.
   assert.equal(sup.demote('why'), true);
-  await until(() => demotions.length >= 2);
+  await eventually(() => demotions.length >= 2);
   assert.ok(demotions[1]?.reason instanceof LockLostError);
   await sup.stop();
 });

@@ -20,8 +20,8 @@ import {
   Supervisor,
   type SupervisorEvents,
 } from '../../src/store/index.js';
-import { tempDir } from '../helpers.js';
-import { recordingLogger, settle, tracked, until } from './store-helpers.js';
+import { eventually, tempDir } from '../helpers.js';
+import { recordingLogger, settle, tracked } from './store-helpers.js';
 
 /** A locker driven by the test: start resolves when `grant()` is called. */
 class ScriptedLocker extends EventEmitter<{ lost: [LockLostError] }> implements Locker {
@@ -107,7 +107,7 @@ describe('Supervisor', () => {
     const seen = events(sup);
     const started = tracked(sup.start());
     assert.equal(sup.start(), started.promise, 'start is idempotent');
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     assert.equal(sup.state, 'waiting');
     assert.deepEqual(locker.calls, ['locker.start']);
     locker.grant();
@@ -149,7 +149,7 @@ describe('Supervisor', () => {
     const sup = new Supervisor({ locker, service: recordingService([]), clock });
     assert.equal(sup.lockKeepAlivePeriod, 1_000, 'defaults to locker.defaultKeepAlivePeriod');
     const started = sup.start();
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     assert.equal(locker.startOptions[0]?.lockKeepAlivePeriod, 1_000, 'passed to the locker');
     locker.grant();
     await started;
@@ -158,11 +158,11 @@ describe('Supervisor', () => {
     await settle();
     assert.equal(ticks(), 0);
     await clock.advance(1);
-    await until(() => ticks() === 1);
+    await eventually(() => ticks() === 1);
     await clock.advance(1_000);
-    await until(() => ticks() === 2);
+    await eventually(() => ticks() === 2);
     await clock.advance(3_000);
-    await until(() => ticks() === 5);
+    await eventually(() => ticks() === 5);
     await sup.stop();
     assert.equal(clock.pending, 0);
 
@@ -174,7 +174,7 @@ describe('Supervisor', () => {
       lockKeepAlivePeriod: 0,
     });
     const s2 = none.start();
-    await until(() => quiet.waiting);
+    await eventually(() => quiet.waiting);
     quiet.grant();
     await s2;
     await clock.advance(60_000);
@@ -190,12 +190,12 @@ describe('Supervisor', () => {
     const sup = new Supervisor({ locker, service, clock, lockKeepAlivePeriod: 100 });
     const seen = events(sup);
     const started = sup.start();
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     locker.grant();
     await started;
     locker.keepAliveResults.push(false, false);
     await clock.advance(100);
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     const signal = service.contexts[0]?.signal;
     assert.ok(signal?.aborted);
     assert.ok(signal?.reason instanceof LockLostError);
@@ -212,7 +212,7 @@ describe('Supervisor', () => {
     assert.equal(locker.calls[i + 1], 'locker.stop');
     assert.equal(sup.state, 'waiting');
     locker.grant();
-    await until(() => sup.state === 'master');
+    await eventually(() => sup.state === 'master');
     assert.equal(sup.token, 11);
     assert.equal(service.contexts[1]?.token, 11);
     await sup.stop();
@@ -233,12 +233,12 @@ describe('Supervisor', () => {
     });
     const seen = events(sup);
     const started = sup.start();
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     locker.grant();
     await started;
     locker.keepAliveResults.push(false);
     await clock.advance(100);
-    await until(() => sup.state === 'stopped');
+    await eventually(() => sup.state === 'stopped');
     assert.deepEqual(seen, [
       'waiting',
       'master 10',
@@ -262,16 +262,16 @@ describe('Supervisor', () => {
     });
     const seen = events(sup);
     const started = sup.start();
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     locker.grant();
     await started;
     locker.keepAliveResults.push(new LockIOError('disk gone'), new LockIOError('disk gone'));
     await clock.advance(100);
-    await until(() => seen.length === 3);
+    await eventually(() => seen.length === 3);
     await clock.advance(100);
-    await until(() => seen.length === 4);
+    await eventually(() => seen.length === 4);
     await clock.advance(100);
-    await until(() => locker.calls.filter((c) => c === 'locker.keepAlive').length === 3);
+    await eventually(() => locker.calls.filter((c) => c === 'locker.keepAlive').length === 3);
     assert.equal(sup.state, 'master');
     assert.deepEqual(seen, ['waiting', 'master 10', 'keepalive-failed 10', 'keepalive-failed 10']);
     assert.equal(logger.count('warn'), 2);
@@ -287,12 +287,12 @@ describe('Supervisor', () => {
     });
     const seen2 = events(sup2);
     const s2 = sup2.start();
-    await until(() => strict.waiting);
+    await eventually(() => strict.waiting);
     strict.grant();
     await s2;
     strict.keepAliveResults.push(new LockIOError('disk gone'));
     await clock.advance(100);
-    await until(() => strict.waiting);
+    await eventually(() => strict.waiting);
     assert.deepEqual(seen2, [
       'waiting',
       'master 10',
@@ -312,13 +312,13 @@ describe('Supervisor', () => {
     const demoted: unknown[] = [];
     sup.on('demoted', (e) => demoted.push(e.reason));
     const started = sup.start();
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     locker.grant();
     await started;
     const lost = new LockLostError('lease self-fenced');
     locker.emit('lost', lost);
     assert.equal(service.contexts[0]?.signal.reason, lost, 'the signal aborts synchronously');
-    await until(() => demoted.length === 1);
+    await eventually(() => demoted.length === 1);
     assert.equal(demoted[0], lost);
     locker.emit('lost', new LockLostError('again')); // not master any more: ignored
     await settle();
@@ -331,7 +331,7 @@ describe('Supervisor', () => {
     const clock = new FakeClock();
     const sup = new Supervisor({ locker, service: recordingService(locker.calls), clock });
     const started = sup.start();
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     await sup.stop();
     await assert.rejects(started, AbortedError);
     assert.ok(!locker.calls.includes('service.start 10'));
@@ -358,7 +358,7 @@ describe('Supervisor', () => {
       throw new Error('bad listener');
     });
     const started = sup.start();
-    await until(() => locker.waiting);
+    await eventually(() => locker.waiting);
     locker.grant();
     await assert.rejects(started, /service cannot open the store/);
     assert.equal(sup.state, 'stopped');
@@ -410,10 +410,10 @@ describe('Supervisor', () => {
     await sup.start();
     const first = sup.token as number;
     unlinkSync(locker.path);
-    await until(() => demoted.length === 1);
+    await eventually(() => demoted.length === 1);
     assert.ok(demoted[0] instanceof LockLostError);
     // restartAllowed: it waits again and, the file being free, becomes master with a newer token.
-    await until(() => sup.state === 'master');
+    await eventually(() => sup.state === 'master');
     assert.ok((sup.token as number) > first);
     await sup.stop();
     assert.deepEqual(calls.filter((c) => c === 'service.stop').length, 2);
