@@ -13,7 +13,8 @@ export class CallStats {
     const map = ok ? this.ok : this.failed;
     map.set(method, (map.get(method) ?? 0) + 1);
     this.#advance();
-    this.#ring[this.#second % 60]! += 1;
+    const slot = this.#second % 60;
+    this.#ring[slot] = (this.#ring[slot] ?? 0) + 1;
   }
 
   /** Calls per second for each of the last `seconds` whole seconds, oldest first. */
