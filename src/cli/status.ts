@@ -1,6 +1,3 @@
-import { existsSync, mkdtempSync, rmdirSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { isErrno } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
 import { WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
 import { FILE_FACTORY_NAMES, lockFactoryByName } from '../directory/factory-by-name.js';
@@ -27,7 +24,7 @@ export const STATUS_EXIT = {
  * cannot be taken at all, as {@link inspectLock} sees it: the same checks `locksmith lock`
  * would fail on. Prints on stdout; exits with {@link STATUS_EXIT}. Every argument is checked
  * before anything is looked at; nothing is created or modified (but for a probe directory
- * made and removed at once, see {@link creatable}).
+ * that inspectLock makes and removes at once, to learn whether a missing one can be made).
  */
 export async function run(args: string[]): Promise<number> {
   const { values, positionals, command } = parseCommandLine(args, USAGES.status.flags);
@@ -40,7 +37,7 @@ export async function run(args: string[]): Promise<number> {
     FILE_FACTORY_NAMES,
   );
   const name = validateLockName((values.name as string | undefined) ?? WRITE_LOCK_NAME, '--name');
-  const inspection = creatable(inspectLock(dir, { name, lockFactory }), dir);
+  const inspection = inspectLock(dir, { name, lockFactory });
   process.stdout.write(
     report(inspection)
       .map((line) => `${line}\n`)
@@ -53,34 +50,6 @@ export async function run(args: string[]): Promise<number> {
       return STATUS_EXIT.HELD;
     case 'cannot-lock':
       return STATUS_EXIT.CANNOT_LOCK;
-  }
-}
-
-/**
- * A missing directory is "free" only if `lock` could create it. The inspection can tell an
- * unwritable parent, but not a file system that refuses new directories to anyone, root
- * included (`/proc/x`: ENOENT, `/sys/x`: EPERM); only mkdir tells. So a directory with a
- * unique name is made in the nearest existing parent and removed at once: nothing stays, and
- * `dir` itself is never created. Its failure is the OS's reason `lock` would meet.
- */
-function creatable(inspection: LockInspection, dir: string): LockInspection {
-  if (inspection.state !== 'free' || inspection.detail !== 'no-directory') return inspection;
-  const absolute = resolve(dir);
-  let parent = dirname(absolute);
-  while (!existsSync(parent) && dirname(parent) !== parent) parent = dirname(parent);
-  try {
-    rmdirSync(mkdtempSync(join(parent, '.locksmith-status-probe-')));
-    return inspection;
-  } catch (err) {
-    if (!isErrno(err)) throw err;
-    return {
-      state: 'cannot-lock',
-      path: inspection.path,
-      fenceCounter: inspection.fenceCounter,
-      reason: 'directory-unwritable',
-      message: `${absolute} cannot be created in ${parent}: ${err.code}`,
-      ...(err.code === undefined ? {} : { errno: err.code }),
-    };
   }
 }
 

@@ -3,12 +3,14 @@ import {
   closeSync,
   constants,
   lstatSync,
+  mkdtempSync,
   openSync,
   realpathSync,
+  rmdirSync,
   type Stats,
   statSync,
 } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { InvalidArgumentError, isErrno, LockIOError } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
 import { checkOptionsObject, describeValue } from '../core/options.js';
@@ -212,7 +214,8 @@ function missingDirectory(absolute: string, path: string): LockInspection {
         const message = `${absolute} cannot be created: ${ancestor} is a file, not a directory`;
         return cannot(path, undefined, 'not-a-directory', message);
       }
-      const unwritable = accessError(ancestor, constants.W_OK | constants.X_OK);
+      const unwritable =
+        accessError(ancestor, constants.W_OK | constants.X_OK) ?? mkdirError(ancestor);
       if (unwritable !== undefined) {
         const message = `${absolute} cannot be created in ${ancestor}: ${unwritable.code}`;
         return cannot(path, undefined, 'directory-unwritable', message, unwritable);
@@ -233,6 +236,22 @@ function missingDirectory(absolute: string, path: string): LockInspection {
       return cannot(path, undefined, 'directory-inaccessible', message, st);
     }
     ancestor = dirname(ancestor);
+  }
+}
+
+/**
+ * Whether a directory can be made in `parent`. `access` cannot tell a file system that refuses
+ * new directories to anyone, root included (`/proc`: ENOENT, `/sys`: EPERM); only mkdir
+ * tells. So a directory with a unique name is made and removed at once: nothing stays, and
+ * the inspected directory itself is never created.
+ */
+function mkdirError(parent: string): NodeJS.ErrnoException | undefined {
+  try {
+    rmdirSync(mkdtempSync(join(parent, '.locksmith-inspect-probe-')));
+    return undefined;
+  } catch (err) {
+    if (isErrno(err)) return err;
+    throw err;
   }
 }
 

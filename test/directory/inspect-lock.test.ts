@@ -113,3 +113,16 @@ test('inspectLock: cannot-lock names each reason an obtain would fail on', () =>
   const result = inspectLock(link);
   assert.ok(result.state === 'cannot-lock' && result.message.includes(result.path));
 });
+
+test('a missing directory the OS will not create (/proc/x) cannot be locked; a creatable one is free and nothing stays', () => {
+  const proc = inspectLock('/proc/locksmith-x/sub');
+  assert.equal(reasonOf(proc), 'directory-unwritable');
+  assert.match(
+    proc.state === 'cannot-lock' ? proc.message : '',
+    /cannot be created in \/proc: E[A-Z]+/,
+  );
+  using dir = tempDir();
+  const free = inspectLock(join(dir.path, 'a', 'b'));
+  assert.equal(free.state, 'free');
+  assert.deepEqual(readdirSync(dir.path), [], 'the probe left nothing behind');
+});
