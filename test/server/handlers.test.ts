@@ -9,7 +9,7 @@ import { Get, Put } from '../../src/rows/index.js';
 import { client, startServer } from './server-fixture.js';
 
 describe('server handlers', () => {
-  it('1000 lockers blocked on one row hold no handler: other rows and the unlock are served', async () => {
+  it('1000 lockers blocked on one row hold no handler: other rows and the unlock are served (conformance V9)', async () => {
     await using server = await startServer({ handlers: 2, maxWaitersPerSession: 1_000 });
     await using holder = await client(server);
     await holder.createTable('t', ['f']);

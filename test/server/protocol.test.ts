@@ -61,7 +61,7 @@ describe('server protocol: malformed input', () => {
     ],
   ];
   for (const [what, send, code] of broken) {
-    it(`${what}: one connection error (${code}), then closed; others unaffected`, async () => {
+    it(`${what}: one connection error (${code}), then closed; others unaffected (conformance V11)`, async () => {
       await using server = await startServer();
       await using good = await client(server);
       await good.createTable('t', ['f']);
@@ -86,7 +86,7 @@ describe('server protocol: malformed input', () => {
     assert.equal(m[2], 'PROTOCOL_ERROR');
   });
 
-  it('bad arguments fail only their call, with the in-process message; the connection lives on', async () => {
+  it('bad arguments fail only their call, with the in-process message; the connection lives on (conformance V12)', async () => {
     await using server = await startServer();
     await using good = await client(server);
     await good.createTable('t', ['f']);
@@ -143,7 +143,7 @@ describe('server protocol: malformed input', () => {
     assert.equal((await good.table('t').get(new Get('r'))).isEmpty, true, 'nothing was written');
   });
 
-  it('a connection that sends no HELLO is dropped after the handshake timeout', async () => {
+  it('a connection that sends no HELLO is dropped after the handshake timeout (conformance V14)', async () => {
     await using server = await startServer({ handshakeTimeoutMs: 300 });
     const raw = await RawClient.open(server.port);
     const m = await connectionError(raw);
@@ -151,7 +151,7 @@ describe('server protocol: malformed input', () => {
     assert.match(String(m[3]), /No HELLO within 300 ms/);
   });
 
-  it('calls in flight beyond the limit are refused (LIMIT_EXCEEDED, retryable)', async () => {
+  it('calls in flight beyond the limit are refused (LIMIT_EXCEEDED, retryable) (conformance V14)', async () => {
     await using server = await startServer({ maxInFlight: 3 });
     await using holder = await client(server);
     await holder.createTable('t', ['f']);
@@ -165,7 +165,7 @@ describe('server protocol: malformed input', () => {
     raw.destroy();
   });
 
-  it('per-session limits on held locks and lock waits', async () => {
+  it('per-session limits on held locks and lock waits (conformance V14)', async () => {
     await using server = await startServer({ maxLocksPerSession: 2, maxWaitersPerSession: 1 });
     await using a = await client(server);
     await using b = await client(server);
@@ -184,12 +184,12 @@ describe('server protocol: malformed input', () => {
 });
 
 describe('server security', () => {
-  it('listens on loopback unless told otherwise', async () => {
+  it('listens on loopback unless told otherwise (conformance V14)', async () => {
     await using server = await startServer();
     assert.equal(server.host, '127.0.0.1');
   });
 
-  it('with a token: nothing but the handshake before it; a wrong or missing token is refused', async () => {
+  it('with a token: nothing but the handshake before it; a wrong or missing token is refused (conformance V13)', async () => {
     await using server = await startServer({ token: 's3cret-token' });
     for (const hello of [{}, { token: 'wrong' }, { token: '' }]) {
       const raw = await RawClient.open(server.port);

@@ -39,7 +39,7 @@ describe('server scanners', () => {
     await eventually(() => server.scanners.size === 0, 5_000, 'the scanner to close');
   });
 
-  it("another session cannot read a session's scanner", async () => {
+  it("another session cannot read a session's scanner (conformance V10)", async () => {
     await using server = await startServer();
     await using a = await client(server);
     await a.createTable('t', ['f']);
@@ -54,7 +54,7 @@ describe('server scanners', () => {
     thief.destroy();
   });
 
-  it('an abandoned scanner is reclaimed after its lease and its read point released', async () => {
+  it('an abandoned scanner is reclaimed after its lease and its read point released (conformance V10)', async () => {
     await using server = await startServer({ leasePeriodMs: 300 });
     await using a = await client(server);
     await a.createTable('t', [{ name: 'f', maxVersions: 1 }]);

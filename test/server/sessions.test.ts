@@ -14,7 +14,7 @@ import { client, startServer } from './server-fixture.js';
 const row = (s: string) => Buffer.from(s);
 
 describe('server sessions', () => {
-  it('a lock belongs to its session: another session can neither use nor release it', async () => {
+  it('a lock belongs to its session: another session can neither use nor release it (conformance V1)', async () => {
     await using server = await startServer();
     await using a = await client(server);
     await using b = await client(server);
@@ -38,7 +38,7 @@ describe('server sessions', () => {
     assert.equal((await b.table('t').get(new Get('r'))).getValue('f', 'q')?.toString(), 'mine');
   });
 
-  it("another session's mutation waits for the explicit lock, then lands after it", async () => {
+  it("another session's mutation waits for the explicit lock, then lands after it (conformance V2)", async () => {
     await using server = await startServer();
     await using a = await client(server);
     await using b = await client(server);
@@ -57,7 +57,7 @@ describe('server sessions', () => {
     assert.deepEqual(order, ['a unlock', 'b put']);
   });
 
-  it('a silent session expires after its lease: its locks are released and a waiter gets the row', async () => {
+  it('a silent session expires after its lease: its locks are released and a waiter gets the row (conformance V3)', async () => {
     await using server = await startServer();
     await using b = await client(server);
     await b.createTable('t', ['f']);
@@ -77,7 +77,7 @@ describe('server sessions', () => {
     await lock.close();
   });
 
-  it('releaseOnDisconnect: the locks go the moment the connection closes', async () => {
+  it('releaseOnDisconnect: the locks go the moment the connection closes (conformance V4)', async () => {
     await using server = await startServer();
     await using b = await client(server);
     await b.createTable('t', ['f']);
@@ -94,7 +94,7 @@ describe('server sessions', () => {
     await lock.close();
   });
 
-  it('a resumed session keeps its locks; a dropped one without resume keeps them only for its lease', async () => {
+  it('a resumed session keeps its locks; a dropped one without resume keeps them only for its lease (conformance V5)', async () => {
     await using server = await startServer();
     await using b = await client(server);
     await b.createTable('t', ['f']);
@@ -116,7 +116,7 @@ describe('server sessions', () => {
     again.destroy();
   });
 
-  it('a session id that expired cannot be resumed; the connection may open a new session', async () => {
+  it('a session id that expired cannot be resumed; the connection may open a new session (conformance V5)', async () => {
     await using server = await startServer();
     const { raw, welcome } = await RawClient.session(server.port, { sessionLeaseMs: 200 });
     raw.destroy();
@@ -131,7 +131,7 @@ describe('server sessions', () => {
     again.destroy();
   });
 
-  it('closing the client ends the session and releases its locks at once', async () => {
+  it('closing the client ends the session and releases its locks at once (conformance V6)', async () => {
     await using server = await startServer();
     await using b = await client(server);
     await b.createTable('t', ['f']);
@@ -164,7 +164,7 @@ describe('server sessions', () => {
     await next.close();
   });
 
-  it('deadlock detection works across sessions: one of two crossing lockers gets DEADLOCK', async () => {
+  it('deadlock detection works across sessions: one of two crossing lockers gets DEADLOCK (conformance V7)', async () => {
     await using server = await startServer();
     await using a = await client(server);
     await using b = await client(server);
@@ -180,7 +180,7 @@ describe('server sessions', () => {
     await a2.close();
   });
 
-  it("a lock's lease that runs out is reported to its holder (signal aborted, LEASE_EXPIRED)", async () => {
+  it("a lock's lease that runs out is reported to its holder (signal aborted, LEASE_EXPIRED) (conformance V8)", async () => {
     await using server = await startServer({ leasePeriodMs: 300 });
     await using a = await client(server);
     await a.createTable('t', ['f']);
