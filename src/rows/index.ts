@@ -1,3 +1,10 @@
+// The network client: a RemoteTable is the same Table on a locksmith server.
+export {
+  type ConnectOptions,
+  connect,
+  LocksmithClient,
+} from '../client/locksmith-client.js';
+export { RemoteTable } from '../client/remote-table.js';
 export {
   AbortedError,
   AlreadyClosedError,
@@ -26,11 +33,11 @@ export {
 } from './mutation.js';
 export { Get, Query, Scan } from './query.js';
 export {
-  type BatchStatus,
   type CallOptions,
   Region,
   type RegionEvents,
   type RegionOptions,
+  type TryLockOptions,
 } from './region.js';
 export { Result } from './result.js';
 export {
@@ -41,3 +48,10 @@ export {
 } from './row-input.js';
 export { RowLock } from './row-lock.js';
 export type { RowLockOwner } from './row-lock-manager.js';
+export type {
+  BatchStatus,
+  RowLockRef,
+  Table,
+  TableCallOptions,
+  TableRowLock,
+} from './table.js';
