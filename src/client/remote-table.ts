@@ -293,22 +293,36 @@ export class RemoteTable implements Table {
     await this.#mutate(
       'mutateRows',
       undefined,
-      [this.name, this.#list(mutations, 'mutateRows')],
+      [this.name, this.#list(mutations, 'mutateRows', 'a non-empty array')],
       options,
     );
   }
 
+  /**
+   * As `Region.batch`: an entry that is not a Put or Delete fails alone (it is not sent);
+   * the others go in one call and get the server's status each.
+   */
   async batch(
     mutations: readonly (Put | Delete)[],
     options?: TableCallOptions,
   ): Promise<BatchStatus[]> {
+    if (!Array.isArray(mutations))
+      throw new InvalidArgumentError('batch() takes an array of Put and Delete');
+    const sent = mutations.filter((m) => m instanceof Put || m instanceof Delete);
     const statuses = (await this.#mutate(
       'batch',
       undefined,
-      [this.name, this.#list(mutations, 'batch')],
+      [this.name, this.#list(sent, 'batch', 'an array')],
       options,
     )) as unknown[];
-    return statuses.map((s): BatchStatus => {
+    let next = 0;
+    return mutations.map((m): BatchStatus => {
+      if (!(m instanceof Put || m instanceof Delete))
+        return {
+          ok: false,
+          error: new InvalidArgumentError('batch() takes Put and Delete objects'),
+        };
+      const s = statuses[next++];
       if (s === null) return { ok: true };
       const [code, message] = s as [unknown, unknown];
       return { ok: false, error: fromWireError(code, message) };
@@ -322,9 +336,10 @@ export class RemoteTable implements Table {
     await this.close();
   }
 
-  #list(mutations: readonly (Put | Delete)[], what: string): unknown[] {
+  /** `mutations` on the wire; `takes` says what `what` takes (the region's own words). */
+  #list(mutations: readonly (Put | Delete)[], what: string, takes: string): unknown[] {
     if (!Array.isArray(mutations))
-      throw new InvalidArgumentError(`${what}() takes an array of Put and Delete`);
+      throw new InvalidArgumentError(`${what}() takes ${takes} of Put and Delete`);
     return mutations.map((m) => {
       if (!(m instanceof Put || m instanceof Delete))
         throw new InvalidArgumentError(`${what}() takes Put and Delete objects`);

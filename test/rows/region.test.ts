@@ -563,6 +563,49 @@ for (const variant of tableVariants) {
       });
       assert.deepEqual(values((await region.get(new Get('r').setMaxVersions())).cells), ['keep']);
     });
+
+    it('every method reports a bad argument as a rejection, never a throw, with the same words', async () => {
+      await using region = await open();
+      const held = await region.lockRow('l');
+      const cases: [string, () => Promise<unknown>, RegExp][] = [
+        ['unlockRow({})', () => region.unlockRow({} as never), /Expected a RowLock/],
+        ["unlockRow('')", () => region.unlockRow(''), /must be a non-empty string/],
+        ['renewLease(5)', () => region.renewLease(5 as never), /Expected a RowLock/],
+        ['get() a string', () => region.get('r' as never), /takes a Get/],
+        ['get() unknown option', () => region.get(new Get('r'), { x: 1 } as never), /"x"/],
+        ['withRowLock(5)', () => region.withRowLock('r', 5 as never), /must be a function/],
+        [
+          'checkAndPut a Delete',
+          () => region.checkAndPut('r', 'colfam1', 'q', null, new Delete('r') as never),
+          /takes a Put/,
+        ],
+        ['mutateRows(5)', () => region.mutateRows(5 as never), /non-empty array/],
+        [
+          'mutateRows under a lock',
+          () => region.mutateRows([new Put('l', { rowLock: held }).add('colfam1', 'q', 'x')]),
+          /takes its own locks/,
+        ],
+      ];
+      for (const [name, call, words] of cases) {
+        let promise: Promise<unknown> | undefined;
+        assert.doesNotThrow(() => {
+          promise = call();
+        }, name);
+        await assert.rejects(
+          promise as Promise<unknown>,
+          { code: 'INVALID_ARGUMENT', message: words },
+          name,
+        );
+      }
+      await assert.rejects(region.get(new Get('r'), { signal: AbortSignal.abort() }), {
+        code: 'ABORTED',
+      });
+      // A batch entry that is not a Put or Delete fails alone.
+      const statuses = await region.batch([{} as never, new Put('b').add('colfam1', 'q', 'v')]);
+      assert.equal((statuses[0] as { error: { code: string } }).error.code, 'INVALID_ARGUMENT');
+      assert.equal(statuses[1]?.ok, true);
+      await region.unlockRow(held);
+    });
   });
 }
 
