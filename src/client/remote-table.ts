@@ -15,6 +15,7 @@ import {
   type TableCallOptions,
   type TableRowLock,
 } from '../rows/table.js';
+import type { Method } from '../wire/messages.js';
 import {
   decodeResult,
   encodeDelete,
@@ -31,7 +32,7 @@ import type { RemoteRowLock } from './remote-row-lock.js';
 /** What a remote table needs of its client. */
 export interface TableClient {
   call(
-    method: string,
+    method: Method,
     args: unknown[],
     options?: { signal?: AbortSignal; timeoutMs?: number; idempotent?: boolean },
   ): Promise<unknown>;
@@ -360,7 +361,7 @@ export class RemoteTable implements Table {
   }
 
   #mutate(
-    method: string,
+    method: Method,
     lockId: string | undefined,
     args: unknown[],
     options: TableCallOptions | undefined,

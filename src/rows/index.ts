@@ -5,17 +5,25 @@ export {
   LocksmithClient,
 } from '../client/locksmith-client.js';
 export { RemoteTable } from '../client/remote-table.js';
+// With the client's own: a RemoteTable's calls can also fail with these.
 export {
   AbortedError,
   AlreadyClosedError,
+  ConnectionLostError,
   DeadlockError,
+  InternalError,
   InvalidArgumentError,
+  LimitExceededError,
   LockIOError,
   LockLostError,
   LockObtainFailedError,
   LocksmithError,
   LockTimeoutError,
+  ProtocolError,
+  TableError,
+  UnauthenticatedError,
   UnknownRowLockError,
+  UnsupportedOperationError,
 } from '../core/errors.js';
 export { StaleTokenError } from '../core/fencing.js';
 export { toStringBinary } from './bytes.js';
