@@ -1,6 +1,6 @@
 import { type EncodableCell, encodeCells } from './cell-codec.js';
 import type { Memstore } from './memstore.js';
-import type { RowStorage } from './row-storage.js';
+import type { RegionStorage } from './region-storage.js';
 
 /** A snapshot record holds about this many bytes of cells. */
 const SNAPSHOT_RECORD_BYTES = 1 << 20;
@@ -9,7 +9,7 @@ const SNAPSHOT_RECORD_BYTES = 1 << 20;
 export interface CheckpointSource {
   readonly memstore: Memstore;
   /** Undefined for a region without a directory: a checkpoint only compacts then. */
-  readonly storage: RowStorage | undefined;
+  readonly storage: RegionStorage | undefined;
   maxVersions(family: string): number;
   /** The oldest read point still in use (scanners included): compaction keeps what it sees. */
   oldestReadPoint(): number;

@@ -3,6 +3,7 @@ import { decodeCells, forEachFamily } from './cell-codec.js';
 import type { ColumnFamily } from './column-family.js';
 import { Memstore } from './memstore.js';
 import type { CheckedRegionOptions } from './region-options.js';
+import type { RegionStorage } from './region-storage.js';
 import { TokenReservation } from './row-lock-tokens.js';
 import { type Recovered, RowStorage } from './row-storage.js';
 
@@ -11,7 +12,7 @@ export interface RegionRecovery {
   memstore: Memstore;
   /** The MVCC write number of the newest recovered cell (0 for a new region). */
   seq: number;
-  storage: RowStorage | undefined;
+  storage: RegionStorage | undefined;
   tokens: TokenReservation | undefined;
 }
 

@@ -32,12 +32,12 @@ import {
 import { RegionReads } from './region-reads.js';
 import { type RegionRecovery, recoverRegion } from './region-recovery.js';
 import { RegionRowLocks } from './region-row-locks.js';
+import type { RegionStorage } from './region-storage.js';
 import { Result } from './result.js';
 import { type BytesInput, checkRow } from './row-input.js';
 import type { RowLock } from './row-lock.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
-import type { RowStorage } from './row-storage.js';
 import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
 import { WritePath } from './write-path.js';
@@ -83,7 +83,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   readonly #mvcc: Mvcc;
   readonly #locks: RegionRowLocks;
   readonly #runner: MutationRunner;
-  readonly #storage: RowStorage | undefined;
+  readonly #storage: RegionStorage | undefined;
   readonly #tokens: TokenReservation | undefined;
   readonly #reads: RegionReads;
   readonly #writes: WritePath;

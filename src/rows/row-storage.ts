@@ -14,6 +14,7 @@ import type { Lock } from '../directory/lock.js';
 import { type Durability, GroupCommitLog, type LogStats } from './group-commit.js';
 import { parseSegmentName, repairSegment, scanSegment, segmentName } from './log-segment.js';
 import { FILE_HEADER_BYTES } from './record-codec.js';
+import type { RegionStorage } from './region-storage.js';
 import {
   parseSnapshotName,
   publishSnapshot,
@@ -70,7 +71,7 @@ const MAX_MAX_RECORD_BYTES = 512 * MiB;
  * `log-segment.ts` for how a damaged record is judged (torn tail dropped, anything else an
  * error).
  */
-export class RowStorage {
+export class RowStorage implements RegionStorage {
   readonly #dir: string;
   readonly #lock: Lock;
   readonly #dirHandle: FileHandle;

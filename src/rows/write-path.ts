@@ -5,7 +5,7 @@ import type { FamilySchema } from './family-schema.js';
 import type { Memstore } from './memstore.js';
 import type { Draft } from './mutation-cells.js';
 import type { Mvcc } from './mvcc.js';
-import type { RowStorage } from './row-storage.js';
+import type { RegionStorage } from './region-storage.js';
 
 /**
  * How a mutation's inserts share the event loop: called after inserting cell `cellIndex`, it
@@ -34,7 +34,7 @@ const paceInserts: InsertPace = (i) =>
 export class WritePath {
   readonly #memstore: Memstore;
   readonly #mvcc: Mvcc;
-  readonly #storage: RowStorage | undefined;
+  readonly #storage: RegionStorage | undefined;
   readonly #schema: FamilySchema;
   readonly #oldestReadPoint: () => number;
   /** Write numbers whose cells are in the memstore but whose log record is not yet queued. */
@@ -46,7 +46,7 @@ export class WritePath {
   constructor(
     memstore: Memstore,
     mvcc: Mvcc,
-    storage: RowStorage | undefined,
+    storage: RegionStorage | undefined,
     schema: FamilySchema,
     oldestReadPoint: () => number,
     checkpointBytes: number,

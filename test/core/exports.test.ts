@@ -6,12 +6,14 @@ import { test } from 'node:test';
 import * as core from 'locksmith';
 import * as directory from 'locksmith/directory';
 import * as rows from 'locksmith/rows';
+import * as server from 'locksmith/server';
 import * as store from 'locksmith/store';
 
 const expected: Record<string, Record<string, unknown>> = {
   'locksmith/directory': directory,
   'locksmith/store': store,
   'locksmith/rows': rows,
+  'locksmith/server': server,
 };
 
 /** What the functions of every subpath can throw. */
@@ -42,6 +44,7 @@ const required: Record<string, string[]> = {
     'UnknownRowLockError',
     'StaleTokenError',
   ],
+  'locksmith/server': [...everywhere, 'TableError'],
 };
 
 for (const [subpath, names] of Object.entries(required)) {

@@ -1,0 +1,24 @@
+/**
+ * What a region asks of the storage behind it: an ordered, durable log of records and
+ * checkpoints that replace the log's prefix. `RowStorage` (log segments and snapshots in a
+ * directory) is the one implementation today; another (a database table, say) plugs in by
+ * implementing this and recovering the same records in the same order.
+ *
+ * Contract, as `RowStorage` documents it in full: `append` queues synchronously (call order is
+ * log order) and resolves once the record is durable; a record whose append did not resolve is
+ * after a crash entirely present or entirely absent, never part of one. `checkpoint(capture)`
+ * calls `capture()` at a point where every earlier append is covered, writes what it returns,
+ * and only then drops the covered log; a crash at any point loses no acknowledged record. After
+ * a failed append the storage refuses every later append and checkpoint.
+ */
+export interface RegionStorage {
+  append(record: Uint8Array): Promise<void>;
+  checkpoint(capture: () => Iterable<Uint8Array>): Promise<void>;
+  /** Bytes of log not covered by a checkpoint (what the checkpoint policy watches). */
+  readonly logBytes: number;
+  /** A checkpoint is running or queued. */
+  readonly checkpointing: boolean;
+  /** Where the region keeps what sits beside its data (the fencing-token reservation). */
+  readonly directory: string;
+  close(): Promise<void>;
+}
