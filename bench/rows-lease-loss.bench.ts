@@ -8,7 +8,7 @@
  *    holder. One lock at a time, then 1000 locks expiring together (the one lease timer
  *    serves them all, so the last one waits for the 999 before it).
  * 2. The cost of the handle on the explicit path: `region.lockRow` + `region.unlockRow`, and
- *    `tryLockRow` + `unlockRow`, per operation, over 1024 rows (uncontended, in memory).
+ *    `await tryLockRow` + `await unlockRow`, per operation, over 1024 rows (uncontended, in memory).
  *
  * The machine may be shared: run it twice and look at the spread.
  */
@@ -40,7 +40,7 @@ async function latencies(region: Region, count: number, prefix: string): Promise
   const waits: Promise<number>[] = [];
   const keepAlive = setInterval(() => {}, 1000);
   for (let i = 0; i < count; i++) {
-    const lock = region.tryLockRow(`${prefix}-${i}`) as Handle | null;
+    const lock = (await region.tryLockRow(`${prefix}-${i}`)) as Handle | null;
     if (lock === null) throw new Error('row held');
     // As the row lock manager computes it: rounded up to a whole millisecond.
     const deadline = Math.ceil(lastReading + LEASE_MS);
@@ -77,7 +77,7 @@ async function ns(run: (region: Region) => Promise<void> | void): Promise<number
 }
 
 const region = await Region.open({ families: ['f'], leasePeriodMs: LEASE_MS, clock });
-const probe = region.tryLockRow('probe') as Handle | null;
+const probe = (await region.tryLockRow('probe')) as Handle | null;
 if (probe?.signal === undefined) {
   console.log('(this RowLock has no signal: detection latency not measured)');
 } else {
@@ -94,13 +94,13 @@ if (probe?.signal === undefined) {
 await region.close();
 
 const lockUnlock = await ns(async (r) => {
-  for (let i = 0; i < OPS; i++) r.unlockRow(await r.lockRow(ROWS[i & 1023] as string));
+  for (let i = 0; i < OPS; i++) await r.unlockRow(await r.lockRow(ROWS[i & 1023] as string));
 });
-const tryUnlock = await ns((r) => {
+const tryUnlock = await ns(async (r) => {
   for (let i = 0; i < OPS; i++) {
-    const lock = r.tryLockRow(ROWS[i & 1023] as string);
+    const lock = await r.tryLockRow(ROWS[i & 1023] as string);
     if (lock === null) throw new Error('held');
-    r.unlockRow(lock);
+    await r.unlockRow(lock);
   }
 });
 console.log('\n### Region explicit lock + unlock, uncontended (ns/op, median)\n');

@@ -41,7 +41,7 @@ try {
   console.error(`Error: ${err}`);
 } finally {
   console.log('Releasing lock...');
-  table.unlockRow(lock);
+  await table.unlockRow(lock);
 }
 await thread;
 console.log('After thread ended...');

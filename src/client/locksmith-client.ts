@@ -111,7 +111,7 @@ export class LocksmithClient
       },
     };
     this.#tableClient = {
-      call: (method, args, options) => connection.call(method as never, args, options),
+      call: (method, args, options) => connection.call(method, args, options),
       granted: (table, row, grant, sentAt) => {
         const [lockId, token, leaseMs] = grant as [unknown, unknown, unknown];
         if (typeof lockId !== 'string')

@@ -1,18 +1,21 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { checkOptionsObject, checkSignal } from '../core/options.js';
+import { checkCallback, checkOptionsObject, checkSignal } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import { checkWaitMs } from '../rows/call-options.js';
 import { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
 import { Get, Scan } from '../rows/query.js';
+import type { TryLockOptions } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import { type BytesInput, checkQualifier, checkRow, checkValue } from '../rows/row-input.js';
-import type {
-  BatchStatus,
-  RowLockRef,
-  Table,
-  TableCallOptions,
-  TableRowLock,
+import {
+  type BatchStatus,
+  type RowLockRef,
+  rowLockIdOf,
+  type Table,
+  type TableCallOptions,
+  type TableRowLock,
 } from '../rows/table.js';
+import type { Method } from '../wire/messages.js';
 import {
   decodeResult,
   encodeDelete,
@@ -29,7 +32,7 @@ import type { RemoteRowLock } from './remote-row-lock.js';
 /** What a remote table needs of its client. */
 export interface TableClient {
   call(
-    method: string,
+    method: Method,
     args: unknown[],
     options?: { signal?: AbortSignal; timeoutMs?: number; idempotent?: boolean },
   ): Promise<unknown>;
@@ -52,14 +55,16 @@ function wireWait(ms: number): number {
   return Number.isFinite(ms) ? Math.ceil(ms) : -1;
 }
 
-function lockIdOf(lock: RowLockRef): string {
-  if (typeof lock === 'string') return lock;
-  if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
-    return lock.lockId;
-  throw new InvalidArgumentError('Expected a row lock or a lock id');
-}
-
 const KNOWN = new Set(['signal', 'waitMs', 'owner']);
+
+/** The session owns every lock of the client: an `owner` is refused. */
+function noOwner(owner: unknown, what: string): void {
+  if (owner !== undefined) {
+    throw new InvalidArgumentError(
+      `${what}: option owner is not available over the network: the session is the owner`,
+    );
+  }
+}
 
 function callOptions(
   options: TableCallOptions | undefined,
@@ -74,11 +79,7 @@ function callOptions(
       );
     }
   }
-  if ((opts as { owner?: unknown }).owner !== undefined) {
-    throw new InvalidArgumentError(
-      `${what}: option owner is not available over the network: the session is the owner`,
-    );
-  }
+  noOwner((opts as { owner?: unknown }).owner, what);
   const out: { signal?: AbortSignal; waitMs?: number } = {};
   const signal = checkSignal(opts.signal, `${what} option signal`);
   if (signal !== undefined) out.signal = signal;
@@ -118,8 +119,19 @@ export class RemoteTable implements Table {
     return this.#client.granted(this.name, latin1(key), grant, sentAt);
   }
 
-  async tryLockRow(row: BytesInput): Promise<TableRowLock | null> {
+  /** As `Region.tryLockRow`; the `owner` option is refused (the session owns the lock). */
+  async tryLockRow(row: BytesInput, options?: TryLockOptions): Promise<TableRowLock | null> {
     const key = checkRow(row);
+    if (options !== undefined) {
+      const opts = checkOptionsObject(options, 'tryLockRow options');
+      for (const name of Object.keys(opts)) {
+        if (name !== 'owner')
+          throw new InvalidArgumentError(
+            `tryLockRow: unknown option ${JSON.stringify(name)} (known: owner)`,
+          );
+      }
+      noOwner(opts.owner, 'tryLockRow');
+    }
     const sentAt = this.#client.now();
     const grant = await this.#client.call('tryLockRow', [this.name, latin1(key)]);
     return grant === null ? null : this.#client.granted(this.name, latin1(key), grant, sentAt);
@@ -130,19 +142,20 @@ export class RemoteTable implements Table {
     fn: (lock: TableRowLock) => T | PromiseLike<T>,
     options?: TableCallOptions,
   ): Promise<T> {
-    if (typeof fn !== 'function') throw new InvalidArgumentError('withRowLock needs a function');
+    checkCallback(fn, 'withRowLock fn');
+    if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');
     return withHandle(await this.lockRow(row, options), fn);
   }
 
   async unlockRow(lock: RowLockRef): Promise<void> {
-    const id = lockIdOf(lock);
+    const id = rowLockIdOf(lock);
     await this.#client.call('unlockRow', [this.name, id]);
     const held = this.#client.heldLock(id);
     if (held !== undefined) await held.close().catch(() => undefined);
   }
 
   async renewLease(lock: RowLockRef): Promise<void> {
-    const id = lockIdOf(lock);
+    const id = rowLockIdOf(lock);
     const sentAt = this.#client.now();
     await this.#client.call('renewLease', [this.name, id]);
     this.#client.heldLock(id)?.renewedAt(sentAt);
@@ -258,7 +271,7 @@ export class RemoteTable implements Table {
     options?: TableCallOptions & { rowLock?: TableRowLock | undefined },
   ): Promise<bigint> {
     const { rowLock, ...rest } = checkOptionsObject(options, 'incrementColumnValue options');
-    const inc = new Increment(row, rowLock === undefined ? {} : { rowLock: rowLock as never });
+    const inc = new Increment(row, rowLock === undefined ? {} : { rowLock });
     inc.addColumn(family, qualifier, amount);
     const result = await this.increment(inc, rest);
     const cell = result.cells[0];
@@ -281,22 +294,36 @@ export class RemoteTable implements Table {
     await this.#mutate(
       'mutateRows',
       undefined,
-      [this.name, this.#list(mutations, 'mutateRows')],
+      [this.name, this.#list(mutations, 'mutateRows', 'a non-empty array')],
       options,
     );
   }
 
+  /**
+   * As `Region.batch`: an entry that is not a Put or Delete fails alone (it is not sent);
+   * the others go in one call and get the server's status each.
+   */
   async batch(
     mutations: readonly (Put | Delete)[],
     options?: TableCallOptions,
   ): Promise<BatchStatus[]> {
+    if (!Array.isArray(mutations))
+      throw new InvalidArgumentError('batch() takes an array of Put and Delete');
+    const sent = mutations.filter((m) => m instanceof Put || m instanceof Delete);
     const statuses = (await this.#mutate(
       'batch',
       undefined,
-      [this.name, this.#list(mutations, 'batch')],
+      [this.name, this.#list(sent, 'batch', 'an array')],
       options,
     )) as unknown[];
-    return statuses.map((s): BatchStatus => {
+    let next = 0;
+    return mutations.map((m): BatchStatus => {
+      if (!(m instanceof Put || m instanceof Delete))
+        return {
+          ok: false,
+          error: new InvalidArgumentError('batch() takes Put and Delete objects'),
+        };
+      const s = statuses[next++];
       if (s === null) return { ok: true };
       const [code, message] = s as [unknown, unknown];
       return { ok: false, error: fromWireError(code, message) };
@@ -310,9 +337,10 @@ export class RemoteTable implements Table {
     await this.close();
   }
 
-  #list(mutations: readonly (Put | Delete)[], what: string): unknown[] {
+  /** `mutations` on the wire; `takes` says what `what` takes (the region's own words). */
+  #list(mutations: readonly (Put | Delete)[], what: string, takes: string): unknown[] {
     if (!Array.isArray(mutations))
-      throw new InvalidArgumentError(`${what}() takes an array of Put and Delete`);
+      throw new InvalidArgumentError(`${what}() takes ${takes} of Put and Delete`);
     return mutations.map((m) => {
       if (!(m instanceof Put || m instanceof Delete))
         throw new InvalidArgumentError(`${what}() takes Put and Delete objects`);
@@ -333,7 +361,7 @@ export class RemoteTable implements Table {
   }
 
   #mutate(
-    method: string,
+    method: Method,
     lockId: string | undefined,
     args: unknown[],
     options: TableCallOptions | undefined,

@@ -1,14 +1,29 @@
+// The network client: a RemoteTable is the same Table on a locksmith server.
+export {
+  type ConnectOptions,
+  connect,
+  LocksmithClient,
+} from '../client/locksmith-client.js';
+export { RemoteTable } from '../client/remote-table.js';
+// With the client's own: a RemoteTable's calls can also fail with these.
 export {
   AbortedError,
   AlreadyClosedError,
+  ConnectionLostError,
   DeadlockError,
+  InternalError,
   InvalidArgumentError,
+  LimitExceededError,
   LockIOError,
   LockLostError,
   LockObtainFailedError,
   LocksmithError,
   LockTimeoutError,
+  ProtocolError,
+  TableError,
+  UnauthenticatedError,
   UnknownRowLockError,
+  UnsupportedOperationError,
 } from '../core/errors.js';
 export { StaleTokenError } from '../core/fencing.js';
 export { toStringBinary } from './bytes.js';
@@ -26,11 +41,11 @@ export {
 } from './mutation.js';
 export { Get, Query, Scan } from './query.js';
 export {
-  type BatchStatus,
   type CallOptions,
   Region,
   type RegionEvents,
   type RegionOptions,
+  type TryLockOptions,
 } from './region.js';
 export { Result } from './result.js';
 export {
@@ -41,3 +56,10 @@ export {
 } from './row-input.js';
 export { RowLock } from './row-lock.js';
 export type { RowLockOwner } from './row-lock-manager.js';
+export type {
+  BatchStatus,
+  RowLockRef,
+  Table,
+  TableCallOptions,
+  TableRowLock,
+} from './table.js';

@@ -8,7 +8,6 @@ import {
   checkRow,
   checkValue,
 } from './row-input.js';
-import type { RowLock } from './row-lock.js';
 
 /**
  * Argument checks of the region's multi-part mutation calls, against its schema. Contract:
@@ -20,9 +19,9 @@ import type { RowLock } from './row-lock.js';
 export function checkRowMutations(
   schema: FamilySchema,
   mutations: RowMutations,
-): { rowLock: RowLock | undefined; token: number | undefined } {
+): { rowLock: Mutation['rowLock']; token: number | undefined } {
   if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
-  let rowLock: RowLock | undefined;
+  let rowLock: Mutation['rowLock'];
   let token: number | undefined;
   for (const m of mutations.mutations) {
     if (m instanceof Put) schema.checkPut(m);

@@ -1,8 +1,7 @@
 import type { CheckedCallOptions } from './call-options.js';
-import type { Delete, Put } from './mutation.js';
+import type { Delete, Mutation, Put } from './mutation.js';
 import type { Draft } from './mutation-cells.js';
 import type { RegionRowLocks } from './region-row-locks.js';
-import type { RowLock } from './row-lock.js';
 import type { RowLockGrant } from './row-lock-manager.js';
 import type { TimestampAllocator } from './timestamp-allocator.js';
 
@@ -41,7 +40,7 @@ export class MutationRunner {
    */
   async mutate<T>(
     row: string,
-    rowLock: RowLock | undefined,
+    rowLock: Mutation['rowLock'],
     token: number | undefined,
     options: CheckedCallOptions,
     build: (now: number) => { cells: Draft[]; result: T },

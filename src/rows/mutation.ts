@@ -8,11 +8,13 @@ import {
   checkTimestamp,
   checkValue,
 } from './row-input.js';
-import type { RowLock } from './row-lock.js';
 
 export interface MutationOptions {
-  /** Run under this explicit lock (which must be for the same row) instead of an implicit one. */
-  rowLock?: RowLock;
+  /**
+   * Run under this explicit lock (which must be for the same row) instead of an implicit one:
+   * any table's lock (`TableRowLock`, in process or remote); only its `lockId` is used.
+   */
+  rowLock?: { readonly lockId: string } | undefined;
   /** Fencing token: the mutation is rejected if the row's lock was granted since this token. */
   token?: number;
   /** Default timestamp for the cells that do not name one; otherwise the server's time. */
@@ -22,7 +24,7 @@ export interface MutationOptions {
 /** What every mutation of one row carries: the row, and optionally a lock and a fencing token. */
 export abstract class Mutation {
   readonly row: string;
-  readonly rowLock: RowLock | undefined;
+  readonly rowLock: { readonly lockId: string } | undefined;
   readonly token: number | undefined;
   readonly timestamp: number | undefined;
 

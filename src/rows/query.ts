@@ -7,7 +7,6 @@ import {
   checkRow,
   checkTimestamp,
 } from './row-input.js';
-import type { RowLock } from './row-lock.js';
 
 /**
  * Which cells a read returns: families (all when none named), columns within them, how many
@@ -68,9 +67,10 @@ export abstract class Query {
 /** Reads one row (HBase's `Get`). A lock id on it is only checked and its lease renewed. */
 export class Get extends Query {
   readonly row: string;
-  readonly rowLock: RowLock | undefined;
+  /** Any table's lock (`TableRowLock`, in process or remote); only its `lockId` is used. */
+  readonly rowLock: { readonly lockId: string } | undefined;
 
-  constructor(row: BytesInput, rowLock?: RowLock) {
+  constructor(row: BytesInput, rowLock?: { readonly lockId: string }) {
     super();
     this.row = checkRow(row);
     if (rowLock !== undefined) checkRowLockArg(rowLock);

@@ -1,5 +1,5 @@
 import type { Clock } from '../core/clock.js';
-import { InvalidArgumentError, LockLostError } from '../core/errors.js';
+import { LockLostError } from '../core/errors.js';
 import { RowFencing } from './row-fencing.js';
 import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
 import {
@@ -9,9 +9,7 @@ import {
   type RowLockOwner,
 } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
-
-/** How callers name an explicit lock: its handle, anything with its id, or the id. */
-export type RowLockRef = RowLock | { readonly lockId: string } | string;
+import { type RowLockRef, rowLockIdOf } from './table.js';
 
 /** What the row locks need of the region's options. */
 export interface RowLockSettings {
@@ -93,17 +91,17 @@ export class RegionRowLocks {
   }
 
   unlockRow(lock: RowLockRef): void {
-    const grant = this.#manager.unlockRow(lockIdOf(lock));
+    const grant = this.#manager.unlockRow(rowLockIdOf(lock));
     (grant.handle as RowLock | undefined)?.[markRowLockReleased]();
   }
 
   renewLease(lock: RowLockRef): void {
-    this.#manager.renewLease(lockIdOf(lock));
+    this.#manager.renewLease(rowLockIdOf(lock));
   }
 
   /** An operation on `row` under `lock`: checks the lock holds that row and renews it. */
   use(lock: RowLockRef, row: string): void {
-    this.#manager.useLock(lockIdOf(lock), row);
+    this.#manager.useLock(rowLockIdOf(lock), row);
   }
 
   /** Refuses a mutation of `row` carrying a token older than the row's newest explicit grant. */
@@ -148,11 +146,4 @@ export class RegionRowLocks {
     grant.handle = lock;
     return lock;
   }
-}
-
-function lockIdOf(lock: RowLockRef): string {
-  if (typeof lock === 'string') return lock;
-  if (typeof lock === 'object' && lock !== null && typeof lock.lockId === 'string')
-    return lock.lockId;
-  throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
 }

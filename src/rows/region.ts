@@ -1,5 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { AlreadyClosedError, InvalidArgumentError, LocksmithError } from '../core/errors.js';
+import {
+  AbortedError,
+  AlreadyClosedError,
+  InvalidArgumentError,
+  LocksmithError,
+} from '../core/errors.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import {
@@ -33,14 +38,19 @@ import { type BytesInput, checkRow } from './row-input.js';
 import type { RowLock } from './row-lock.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
+import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
 import { WritePath } from './write-path.js';
 
 export type { CallOptions } from './call-options.js';
 export type { RegionOptions } from './region-options.js';
+export type { BatchStatus } from './table.js';
 
-/** The outcome of one operation of {@link Region.batch}. */
-export type BatchStatus = { ok: true } | { ok: false; error: unknown };
+/** What {@link Region.tryLockRow} accepts. */
+export interface TryLockOptions {
+  /** Who asks (for deadlock detection): an object or a non-empty string. */
+  owner?: RowLockOwner | undefined;
+}
 
 /** The events a {@link Region} emits. */
 export interface RegionEvents {
@@ -63,8 +73,11 @@ export interface RegionEvents {
  * `recoverRegion` (open), `FamilySchema`, `RegionRowLocks` (with `RowFencing`),
  * `MutationRunner` (with `TimestampAllocator`), `MutationCells`, `WritePath` (with
  * `CheckpointScheduler`) and `RegionReads`. Test hooks: see internals.ts.
+ *
+ * It is a {@link Table}: the network client's remote table has the same methods, types,
+ * errors and codes, and every error of a method comes as a rejection.
  */
-export class Region extends EventEmitter<RegionEvents> implements AsyncDisposable {
+export class Region extends EventEmitter<RegionEvents> implements Table {
   readonly #schema: FamilySchema;
   readonly #memstore: Memstore;
   readonly #mvcc: Mvcc;
@@ -169,9 +182,9 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   }
 
   /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
-  tryLockRow(row: BytesInput, owner?: RowLockOwner): RowLock | null {
+  async tryLockRow(row: BytesInput, options?: TryLockOptions): Promise<RowLock | null> {
     const key = checkRow(row);
-    if (owner !== undefined) checkOwner(owner, 'tryLockRow owner');
+    const owner = checkTryLockOptions(options);
     this.#checkOpen();
     return this.#locks.tryLockRow(key, owner);
   }
@@ -197,21 +210,26 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   }
 
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
-  unlockRow(lock: RowLock | { readonly lockId: string } | string): void {
+  async unlockRow(lock: RowLockRef): Promise<void> {
     this.#locks.unlockRow(lock);
   }
 
   /** Renews a lock's lease without an operation. */
-  renewLease(lock: RowLock | { readonly lockId: string } | string): void {
+  async renewLease(lock: RowLockRef): Promise<void> {
     this.#locks.renewLease(lock);
   }
 
   // ---- reads -----------------------------------------------------------------------------
 
-  /** Reads one row. Never waits for row locks; a lock id on the Get is checked and renewed. */
-  async get(get: Get): Promise<Result> {
+  /**
+   * Reads one row. Never waits for row locks; a lock id on the Get is checked and renewed.
+   * The options are checked as every call's; an already aborted `signal` refuses the read.
+   */
+  async get(get: Get, options?: CallOptions): Promise<Result> {
     this.#checkOpen(true);
     if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
+    const { signal } = checkCallOptions(options, 'get');
+    if (signal?.aborted) throw new AbortedError('get was aborted', { cause: signal.reason });
     this.#schema.checkQuery(get);
     if (get.rowLock !== undefined) this.#locks.use(get.rowLock, get.row);
     return this.#reads.get(get);
@@ -255,7 +273,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
    * Applies `put` if `family:qualifier` of `row` currently holds `expected`; null or empty
    * `expected` means the cell must be absent. Atomic: both happen under the row lock.
    */
-  checkAndPut(
+  async checkAndPut(
     row: BytesInput,
     family: string,
     qualifier: BytesInput,
@@ -270,7 +288,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
   }
 
   /** Applies `del` if `family:qualifier` currently holds `expected` (null: absent). */
-  checkAndDelete(
+  async checkAndDelete(
     row: BytesInput,
     family: string,
     qualifier: BytesInput,
@@ -311,7 +329,7 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
     family: string,
     qualifier: BytesInput,
     amount: bigint | number,
-    options?: CallOptions & { rowLock?: RowLock | undefined },
+    options?: CallOptions & { rowLock?: TableRowLock | { readonly lockId: string } | undefined },
   ): Promise<bigint> {
     const { rowLock, ...rest } = checkOptionsObject(options, 'incrementColumnValue options');
     const inc = new Increment(row, rowLock === undefined ? {} : { rowLock });
@@ -423,4 +441,17 @@ export class Region extends EventEmitter<RegionEvents> implements AsyncDisposabl
       return { cells: cells ?? [], result: cells !== undefined };
     });
   }
+}
+
+/** The owner named by `tryLockRow`'s options, checked (unknown names refused). */
+function checkTryLockOptions(options: TryLockOptions | undefined): RowLockOwner | undefined {
+  if (options === undefined) return undefined;
+  const opts = checkOptionsObject(options, 'tryLockRow options');
+  for (const name of Object.keys(opts)) {
+    if (name !== 'owner')
+      throw new InvalidArgumentError(
+        `tryLockRow: unknown option ${JSON.stringify(name)} (known: owner)`,
+      );
+  }
+  return opts.owner === undefined ? undefined : checkOwner(opts.owner, 'tryLockRow option owner');
 }

@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../core/errors.js';
 import type { LockHandle } from '../core/lock-handle.js';
 import type { Delete, Increment, Put, RowMutations } from './mutation.js';
 import type { Get, Scan } from './query.js';
@@ -26,13 +27,32 @@ export interface TableCallOptions {
 export type RowLockRef = TableRowLock | { readonly lockId: string } | string;
 
 /**
+ * The id a {@link RowLockRef} names. Refuses, with the same `INVALID_ARGUMENT` in process and
+ * remotely (before anything is sent), anything but a non-empty id or an object carrying one.
+ */
+export function rowLockIdOf(lock: RowLockRef): string {
+  const id =
+    typeof lock === 'string'
+      ? lock
+      : typeof lock === 'object' && lock !== null
+        ? (lock as { lockId?: unknown }).lockId
+        : undefined;
+  if (typeof id !== 'string')
+    throw new InvalidArgumentError('Expected a RowLock returned by lockRow() or its lockId');
+  if (id === '')
+    throw new InvalidArgumentError('Invalid row lock id "": must be a non-empty string');
+  return id;
+}
+
+/**
  * One table of the row store, wherever it lives: the in-process {@link Region} and the network
  * client's remote table implement it with the same types, the same errors and the same codes,
  * and one test suite runs against both.
  *
  * Every method returns a promise: over the network even `unlockRow` is a round trip. Errors
- * are `LocksmithError`s; a remote table adds `CONNECTION_LOST` (the server could not be
- * reached; the call may or may not have been applied) and `SESSION_EXPIRED`.
+ * are `LocksmithError`s and always come as rejections (bad arguments included); a remote
+ * table adds `CONNECTION_LOST` (the server could not be reached; the call may or may not have
+ * been applied) and `SESSION_EXPIRED`.
  */
 export interface Table extends AsyncDisposable {
   lockRow(row: BytesInput, options?: TableCallOptions): Promise<TableRowLock>;
@@ -73,7 +93,7 @@ export interface Table extends AsyncDisposable {
     family: string,
     qualifier: BytesInput,
     amount: bigint | number,
-    options?: TableCallOptions & { rowLock?: TableRowLock | undefined },
+    options?: TableCallOptions & { rowLock?: { readonly lockId: string } | undefined },
   ): Promise<bigint>;
   mutateRow(mutations: RowMutations, options?: TableCallOptions): Promise<void>;
   mutateRows(mutations: readonly (Put | Delete)[], options?: TableCallOptions): Promise<void>;

@@ -123,9 +123,13 @@ export class Dispatcher {
         this.#region(a[0])
           .mutateRow(decodeRowMutations(a[1], this.#locks(a[0], ctx)), this.#opts(ctx, a[2]))
           .then(nil),
+      // Lock ids are left unresolved: the region refuses any (INVALID_ARGUMENT), as in process.
       mutateRows: (a, ctx) =>
         this.#region(a[0])
-          .mutateRows(this.#mutations(a[1], a[0], ctx), this.#opts(ctx, a[2]))
+          .mutateRows(
+            this.#mutations(a[1], a[0], ctx, (lockId) => ({ lockId })),
+            this.#opts(ctx, a[2]),
+          )
           .then(nil),
       batch: async (a, ctx) => {
         const statuses = await this.#region(a[0]).batch(
@@ -135,22 +139,21 @@ export class Dispatcher {
         return statuses.map((s) => (s.ok ? null : errorEntry(s.error)));
       },
       lockRow: (a, ctx) => this.#lockRow(a, ctx),
-      tryLockRow: (a, ctx) => {
+      tryLockRow: async (a, ctx) => {
         const region = this.#region(a[0]);
         this.#checkLockRoom(ctx.session);
-        const lock = region.tryLockRow(bytesArg(a[1], 'row'), ctx.session);
+        const lock = await region.tryLockRow(bytesArg(a[1], 'row'), { owner: ctx.session });
         return lock === null ? null : this.#hold(ctx.session, a[0] as string, lock);
       },
       unlockRow: (a, ctx) => {
         const lockId = this.#owned(a[0], a[1], ctx.session);
         ctx.session.removeLock(lockId);
-        this.#region(a[0]).unlockRow(lockId);
-        return null;
+        return this.#region(a[0]).unlockRow(lockId).then(nil);
       },
-      renewLease: (a, ctx) => {
-        this.#region(a[0]).renewLease(this.#owned(a[0], a[1], ctx.session));
-        return null;
-      },
+      renewLease: (a, ctx) =>
+        this.#region(a[0])
+          .renewLease(this.#owned(a[0], a[1], ctx.session))
+          .then(nil),
       openScanner: (a, ctx) => {
         const table = a[0] as string;
         const region = this.#region(table);
@@ -209,10 +212,14 @@ export class Dispatcher {
     return options;
   }
 
-  #mutations(list: unknown, table: unknown, ctx: CallContext) {
+  #mutations(
+    list: unknown,
+    table: unknown,
+    ctx: CallContext,
+    resolve: LockResolver = this.#locks(table, ctx),
+  ) {
     if (!Array.isArray(list))
       throw new InvalidArgumentError('Malformed mutation list: expected an array');
-    const resolve = this.#locks(table, ctx);
     return list.map((m) => decodeMutation(m, resolve));
   }
 

@@ -505,12 +505,11 @@ export class LocksmithServer {
     this.scanners.closeAll(session);
     for (const [lockId, { table, lock }] of [...session.locks]) {
       session.removeLock(lockId);
-      try {
-        this.catalog.region(table).unlockRow(lockId);
-      } catch {
-        // Its lease ran out or its table was dropped meanwhile: the handle knows already.
-        lock.close().catch(() => undefined);
-      }
+      // The unlock runs at once; a refusal comes later: its lease ran out or its table was
+      // dropped meanwhile (the handle knows already).
+      (async () => this.catalog.region(table).unlockRow(lockId))().catch(() =>
+        lock.close().catch(() => undefined),
+      );
     }
     const sink = session.sink;
     session.sink = undefined;

@@ -75,8 +75,7 @@ function mutationOptions(lockId: unknown, token: unknown, resolve: LockResolver 
   const rowLock = lockIdOrUndefined(lockId, resolve);
   const t = optional(token, (v) => wireInteger(v, 'token'));
   return {
-    // Mutation options take a RowLock; anything with a lockId is what they check for.
-    ...(rowLock === undefined ? {} : { rowLock: rowLock as never }),
+    ...(rowLock === undefined ? {} : { rowLock }),
     ...(t === undefined ? {} : { token: t }),
   };
 }
@@ -222,7 +221,7 @@ function decodeQuery<Q extends Query>(q: Q, value: unknown): Q {
 export function decodeGet(value: unknown, resolve?: LockResolver): Get {
   const [row, lockId, query] = array(value, 'get', 3);
   const rowLock = lockIdOrUndefined(lockId, resolve);
-  return decodeQuery(new Get(bytes(row, 'get row'), rowLock as never), query);
+  return decodeQuery(new Get(bytes(row, 'get row'), rowLock), query);
 }
 
 export function decodeScan(value: unknown): Scan {

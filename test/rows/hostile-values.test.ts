@@ -80,6 +80,7 @@ const put = () => new Put(ROW).add('f', 'q', 'v');
 /** Every public method that takes per-call options, aimed at the contested row. */
 const withOptions: [string, (region: Region, options: never) => unknown][] = [
   ['lockRow', (r, o) => r.lockRow(ROW, o)],
+  ['get', (r, o) => r.get(new Get(ROW), o)],
   ['withRowLock', (r, o) => r.withRowLock(ROW, () => 1, o)],
   ['put', (r, o) => r.put(put(), o)],
   ['delete', (r, o) => r.delete(new Delete(ROW), o)],
@@ -116,6 +117,10 @@ const otherCalls: [string, (region: Region) => unknown][] = [
   ]),
   ...owners.map(([name, v]): [string, (region: Region) => unknown] => [
     `tryLockRow owner = ${name}`,
+    (r) => r.tryLockRow(ROW, { owner: v } as never),
+  ]),
+  ...optionObjects.map(([name, v]): [string, (region: Region) => unknown] => [
+    `tryLockRow options = ${name}`,
     (r) => r.tryLockRow(ROW, v as never),
   ]),
   ...lockArgs.map(([name, v]): [string, (region: Region) => unknown] => [
@@ -203,8 +208,8 @@ async function refused(call: () => unknown): Promise<void> {
 /** The region still works: the holder can unlock, and another caller can lock and unlock. */
 async function stillWorks(region: Region, holder: RowLock): Promise<void> {
   holder.ensureValid();
-  region.unlockRow(holder);
-  const next = region.tryLockRow(ROW);
+  await region.unlockRow(holder);
+  const next = await region.tryLockRow(ROW);
   assert.ok(next !== null, 'the contested row is free once its holder unlocked');
   await region.put(new Put(ROW, { rowLock: next }).add('f', 'q', 'after'));
   await next.close();

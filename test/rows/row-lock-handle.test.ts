@@ -2,7 +2,8 @@
  * The RowLock is core's lock handle: fencing token increasing per row (also across a reopen of
  * the region's directory, even with the wall clock set back), a signal that aborts by itself
  * with LEASE_EXPIRED when the lease runs out, `lost`, `ensureValid()`, an idempotent close,
- * `await using`, and `region.withRowLock`.
+ * `await using`, and `region.withRowLock`: the same for a Region and a RemoteTable (the suites in
+ * the loop), and for a Region with its directory and fake clocks (the last suite).
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -12,28 +13,121 @@ import { FakeClock } from '../../src/core/clock.js';
 import { LockHandleBase } from '../../src/core/lock-handle.js';
 import { type LockLostError, Put, Region, RowLock } from '../../src/rows/index.js';
 import { tempDir } from '../helpers.js';
+import { tableVariants } from './table-variants.js';
 
+/** In-process only (FakeClock, `dir`): a Region itself. */
 const open = (options: { clock?: FakeClock; dir?: string; leasePeriodMs?: number } = {}) =>
   Region.open({ families: ['f'], rowLockWaitMs: 100_000, ...options });
 
-describe('RowLock: the core lock handle contract', () => {
-  it('is a LockHandle with the row, the id and a token that increases per row', async () => {
-    await using region = await open();
-    const a = await region.lockRow('r');
-    assert.ok(a instanceof RowLock);
-    assert.ok(a instanceof LockHandleBase);
-    assert.equal(a.row.toString(), 'r');
-    assert.equal(a.resource, 'row=r');
-    assert.equal(typeof a.lockId, 'string');
-    assert.equal(a.signal.aborted, false);
-    a.ensureValid();
-    await a.close();
-    await region.put(new Put('r').add('f', 'q', 'v'));
-    const b = await region.lockRow('r');
-    assert.ok(b.token > a.token);
-    await b.close();
+for (const variant of tableVariants) {
+  const open = (options: { leasePeriodMs?: number } = {}) =>
+    variant.open({ families: ['f'], rowLockWaitMs: 100_000, ...options });
+
+  describe(`${variant.name}: the row lock is the core lock handle`, () => {
+    it('is a LockHandle with the row, the id and a token that increases per row', async () => {
+      await using region = await open();
+      const a = await region.lockRow('r');
+      if (!variant.remote) assert.ok(a instanceof RowLock, 'in process: a RowLock');
+      assert.ok(a instanceof LockHandleBase);
+      assert.equal(a.row.toString(), 'r');
+      // A remote lock's resource also names its table: `table=t row=r`.
+      assert.match(a.resource, /(^| )row=r$/);
+      assert.equal(typeof a.lockId, 'string');
+      assert.equal(a.signal.aborted, false);
+      a.ensureValid();
+      await a.close();
+      await region.put(new Put('r').add('f', 'q', 'v'));
+      const b = await region.lockRow('r');
+      assert.ok(b.token > a.token);
+      await b.close();
+    });
+
+    it('with the real clock the signal aborts by itself once the lease runs out', async () => {
+      await using region = await open({ leasePeriodMs: 50 });
+      const lock = await region.lockRow('r');
+      // Lease timers do not keep the process alive (a lease nobody waits on must not): this does.
+      const keepAlive = setTimeout(() => {}, 10_000);
+      const reason = await new Promise<unknown>((resolve) =>
+        lock.signal.addEventListener('abort', () => resolve(lock.signal.reason), { once: true }),
+      );
+      clearTimeout(keepAlive);
+      assert.equal((reason as LockLostError).code, 'LEASE_EXPIRED');
+    });
+
+    it('close() is idempotent, also when concurrent; afterwards the signal says ALREADY_CLOSED', async () => {
+      await using region = await open();
+      const lock = await region.lockRow('r');
+      await Promise.all([lock.close(), lock.close(), lock[Symbol.asyncDispose]()]);
+      await lock.close();
+      assert.equal(lock.closed, true);
+      assert.equal((lock.signal.reason as { code?: string }).code, 'ALREADY_CLOSED');
+      assert.throws(() => lock.ensureValid(), { code: 'ALREADY_CLOSED' });
+      await assert.rejects(region.unlockRow(lock), { code: 'UNKNOWN_ROW_LOCK' });
+      // The row was unlocked exactly once: the next holder is not disturbed by a late close.
+      const next = await region.lockRow('r', { waitMs: 0 });
+      await lock.close();
+      next.ensureValid();
+      await next.close();
+    });
+
+    it('region.unlockRow(lock) closes the handle too', async () => {
+      await using region = await open();
+      const lock = await region.lockRow('r');
+      const signal = lock.signal;
+      await region.unlockRow(lock.lockId);
+      assert.equal(lock.closed, true);
+      assert.equal(signal.aborted, true);
+      assert.equal(lock.lostReason, undefined);
+      await lock.close();
+    });
+
+    it('await using unlocks at scope exit', async () => {
+      await using region = await open();
+      let token = 0;
+      {
+        await using lock = await region.lockRow('r');
+        token = lock.token;
+        assert.equal(await region.tryLockRow('r'), null);
+      }
+      const again = await region.tryLockRow('r');
+      assert.ok(again !== null && again.token > token);
+      await again.close();
+    });
+
+    it('closing the region aborts held locks with LOCK_LOST', async () => {
+      const region = await open();
+      const lock = await region.lockRow('r');
+      const signal = lock.signal;
+      await region.close();
+      assert.equal((signal.reason as LockLostError).code, 'LOCK_LOST');
+      await lock.close();
+    });
   });
 
+  describe(`${variant.name}: withRowLock`, () => {
+    it('runs fn under the lock and unlocks on return and on throw', async () => {
+      await using region = await open();
+      const result = await region.withRowLock('r', async (lock) => {
+        assert.equal(await region.tryLockRow('r'), null);
+        await region.put(new Put('r', { rowLock: lock }).add('f', 'q', 'v'));
+        return lock.token;
+      });
+      assert.equal(typeof result, 'number');
+      const boom = new Error('boom');
+      await assert.rejects(
+        region.withRowLock('r', () => {
+          throw boom;
+        }),
+        boom,
+      );
+      const free = await region.tryLockRow('r');
+      assert.ok(free !== null);
+      await free.close();
+    });
+  });
+}
+
+describe('RowLock (in process only): durable tokens, fake and stuck clocks', () => {
   it('the token keeps increasing across a reopen of the directory, even with the wall clock set back', async () => {
     using dir = tempDir('locksmith-tokens-');
     const tokens: number[] = [];
@@ -76,7 +170,7 @@ describe('RowLock: the core lock handle contract', () => {
     await assert.rejects(region.put(new Put('r', { rowLock: lock }).add('f', 'q', 'late')), {
       code: 'UNKNOWN_ROW_LOCK',
     });
-    assert.ok(region.tryLockRow('r') !== null);
+    assert.ok((await region.tryLockRow('r')) !== null);
     await lock.close(); // after expiry: resolves, does nothing
   });
 
@@ -93,96 +187,13 @@ describe('RowLock: the core lock handle contract', () => {
     const lock = await region.lockRow('r');
     const signal = lock.signal;
     now = 500;
-    region.renewLease(lock);
+    await region.renewLease(lock);
     now = 1_499;
     lock.ensureValid();
     assert.equal(signal.aborted, false);
     now = 1_500;
     assert.throws(() => lock.ensureValid(), { code: 'LEASE_EXPIRED' });
     assert.equal((signal.reason as LockLostError).code, 'LEASE_EXPIRED');
-  });
-
-  it('with the real clock the signal aborts by itself once the lease runs out', async () => {
-    await using region = await open({ leasePeriodMs: 50 });
-    const lock = await region.lockRow('r');
-    // Lease timers do not keep the process alive (a lease nobody waits on must not): this does.
-    const keepAlive = setTimeout(() => {}, 10_000);
-    const reason = await new Promise<unknown>((resolve) =>
-      lock.signal.addEventListener('abort', () => resolve(lock.signal.reason), { once: true }),
-    );
-    clearTimeout(keepAlive);
-    assert.equal((reason as LockLostError).code, 'LEASE_EXPIRED');
-  });
-
-  it('close() is idempotent, also when concurrent; afterwards the signal says ALREADY_CLOSED', async () => {
-    await using region = await open();
-    const lock = await region.lockRow('r');
-    await Promise.all([lock.close(), lock.close(), lock[Symbol.asyncDispose]()]);
-    await lock.close();
-    assert.equal(lock.closed, true);
-    assert.equal((lock.signal.reason as { code?: string }).code, 'ALREADY_CLOSED');
-    assert.throws(() => lock.ensureValid(), { code: 'ALREADY_CLOSED' });
-    assert.throws(() => region.unlockRow(lock), { code: 'UNKNOWN_ROW_LOCK' });
-    // The row was unlocked exactly once: the next holder is not disturbed by a late close.
-    const next = await region.lockRow('r', { waitMs: 0 });
-    await lock.close();
-    next.ensureValid();
-    await next.close();
-  });
-
-  it('region.unlockRow(lock) closes the handle too', async () => {
-    await using region = await open();
-    const lock = await region.lockRow('r');
-    const signal = lock.signal;
-    region.unlockRow(lock.lockId);
-    assert.equal(lock.closed, true);
-    assert.equal(signal.aborted, true);
-    assert.equal(lock.lostReason, undefined);
-    await lock.close();
-  });
-
-  it('await using unlocks at scope exit', async () => {
-    await using region = await open();
-    let token = 0;
-    {
-      await using lock = await region.lockRow('r');
-      token = lock.token;
-      assert.equal(region.tryLockRow('r'), null);
-    }
-    const again = region.tryLockRow('r');
-    assert.ok(again !== null && again.token > token);
-    await again.close();
-  });
-
-  it('closing the region aborts held locks with LOCK_LOST', async () => {
-    const region = await open();
-    const lock = await region.lockRow('r');
-    const signal = lock.signal;
-    await region.close();
-    assert.equal((signal.reason as LockLostError).code, 'LOCK_LOST');
-    await lock.close();
-  });
-});
-
-describe('Region.withRowLock', () => {
-  it('runs fn under the lock and unlocks on return and on throw', async () => {
-    await using region = await open();
-    const result = await region.withRowLock('r', async (lock) => {
-      assert.equal(region.tryLockRow('r'), null);
-      await region.put(new Put('r', { rowLock: lock }).add('f', 'q', 'v'));
-      return lock.token;
-    });
-    assert.equal(typeof result, 'number');
-    const boom = new Error('boom');
-    await assert.rejects(
-      region.withRowLock('r', () => {
-        throw boom;
-      }),
-      boom,
-    );
-    const free = region.tryLockRow('r');
-    assert.ok(free !== null);
-    await free.close();
   });
 
   it('rejects with LEASE_EXPIRED when the lease ran out while fn ran', async () => {

@@ -23,17 +23,15 @@ describe('server sessions', () => {
     await assert.rejects(b.table('t').unlockRow(lock.lockId), { code: 'UNKNOWN_ROW_LOCK' });
     await assert.rejects(b.table('t').renewLease(lock.lockId), { code: 'UNKNOWN_ROW_LOCK' });
     await assert.rejects(
-      b
-        .table('t')
-        .put(new Put('r', { rowLock: { lockId: lock.lockId } as never }).add('f', 'q', 'v')),
+      b.table('t').put(new Put('r', { rowLock: { lockId: lock.lockId } }).add('f', 'q', 'v')),
       { code: 'UNKNOWN_ROW_LOCK' },
     );
-    await assert.rejects(b.table('t').get(new Get('r', { lockId: lock.lockId } as never)), {
+    await assert.rejects(b.table('t').get(new Get('r', { lockId: lock.lockId })), {
       code: 'UNKNOWN_ROW_LOCK',
     });
     // The holder still holds it, and uses it.
     lock.ensureValid();
-    await a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'mine'));
+    await a.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'mine'));
     await lock.close();
     assert.equal((await b.table('t').get(new Get('r'))).getValue('f', 'q')?.toString(), 'mine');
   });
@@ -49,7 +47,7 @@ describe('server sessions', () => {
       .table('t')
       .put(new Put('r').add('f', 'q', 'b'))
       .then(() => order.push('b put'));
-    await a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'a'));
+    await a.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'a'));
     await sleep(200);
     order.push('a unlock');
     await lock.close();
@@ -157,7 +155,7 @@ describe('server sessions', () => {
     assert.equal(lock.signal.aborted, false);
     lock.ensureValid();
     assert.equal(await b.table('t').tryLockRow('r'), null);
-    await a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'after resume'));
+    await a.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'after resume'));
     await lock.close();
     const next = await b.table('t').tryLockRow('r');
     assert.ok(next !== null);
@@ -189,9 +187,8 @@ describe('server sessions', () => {
     assert.equal((reason as { code?: string }).code, 'LEASE_EXPIRED');
     assert.equal(lock.signal.aborted, true);
     // As in process (HBase's UnknownRowLockException): the id is gone.
-    await assert.rejects(
-      a.table('t').put(new Put('r', { rowLock: lock as never }).add('f', 'q', 'v')),
-      { code: 'UNKNOWN_ROW_LOCK' },
-    );
+    await assert.rejects(a.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'v')), {
+      code: 'UNKNOWN_ROW_LOCK',
+    });
   });
 });
