@@ -65,6 +65,7 @@ export class RegionRowLocks {
       check: (lockId) => {
         manager.checkLock(lockId);
       },
+      leaseRemaining: (lockId) => manager.leaseRemaining(lockId),
       releaseIfHeld: (lock) => {
         if (!region.closing() && manager.isHeldId(lock.lockId)) manager.unlockRow(lock.lockId);
       },

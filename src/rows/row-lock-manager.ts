@@ -448,6 +448,12 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     return this.#ids.has(lockId);
   }
 
+  /** Milliseconds left of the explicit lock's lease (0 when overdue), or undefined if not held. */
+  leaseRemaining(lockId: string): number | undefined {
+    const hold = this.#ids.get(lockId);
+    return hold === undefined ? undefined : Math.max(0, hold.deadline - this.#clock.monotonic());
+  }
+
   /** Whether `grant` still holds its row (not released, expired, or closed). */
   isHeld(grant: RowLockGrant): boolean {
     return grant instanceof Hold && grant.state === HELD && grant.manager === this;

@@ -8,6 +8,8 @@ export interface RowLockControl {
   check(lockId: string): void;
   /** Unlocks `lockId` if it is still held; a no-op otherwise (expired, unlocked, closed). */
   releaseIfHeld(lock: RowLock): void;
+  /** Milliseconds left of the lease, or undefined once the lock is not held. */
+  leaseRemaining(lockId: string): number | undefined;
 }
 
 /** Internal entry points of a {@link RowLock}, reachable only through these symbols. */
@@ -52,6 +54,15 @@ export class RowLock extends LockHandleBase {
   get row(): Buffer {
     this.#row ??= Buffer.from(this.#key, 'latin1');
     return this.#row;
+  }
+
+  /**
+   * Milliseconds left of the lease until it runs out unless used or renewed (0 when overdue);
+   * undefined once the lock is no longer held. For status pages: by the time it is read, it is
+   * already a little less.
+   */
+  get leaseRemainingMs(): number | undefined {
+    return this.#control.leaseRemaining(this.lockId);
   }
 
   protected checkValid(): void {

@@ -416,6 +416,7 @@ export class LocksmithServer {
         session: s.label,
         client: s.client,
         token: lock.token,
+        leaseRemainingMs: lock.leaseRemainingMs ?? 0,
       })),
     );
     const lane = (l: Lane) => ({
