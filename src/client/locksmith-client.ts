@@ -35,6 +35,12 @@ export interface ConnectOptions {
   clock?: Clock | undefined;
 }
 
+/** Per administrative call: give up when `signal` aborts, or after `timeoutMs`. */
+export interface AdminCallOptions {
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
+}
+
 /** What a table is created with. */
 export interface CreateTableOptions {
   /** HBase 0.90's batch timestamps, read when a mutation arrives (default false). */
@@ -262,39 +268,61 @@ export class LocksmithClient
     name: string,
     families: readonly ColumnFamilySpec[],
     options: CreateTableOptions = {},
+    call?: AdminCallOptions,
   ): Promise<TableDescription> {
-    return (await this.#connection.call('createTable', [
-      name,
-      families,
-      options,
-    ])) as TableDescription;
+    return (await this.#admin(
+      'createTable',
+      [name, families, options],
+      call,
+      false,
+    )) as TableDescription;
   }
 
-  async listTables(): Promise<string[]> {
-    return (await this.#connection.call('listTables', [], { idempotent: true })) as string[];
+  async listTables(options?: AdminCallOptions): Promise<string[]> {
+    return (await this.#admin('listTables', [], options, true)) as string[];
   }
 
-  async describeTable(name: string): Promise<TableDescription> {
-    return (await this.#connection.call('describeTable', [name], {
-      idempotent: true,
-    })) as TableDescription;
+  async describeTable(name: string, options?: AdminCallOptions): Promise<TableDescription> {
+    return (await this.#admin('describeTable', [name], options, true)) as TableDescription;
   }
 
-  async dropTable(name: string): Promise<void> {
-    await this.#connection.call('dropTable', [name]);
+  async dropTable(name: string, options?: AdminCallOptions): Promise<void> {
+    await this.#admin('dropTable', [name], options, false);
   }
 
   /** The server's status (what `GET /status` serves). */
-  async status(): Promise<Record<string, unknown>> {
-    return (await this.#connection.call('status', [], { idempotent: true })) as Record<
-      string,
-      unknown
-    >;
+  async status(options?: AdminCallOptions): Promise<Record<string, unknown>> {
+    return (await this.#admin('status', [], options, true)) as Record<string, unknown>;
   }
 
   /** A round trip that only renews the session (the client pings by itself when idle). */
-  async ping(): Promise<void> {
-    await this.#connection.call('ping', [], { idempotent: true });
+  async ping(options?: AdminCallOptions): Promise<void> {
+    await this.#admin('ping', [], options, true);
+  }
+
+  /** An administrative call with its options checked: a signal and a timeout, as every call. */
+  #admin(
+    method: 'createTable' | 'listTables' | 'describeTable' | 'dropTable' | 'status' | 'ping',
+    args: unknown[],
+    options: AdminCallOptions | undefined,
+    idempotent: boolean,
+  ): Promise<unknown> {
+    const opts = checkOptionsObject(options ?? {}, `${method} options`);
+    for (const key of Object.keys(opts)) {
+      if (key !== 'signal' && key !== 'timeoutMs') {
+        throw new InvalidArgumentError(
+          `${method}: unknown option ${JSON.stringify(key)} (known: signal, timeoutMs)`,
+        );
+      }
+    }
+    const signal = checkSignal(opts.signal, `${method} option signal`);
+    return this.#connection.call(method, args, {
+      idempotent,
+      ...(signal === undefined ? {} : { signal }),
+      ...(opts.timeoutMs === undefined
+        ? {}
+        : { timeoutMs: checkDuration(opts.timeoutMs, `${method} option timeoutMs`) }),
+    });
   }
 
   /** Ends the session (the server releases its locks) and closes the connection. Idempotent. */

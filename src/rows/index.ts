@@ -1,5 +1,6 @@
 // The network client: a RemoteTable is the same Table on a locksmith server.
 export {
+  type AdminCallOptions,
   type ConnectOptions,
   connect,
   LocksmithClient,
