@@ -236,6 +236,8 @@ export class Connection implements SessionSink {
     this.#handshakeTimer = undefined;
     this.#session = session;
     session.sink = this;
+    // One listener per connection, not per call: the session's end aborts every call in flight.
+    session.signal.addEventListener('abort', this.#onSessionEnd, { once: true });
     this.#host.sessions.touch(session);
     const welcome: Welcome = {
       session: session.id,
@@ -288,7 +290,7 @@ export class Connection implements SessionSink {
     }
     const controller = new AbortController();
     this.#inFlight.set(id, { controller });
-    const signal = AbortSignal.any([controller.signal, session.signal]);
+    const signal = controller.signal;
     const lane =
       METHODS[method] === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
     lane
@@ -356,9 +358,15 @@ export class Connection implements SessionSink {
 
   /** The session was resumed on another connection: this one closes without ending it. */
   #detachFor(_other: Connection): void {
+    this.#session?.signal.removeEventListener('abort', this.#onSessionEnd);
     this.#session = undefined;
     this.close(new ConnectionLostError('The session was resumed on another connection'));
   }
+
+  readonly #onSessionEnd = (): void => {
+    const reason = this.#session?.signal.reason as Error | undefined;
+    for (const call of this.#inFlight.values()) call.controller.abort(reason);
+  };
 
   #onClose(): void {
     this.#closed = true;
@@ -371,6 +379,7 @@ export class Connection implements SessionSink {
     for (const call of this.#inFlight.values()) call.controller.abort(lost);
     const session = this.#session;
     this.#session = undefined;
+    session?.signal.removeEventListener('abort', this.#onSessionEnd);
     if (session !== undefined && session.sink === this) {
       session.sink = undefined;
       if (session.releaseOnDisconnect) {
