@@ -6,7 +6,12 @@ import {
   type TableDescription,
 } from '../client/locksmith-client.js';
 import { RemoteRowLock } from '../client/remote-row-lock.js';
-import { ConnectionLostError, LockLostError, LockObtainFailedError } from '../core/errors.js';
+import {
+  ConnectionLostError,
+  LockLostError,
+  LockObtainFailedError,
+  LocksmithError,
+} from '../core/errors.js';
 import { toStringBinary } from '../rows/bytes.js';
 import type { Cell } from '../rows/cell.js';
 import { formatCell } from '../rows/cell.js';
@@ -17,6 +22,7 @@ import type { Result } from '../rows/result.js';
 import type { TableRowLock } from '../rows/table.js';
 import { CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
 import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import { errorLine } from './error-line.js';
 import { ROWS_COMMON_FLAGS, ROWS_SUBCOMMANDS, type SubcommandUsage } from './usage.js';
 
 const DEFAULT_SERVER = 'locksmith://127.0.0.1:7420';
@@ -53,7 +59,7 @@ export async function run(args: string[]): Promise<number> {
   if (name === undefined || usage === undefined) {
     const what =
       name === undefined
-        ? 'expected a subcommand'
+        ? 'expected a subcommand,'
         : `unknown subcommand ${JSON.stringify(name)}: expected`;
     throw new UsageError(`${what} one of ${names}; run "locksmith rows --help"`);
   }
@@ -62,6 +68,12 @@ export async function run(args: string[]): Promise<number> {
   const client = await connectTo(parsed.values, name);
   try {
     return await action(client);
+  } catch (err) {
+    // The command line was checked before connecting: an argument the server refuses (a cell
+    // that is no counter, a table name it does not take) is a runtime failure, exit 1.
+    if (!(err instanceof LocksmithError) || err.code !== 'INVALID_ARGUMENT') throw err;
+    process.stderr.write(`${errorLine('rows', err)}\n`);
+    return 1;
   } finally {
     await client.close();
   }
