@@ -60,7 +60,19 @@ export const ROWS_COMMON_FLAGS: OptionSpecs = {
   'connect-timeout': { type: 'string' },
 };
 
-const ROWS_VALUES = '--values                 show each value too, as toStringBinary shows bytes';
+/** What `get` and `scan` share: which columns, how many versions, values or not. */
+const READ_OPTIONS = [
+  '--column <f>[:<q>]       only this family, or this column (default: every family)',
+  '--versions <n>           versions per column, newest first (default: 1)',
+  '--values                 show each value too, as toStringBinary shows bytes',
+];
+const READ_FLAGS: OptionSpecs = {
+  column: { type: 'string' },
+  versions: { type: 'string' },
+  values: { type: 'boolean' },
+};
+const ROW_WAIT =
+  "--wait <duration>        wait up to this long for the row's lock (default: the server's, 30s)";
 
 /** `locksmith rows <subcommand>`: the row store shell. */
 export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
@@ -89,30 +101,22 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
     summary: "Writes one cell; waits for the row's lock if another session holds it.",
     options: [
       "--ts <ms>                the cell's timestamp, ms since the epoch (default: the server's time)",
-      "--wait <duration>        wait up to this long for the row's lock (default: the server's, 30s)",
+      ROW_WAIT,
     ],
     flags: { ts: { type: 'string' }, wait: { type: 'string' } },
   },
   get: {
     synopsis: 'get <table> <row> [--column <family>[:<qualifier>]] [--versions <n>] [--values]',
     summary: 'Prints the cells of one row: row/family:qualifier/timestamp/Type/vlen=N.',
-    options: [
-      '--column <f>[:<q>]       only this family, or this column (default: every family)',
-      '--versions <n>           versions per column, newest first (default: 1)',
-      ROWS_VALUES,
-    ],
-    flags: {
-      column: { type: 'string' },
-      versions: { type: 'string' },
-      values: { type: 'boolean' },
-    },
+    options: READ_OPTIONS,
+    flags: READ_FLAGS,
   },
   delete: {
     synopsis: 'delete <table> <row> [--column <family>[:<qualifier>]] [--wait <duration>]',
     summary: 'Deletes the whole row, a family, or every version of a column.',
     options: [
       '--column <f>[:<q>]       only this family, or this column (default: the whole row)',
-      "--wait <duration>        wait up to this long for the row's lock (default: the server's, 30s)",
+      ROW_WAIT,
     ],
     flags: { column: { type: 'string' }, wait: { type: 'string' } },
   },
@@ -124,26 +128,20 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
       "--start <row>            the first row (default: the table's first)",
       '--stop <row>             the row to stop before (default: the end of the table)',
       '--limit <n>              at most this many rows (default: all)',
-      '--column <f>[:<q>]       only this family, or this column (default: every family)',
-      '--versions <n>           versions per column, newest first (default: 1)',
-      ROWS_VALUES,
+      ...READ_OPTIONS,
     ],
     flags: {
       start: { type: 'string' },
       stop: { type: 'string' },
       limit: { type: 'string' },
-      column: { type: 'string' },
-      versions: { type: 'string' },
-      values: { type: 'boolean' },
+      ...READ_FLAGS,
     },
   },
   incr: {
     synopsis: 'incr <table> <row> <family>:<qualifier> [<amount>] [--wait <duration>]',
     summary:
       'Adds <amount> (default 1, may be negative) to a 64-bit counter; prints the new value.',
-    options: [
-      "--wait <duration>        wait up to this long for the row's lock (default: the server's, 30s)",
-    ],
+    options: [ROW_WAIT],
     flags: { wait: { type: 'string' } },
   },
   lock: {

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { cliPath, exitOf, orphanProof, run, tempDir, waitForLine } from '../helpers.js';
+import { cliPath, eventually, exitOf, orphanProof, run, tempDir, waitForLine } from '../helpers.js';
 
 /** A real `locksmith serve` on a free port, in a child process. */
 async function serve(
@@ -245,8 +245,14 @@ test('rows lock runs the command under the lock, with its token and lock id, and
 
 test('rows lock holds the row: a put waits for the command to end, a second lock fails or waits', async () => {
   using dir = tempDir();
+  const go = join(dir.path, 'go');
   const done = join(dir.path, 'done');
-  const holder = await lockedCommand('locks', 'held', `echo started; sleep 1.5; touch ${done}`);
+  // Holds the row until the test creates `go`, then marks its end with `done`.
+  const holder = await lockedCommand(
+    'locks',
+    'held',
+    `echo started; while [ ! -e ${go} ]; do sleep 0.02; done; touch ${done}`,
+  );
 
   const status = await rows('status');
   assert.equal(status.code, 0, status.stderr);
@@ -270,7 +276,7 @@ test('rows lock holds the row: a put waits for the command to end, a second lock
   assert.equal(timedOut.code, 1);
   oneErrorLine(timedOut, /is locked after waiting 100ms: .*\(LOCK_TIMEOUT\)$/);
 
-  const [put, waiter] = await Promise.all([
+  const both = Promise.all([
     rows('put', 'locks', 'held', 'f:q', 'after').then((r) => ({ ...r, done: existsSync(done) })),
     rows(
       'lock',
@@ -284,6 +290,21 @@ test('rows lock holds the row: a put waits for the command to end, a second lock
       `test -e ${done} && echo after`,
     ),
   ]);
+  // Both wait for the row (the put for its implicit lock, the second lock for the lock), each
+  // having given its handler back, until the command under the lock ends.
+  await eventually(
+    async () => {
+      const status = JSON.parse((await rows('status', '--json')).stdout) as {
+        handlers: { handler: { parked: number } };
+      };
+      return status.handlers.handler.parked === 2;
+    },
+    20_000,
+    'the put and the second lock to wait',
+    50,
+  );
+  writeFileSync(go, '');
+  const [put, waiter] = await both;
   assert.equal(put.code, 0, put.stderr);
   assert.ok(put.done, 'the put finished only after the command under the lock ended');
   assert.equal(waiter.code, 0, waiter.stderr);
@@ -338,4 +359,29 @@ test('rows lock stops the command when the lock is lost, one line, exit 1', asyn
     { stderr },
     /lost the lock of row r in t, stopped sh: .*\((SESSION_EXPIRED|LEASE_EXPIRED|LOCK_LOST)\)$/,
   );
+});
+
+test('--token-file presents the server token; without it the server refuses, one line, exit 1', async () => {
+  using dir = tempDir();
+  const tokenFile = join(dir.path, 'token');
+  writeFileSync(tokenFile, 's3cret\n', { mode: 0o600 });
+  const guarded = await serve(join(dir.path, 'data'), ['--token-file', tokenFile]);
+  try {
+    const ok = await run([
+      cliPath,
+      'rows',
+      'list-tables',
+      '--server',
+      guarded.url,
+      '--token-file',
+      tokenFile,
+    ]);
+    assert.equal(ok.code, 0, ok.stderr);
+    const refused = await run([cliPath, 'rows', 'list-tables', '--server', guarded.url]);
+    assert.equal(refused.code, 1);
+    oneErrorLine(refused, /\(UNAUTHENTICATED\)$/);
+  } finally {
+    guarded.child.kill('SIGTERM');
+    await exitOf(guarded.child);
+  }
 });
