@@ -94,7 +94,12 @@ function parse(name: string, usage: SubcommandUsage, args: string[]): Parsed {
   try {
     parsed = parseCommandLine(hidden, { ...ROWS_COMMON_FLAGS, ...usage.flags });
   } catch (err) {
-    throw misuse((err as Error).message);
+    // parseArgs' advice (put the argument after --) does not hold here: -- starts a command.
+    const message = (err as Error).message.split('. To specify')[0] as string;
+    const hint = /^Unknown option '-/.test(message)
+      ? ' (an argument that starts with "-" is written \\x2D…, e.g. \\x2Dfoo)'
+      : '';
+    throw misuse(`${message}${hint}`);
   }
   const unhide = (v: string) => (v.startsWith(HIDDEN) ? v.slice(1) : v);
   const values = Object.fromEntries(
@@ -448,16 +453,24 @@ async function runHolding(
   });
   // Stops the command on a loss or a stop signal (CommandService stops it on this abort).
   const run = new AbortController();
-  const onLost = () => run.abort();
+  let lost: LockLostError | undefined;
+  const onLost = () => {
+    lost ??= lock.lostReason;
+    run.abort();
+  };
   lock.signal.addEventListener('abort', onLost, { once: true });
-  stopped.addEventListener('abort', onLost, { once: true });
-  // Renewed well within the lease; a renewal that fails leaves the lease to run out, and the
-  // handle's own lease tracking then ends it (the command is stopped before the server could
-  // hand the row to anyone else).
+  stopped.addEventListener('abort', () => run.abort(), { once: true, signal: run.signal });
+  // Renewed well within the lease. A renewal the server answers with UNKNOWN_ROW_LOCK means
+  // the lock is gone there; any other failure leaves the lease to run out, and the handle's
+  // own lease tracking then ends it (before the server could hand the row to anyone else).
   const leaseMs = lock instanceof RemoteRowLock ? lock.leaseMs : 60_000;
   const renew = setInterval(
     () => {
-      table.renewLease(lock).catch(() => undefined);
+      table.renewLease(lock).catch((err: unknown) => {
+        if ((err as LocksmithError).code !== 'UNKNOWN_ROW_LOCK') return;
+        lost ??= new LockLostError((err as Error).message, { cause: err });
+        run.abort();
+      });
     },
     Math.max(50, Math.floor(leaseMs / 3)),
   );
@@ -467,17 +480,17 @@ async function runHolding(
     const exit = await service.exited;
     const sig = received();
     if (sig !== undefined) return signalStatus(sig);
-    if (exit.stopped && lock.lostReason !== undefined) {
+    if (exit.stopped && lost !== undefined) {
       throw new LockLostError(
-        `lost the lock of row ${toStringBinary(lock.row.toString('latin1'))} in ${r.table}, stopped ${r.command[0]}: ${lock.lostReason.message}`,
-        { code: lock.lostReason.code as never, cause: lock.lostReason },
+        `lost the lock of row ${toStringBinary(lock.row.toString('latin1'))} in ${r.table}, stopped ${r.command[0]}: ${lost.message}`,
+        { code: lost.code as never, cause: lost },
       );
     }
     return exit.status;
   } finally {
     clearInterval(renew);
     lock.signal.removeEventListener('abort', onLost);
-    stopped.removeEventListener('abort', onLost);
+    run.abort(); // removes the stop listener
   }
 }
 
