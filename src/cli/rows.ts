@@ -527,6 +527,7 @@ interface StatusLock {
   session: string;
   client?: string;
   token: number;
+  leaseRemainingMs?: number;
 }
 
 interface StatusLane {
@@ -561,7 +562,7 @@ function statusSummary(status: Record<string, unknown>): string {
     `locks held: ${locks.length}`,
     ...locks.map(
       (l) =>
-        `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})`,
+        `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})${l.leaseRemainingMs === undefined ? '' : `  lease ${Math.ceil(l.leaseRemainingMs / 1000)}s left`}`,
     ),
     `handlers: ${Object.entries(handlers)
       .map(

@@ -259,7 +259,7 @@ test('rows lock holds the row: a put waits for the command to end, a second lock
   assert.match(status.stdout, /^locks held: 1$/m);
   assert.match(
     status.stdout,
-    /^ {2}locks row=held {2}token \d+ {2}by session \S+ \(locksmith rows lock \(pid \d+\)\)$/m,
+    /^ {2}locks row=held {2}token \d+ {2}by session \S+ \(locksmith rows lock \(pid \d+\)\) {2}lease \d+s left$/m,
   );
   assert.match(status.stdout, /^tables: \d+$/m);
   assert.match(status.stdout, /^handlers: handler \d+\/\d+ busy/m);
