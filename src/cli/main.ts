@@ -6,6 +6,7 @@ import {
   type CommandName,
   commandUsage,
   isCommandName,
+  subcommandUsage,
   topUsage,
   USAGES,
   version,
@@ -18,7 +19,7 @@ import {
  * (see {@link errorLine}) and exits 2 for a usage error (`INVALID_ARGUMENT`), 1 otherwise;
  * `verify-server` and `stress` keep Lucene's exit codes, which they return themselves.
  * Every usage text comes from ./usage.ts; `--help`/`-h` (before any `--`) is answered here for
- * every command, before the command is loaded, and exits 0.
+ * every command, before the command is loaded, and exits 0 (for a subcommand, its own usage).
  */
 const COMMANDS: Record<CommandName, () => Promise<{ run(args: string[]): Promise<number> }>> = {
   serve: () => import('./serve.js'),
@@ -27,6 +28,7 @@ const COMMANDS: Record<CommandName, () => Promise<{ run(args: string[]): Promise
   elect: () => import('./elect.js'),
   'verify-server': () => import('./verify-server.js'),
   stress: () => import('./stress.js'),
+  rows: () => import('./rows.js'),
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -61,7 +63,10 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (wantsHelp(rest, USAGES[name].flags)) {
-    process.stdout.write(commandUsage(name));
+    // `locksmith rows put --help`: the subcommand's own usage.
+    const sub = rest[0];
+    const known = sub !== undefined && USAGES[name].subcommands?.[sub] !== undefined;
+    process.stdout.write(known ? subcommandUsage(name, sub) : commandUsage(name));
     return 0;
   }
   try {

@@ -21,6 +21,21 @@ export interface CommandUsage {
    * `--name -h` names a lock `-h` rather than asking for help.
    */
   flags: OptionSpecs;
+  /**
+   * A command made of subcommands (`rows`): each has its own usage, shown by
+   * `locksmith <command> <subcommand> --help` and on a usage error; {@link flags} is then the
+   * union of theirs, for {@link wantsHelp}.
+   */
+  subcommands?: Record<string, SubcommandUsage>;
+}
+
+/** One subcommand of a command: `locksmith <command> <synopsis>`. */
+export interface SubcommandUsage {
+  synopsis: string;
+  summary: string;
+  options: string[];
+  /** Its own options; the command's common ones are added when it parses. */
+  flags: OptionSpecs;
 }
 
 /** Option specs as `parseArgs` takes them (no short forms: `-h` is help, nothing else). */
@@ -33,8 +48,125 @@ export const COMMAND_NAMES = [
   'elect',
   'verify-server',
   'stress',
+  'rows',
 ] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
+
+/** Options every `locksmith rows` subcommand takes: where the server is, how to reach it. */
+export const ROWS_COMMON_FLAGS: OptionSpecs = {
+  server: { type: 'string' },
+  'token-file': { type: 'string' },
+  'tls-ca': { type: 'string' },
+  'connect-timeout': { type: 'string' },
+};
+
+/** What `get` and `scan` share: which columns, how many versions, values or not. */
+const READ_OPTIONS = [
+  '--column <f>[:<q>]       only this family, or this column (default: every family)',
+  '--versions <n>           versions per column, newest first (default: 1)',
+  '--values                 show each value too, as toStringBinary shows bytes',
+];
+const READ_FLAGS: OptionSpecs = {
+  column: { type: 'string' },
+  versions: { type: 'string' },
+  values: { type: 'boolean' },
+};
+const ROW_WAIT =
+  "--wait <duration>        wait up to this long for the row's lock (default: the server's, 30s)";
+
+/** `locksmith rows <subcommand>`: the row store shell. */
+export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
+  'create-table': {
+    synopsis: 'create-table <table> <family>[:<maxVersions>]... [--timestamp-on-arrival]',
+    summary: 'Creates a table with its column families (maxVersions default: 3).',
+    options: [
+      "--timestamp-on-arrival   HBase 0.90's batch timestamps, read when a mutation arrives (default: off)",
+    ],
+    flags: { 'timestamp-on-arrival': { type: 'boolean' } },
+  },
+  'list-tables': {
+    synopsis: 'list-tables',
+    summary: 'Prints the name of each table, one a line.',
+    options: [],
+    flags: {},
+  },
+  describe: {
+    synopsis: 'describe <table>',
+    summary: 'Prints the column families of a table and how its timestamps are read.',
+    options: [],
+    flags: {},
+  },
+  put: {
+    synopsis: 'put <table> <row> <family>:<qualifier> <value> [--ts <ms>] [--wait <duration>]',
+    summary: "Writes one cell; waits for the row's lock if another session holds it.",
+    options: [
+      "--ts <ms>                the cell's timestamp, ms since the epoch (default: the server's time)",
+      ROW_WAIT,
+    ],
+    flags: { ts: { type: 'string' }, wait: { type: 'string' } },
+  },
+  get: {
+    synopsis: 'get <table> <row> [--column <family>[:<qualifier>]] [--versions <n>] [--values]',
+    summary: 'Prints the cells of one row: row/family:qualifier/timestamp/Type/vlen=N.',
+    options: READ_OPTIONS,
+    flags: READ_FLAGS,
+  },
+  delete: {
+    synopsis: 'delete <table> <row> [--column <family>[:<qualifier>]] [--wait <duration>]',
+    summary: 'Deletes the whole row, a family, or every version of a column.',
+    options: [
+      '--column <f>[:<q>]       only this family, or this column (default: the whole row)',
+      ROW_WAIT,
+    ],
+    flags: { column: { type: 'string' }, wait: { type: 'string' } },
+  },
+  scan: {
+    synopsis:
+      'scan <table> [--start <row>] [--stop <row>] [--limit <n>] [--column <family>[:<qualifier>]] [--versions <n>] [--values]',
+    summary: 'Prints the cells of the rows in [start, stop), in byte order.',
+    options: [
+      "--start <row>            the first row (default: the table's first)",
+      '--stop <row>             the row to stop before (default: the end of the table)',
+      '--limit <n>              at most this many rows (default: all)',
+      ...READ_OPTIONS,
+    ],
+    flags: {
+      start: { type: 'string' },
+      stop: { type: 'string' },
+      limit: { type: 'string' },
+      ...READ_FLAGS,
+    },
+  },
+  incr: {
+    synopsis: 'incr <table> <row> <family>:<qualifier> [<amount>] [--wait <duration>]',
+    summary:
+      'Adds <amount> (default 1, may be negative) to a 64-bit counter; prints the new value.',
+    options: [ROW_WAIT],
+    flags: { wait: { type: 'string' } },
+  },
+  lock: {
+    synopsis: 'lock <table> <row> [--wait <duration>] [--grace <duration>] -- <command> [args...]',
+    summary: "Holds the row's lock while <command> runs; exits with the command's exit code.",
+    options: [
+      '--wait <duration>        wait up to this long for the holder, e.g. 5s (default: fail at once)',
+      '--grace <duration>       time between SIGTERM and SIGKILL when the command must stop (default: 5s)',
+    ],
+    flags: { wait: { type: 'string' }, grace: { type: 'string' } },
+  },
+  status: {
+    synopsis: 'status [--json]',
+    summary:
+      "Summarizes the server's status: tables, sessions, held row locks and their owners, handlers.",
+    options: [
+      '--json                   print the status as the server gives it (default: a summary)',
+    ],
+    flags: { json: { type: 'boolean' } },
+  },
+};
+
+function allFlags(common: OptionSpecs, subcommands: Record<string, SubcommandUsage>): OptionSpecs {
+  return Object.assign({}, common, ...Object.values(subcommands).map((s) => s.flags));
+}
 
 const EXIT_CODES =
   'Exit codes: 0 ok, 1 locked or a runtime failure, 2 a bad command line (errors are one line: locksmith <command>: <message> (<CODE>)).';
@@ -159,6 +291,29 @@ export const USAGES: Record<CommandName, CommandUsage> = {
     ],
     flags: {},
   },
+  rows: {
+    synopsis:
+      'rows <subcommand> [args...] [--server <url>] [--token-file <path>] [--tls-ca <path>] [--connect-timeout <duration>]',
+    summary: 'The row store shell: tables, cells, counters and row locks on a locksmith server.',
+    options: [
+      '--server <url>           the server, locksmith://host:port or locksmiths:// for TLS (default: locksmith://127.0.0.1:7420)',
+      "--token-file <path>      the server's token, the file's first line (default: none)",
+      "--tls-ca <path>          PEM certificate to trust for locksmiths:// (default: the system's)",
+      '--connect-timeout <duration>  how long to keep trying to reach the server (default: 10s)',
+    ],
+    notes: [
+      `Subcommands ("locksmith rows <subcommand> --help" for their options):\n${Object.values(
+        ROWS_SUBCOMMANDS,
+      )
+        .map((s) => `  rows ${s.synopsis}`)
+        .join('\n')}`,
+      "Rows, qualifiers and values are UTF-8 text; \\xNN stands for the byte NN, as cells are printed (HBase's Bytes.toStringBinary), so a printed row can be typed back.",
+      'There is no "rows unlock": a row lock belongs to the session that took it, and each "locksmith rows" has its own session, which ends (releasing its locks) when the command exits. "rows lock -- <command>" holds a lock for as long as <command> runs.',
+      `${EXIT_CODES} rows lock: the command's own code, as "locksmith lock".`,
+    ],
+    flags: allFlags(ROWS_COMMON_FLAGS, ROWS_SUBCOMMANDS),
+    subcommands: ROWS_SUBCOMMANDS,
+  },
 };
 
 export function isCommandName(name: string): name is CommandName {
@@ -176,6 +331,24 @@ export function commandUsage(name: CommandName): string {
     ...u.options.map((line) => `  ${line}`),
     '',
     ...u.notes,
+    '',
+  ].join('\n');
+}
+
+/**
+ * `locksmith <command> <subcommand> --help`, and the usage a subcommand's usage error names:
+ * its synopsis, summary and options, then the command's common options.
+ */
+export function subcommandUsage(name: CommandName, subcommand: string): string {
+  const u = USAGES[name];
+  const sub = u.subcommands?.[subcommand];
+  if (sub === undefined) return commandUsage(name);
+  return [
+    `Usage: locksmith ${name} ${sub.synopsis}`,
+    '',
+    sub.summary,
+    '',
+    ...[...sub.options, ...u.options].map((line) => `  ${line}`),
     '',
   ].join('\n');
 }

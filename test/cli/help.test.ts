@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { cliPath, repoRoot, run } from '../helpers.js';
 
-const COMMANDS = ['lock', 'status', 'elect', 'verify-server', 'stress'];
+const COMMANDS = ['lock', 'status', 'elect', 'verify-server', 'stress', 'rows'];
 
 test('--help and -h on every command print its usage on stdout and exit 0', async () => {
   for (const command of COMMANDS) {

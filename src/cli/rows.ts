@@ -1,0 +1,574 @@
+import { readFile } from 'node:fs/promises';
+import { constants } from 'node:os';
+import {
+  connect,
+  type LocksmithClient,
+  type TableDescription,
+} from '../client/locksmith-client.js';
+import { RemoteRowLock } from '../client/remote-row-lock.js';
+import {
+  ConnectionLostError,
+  LockLostError,
+  LockObtainFailedError,
+  LocksmithError,
+} from '../core/errors.js';
+import { toStringBinary } from '../rows/bytes.js';
+import type { Cell } from '../rows/cell.js';
+import { formatCell } from '../rows/cell.js';
+import type { ColumnFamilySpec } from '../rows/column-family.js';
+import { Delete, Increment, Put } from '../rows/mutation.js';
+import { Get, type Query, Scan } from '../rows/query.js';
+import type { Result } from '../rows/result.js';
+import type { TableRowLock } from '../rows/table.js';
+import { CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
+import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import { errorLine } from './error-line.js';
+import { ROWS_COMMON_FLAGS, ROWS_SUBCOMMANDS, type SubcommandUsage } from './usage.js';
+
+const DEFAULT_SERVER = 'locksmith://127.0.0.1:7420';
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** Signals that stop `rows lock`: the command is stopped (with the grace), the lock released. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/** What a subcommand does once connected; its exit code. */
+type Action = (client: LocksmithClient) => Promise<number>;
+
+interface Parsed {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+  command: string[] | undefined;
+  /** A usage error naming this subcommand's usage. */
+  misuse(message: string): UsageError;
+}
+
+/**
+ * `locksmith rows <subcommand>`: the row store shell. It only parses, calls the client
+ * (src/client) and prints; every argument is checked before the server is reached. Each run
+ * is one session, closed (releasing whatever it holds) before the command exits.
+ */
+export async function run(args: string[]): Promise<number> {
+  const [name, ...rest] = args;
+  const names = Object.keys(ROWS_SUBCOMMANDS).join(', ');
+  if (name === 'unlock') {
+    throw new UsageError(
+      'there is no "rows unlock": a row lock belongs to the session that took it, and each "locksmith rows" has its own session, which releases its locks when it exits; use "rows lock <table> <row> -- <command>" to hold a lock while a command runs',
+    );
+  }
+  const usage = name === undefined ? undefined : ROWS_SUBCOMMANDS[name];
+  if (name === undefined || usage === undefined) {
+    const what =
+      name === undefined
+        ? 'expected a subcommand,'
+        : `unknown subcommand ${JSON.stringify(name)}: expected`;
+    throw new UsageError(`${what} one of ${names}; run "locksmith rows --help"`);
+  }
+  const parsed = parse(name, usage, rest);
+  const action = ACTIONS[name as keyof typeof ACTIONS](parsed);
+  const client = await connectTo(parsed.values, name);
+  try {
+    return await action(client);
+  } catch (err) {
+    // The command line was checked before connecting: an argument the server refuses (a cell
+    // that is no counter, a table name it does not take) is a runtime failure, exit 1.
+    if (!(err instanceof LocksmithError) || err.code !== 'INVALID_ARGUMENT') throw err;
+    process.stderr.write(`${errorLine('rows', err)}\n`);
+    return 1;
+  } finally {
+    await client.close();
+  }
+}
+
+// A negative number (`incr t r f:q -5`, `--ts -1`) is an argument, never an option: no
+// option has a short form. It is hidden behind a NUL, which no argument can contain, while
+// the command line is parsed.
+const NEGATIVE = /^-\d+$/;
+const HIDDEN = '\0';
+
+function parse(name: string, usage: SubcommandUsage, args: string[]): Parsed {
+  const misuse = (message: string) =>
+    new UsageError(`${message}; usage: locksmith rows ${usage.synopsis}`);
+  const end = args.indexOf('--');
+  const hidden = args.map((a, i) => ((end === -1 || i < end) && NEGATIVE.test(a) ? HIDDEN + a : a));
+  let parsed: ReturnType<typeof parseCommandLine>;
+  try {
+    parsed = parseCommandLine(hidden, { ...ROWS_COMMON_FLAGS, ...usage.flags });
+  } catch (err) {
+    // parseArgs' advice (put the argument after --) does not hold here: -- starts a command.
+    const message = (err as Error).message.split('. To specify')[0] as string;
+    const hint = /^Unknown option '-/.test(message)
+      ? ' (an argument that starts with "-" is written \\x2D…, e.g. \\x2Dfoo)'
+      : '';
+    throw misuse(`${message}${hint}`);
+  }
+  const unhide = (v: string) => (v.startsWith(HIDDEN) ? v.slice(1) : v);
+  const values = Object.fromEntries(
+    Object.entries(parsed.values).map(([k, v]) => [k, typeof v === 'string' ? unhide(v) : v]),
+  );
+  if (name !== 'lock' && parsed.command !== undefined) {
+    throw misuse(`rows ${name} runs no command: unexpected --`);
+  }
+  return { values, positionals: parsed.positionals.map(unhide), command: parsed.command, misuse };
+}
+
+/** Exactly `count` positionals (`optional` more may follow), named in the message. */
+function positionals(p: Parsed, names: string[], optional = 0): string[] {
+  const n = p.positionals.length;
+  if (n < names.length || n > names.length + optional) {
+    const got = n === 0 ? 'nothing' : p.positionals.map((a) => JSON.stringify(a)).join(' ');
+    throw p.misuse(`expected ${names.join(' ')}, got ${got}`);
+  }
+  return p.positionals;
+}
+
+/**
+ * A row, qualifier or value from the command line: UTF-8 text, with `\xNN` for the byte NN,
+ * the way cells are printed (HBase's `Bytes.toBytesBinary`), so a printed row can be typed
+ * back.
+ */
+function bytesArgument(text: string): Buffer {
+  const parts: Buffer[] = [];
+  let last = 0;
+  for (const m of text.matchAll(/\\x([0-9A-Fa-f]{2})/g)) {
+    parts.push(Buffer.from(text.slice(last, m.index), 'utf8'));
+    parts.push(Buffer.from([Number.parseInt(m[1] as string, 16)]));
+    last = m.index + 4;
+  }
+  parts.push(Buffer.from(text.slice(last), 'utf8'));
+  return Buffer.concat(parts);
+}
+
+/** `family:qualifier` (the qualifier may be empty); `family` alone where `familyAlone`. */
+function columnArgument(
+  p: Parsed,
+  text: string,
+  familyAlone: boolean,
+): { family: string; qualifier: Buffer | undefined } {
+  const colon = text.indexOf(':');
+  if (colon === -1) {
+    if (familyAlone) return { family: text, qualifier: undefined };
+    throw p.misuse(`column ${JSON.stringify(text)} is not <family>:<qualifier>`);
+  }
+  return { family: text.slice(0, colon), qualifier: bytesArgument(text.slice(colon + 1)) };
+}
+
+function integerArgument(p: Parsed, what: string, text: string, min: number): number {
+  if (!/^-?\d{1,16}$/.test(text) || !Number.isSafeInteger(Number(text)) || Number(text) < min) {
+    throw p.misuse(`${what} ${JSON.stringify(text)} must be a whole number, ${min} or more`);
+  }
+  return Number(text);
+}
+
+function str(p: Parsed, name: string): string | undefined {
+  return p.values[name] as string | undefined;
+}
+
+function waitOption(p: Parsed): { waitMs?: number } {
+  const text = str(p, 'wait');
+  return text === undefined ? {} : { waitMs: durationOption('--wait', text) };
+}
+
+/** `--column` and `--versions` of a read. */
+function shapeQuery<Q extends Query>(p: Parsed, query: Q): Q {
+  const column = str(p, 'column');
+  if (column !== undefined) {
+    const { family, qualifier } = columnArgument(p, column, true);
+    if (qualifier === undefined) query.addFamily(family);
+    else query.addColumn(family, qualifier);
+  }
+  const versions = str(p, 'versions');
+  if (versions !== undefined) query.setMaxVersions(integerArgument(p, '--versions', versions, 1));
+  return query;
+}
+
+function cellLine(cell: Cell, values: boolean): string {
+  const line = formatCell(cell);
+  return values ? `${line} value=${toStringBinary(cell.value.toString('latin1'))}` : line;
+}
+
+function printResult(result: Result, values: boolean): void {
+  for (const cell of result.cells) process.stdout.write(`${cellLine(cell, values)}\n`);
+}
+
+function describeLine(d: TableDescription): string {
+  const families = d.families.map((f) => `${f.name} (maxVersions ${f.maxVersions})`).join(', ');
+  const stamps = d.timestampOnArrival ? 'on arrival' : 'per mutation';
+  return `table ${d.name}: families ${families}; timestamps ${stamps}\n`;
+}
+
+/** Each subcommand: checks its arguments (before connecting), then what it does. */
+const ACTIONS = {
+  'create-table': (p: Parsed): Action => {
+    if (p.positionals.length < 2) {
+      throw p.misuse('expected <table> and at least one <family>[:<maxVersions>]');
+    }
+    const [table, ...specs] = p.positionals as [string, ...string[]];
+    const families: ColumnFamilySpec[] = specs.map((spec) => {
+      const [name, versions, extra] = spec.split(':');
+      if (extra !== undefined || name === undefined) {
+        throw p.misuse(`family ${JSON.stringify(spec)} is not <family>[:<maxVersions>]`);
+      }
+      if (versions === undefined) return name;
+      return { name, maxVersions: integerArgument(p, `maxVersions of ${name}`, versions, 1) };
+    });
+    const timestampOnArrival = p.values['timestamp-on-arrival'] === true;
+    return async (client) => {
+      process.stdout.write(
+        `created ${describeLine(await client.createTable(table, families, { timestampOnArrival }))}`,
+      );
+      return 0;
+    };
+  },
+  'list-tables': (p: Parsed): Action => {
+    positionals(p, []);
+    return async (client) => {
+      for (const name of await client.listTables()) process.stdout.write(`${name}\n`);
+      return 0;
+    };
+  },
+  describe: (p: Parsed): Action => {
+    const [table] = positionals(p, ['<table>']) as [string];
+    return async (client) => {
+      process.stdout.write(describeLine(await client.describeTable(table)));
+      return 0;
+    };
+  },
+  put: (p: Parsed): Action => {
+    const [table, row, column, value] = positionals(p, [
+      '<table>',
+      '<row>',
+      '<family>:<qualifier>',
+      '<value>',
+    ]) as [string, string, string, string];
+    const { family, qualifier } = columnArgument(p, column, false);
+    const ts = str(p, 'ts');
+    const put = new Put(bytesArgument(row)).add(
+      family,
+      qualifier as Buffer,
+      bytesArgument(value),
+      ts === undefined ? undefined : integerArgument(p, '--ts', ts, 0),
+    );
+    const options = waitOption(p);
+    return async (client) => {
+      await client.table(table).put(put, options);
+      return 0;
+    };
+  },
+  get: (p: Parsed): Action => {
+    const [table, row] = positionals(p, ['<table>', '<row>']) as [string, string];
+    const get = shapeQuery(p, new Get(bytesArgument(row)));
+    const values = p.values.values === true;
+    return async (client) => {
+      printResult(await client.table(table).get(get), values);
+      return 0;
+    };
+  },
+  delete: (p: Parsed): Action => {
+    const [table, row] = positionals(p, ['<table>', '<row>']) as [string, string];
+    const del = new Delete(bytesArgument(row));
+    const column = str(p, 'column');
+    if (column !== undefined) {
+      const { family, qualifier } = columnArgument(p, column, true);
+      if (qualifier === undefined) del.deleteFamily(family);
+      else del.deleteColumns(family, qualifier);
+    }
+    const options = waitOption(p);
+    return async (client) => {
+      await client.table(table).delete(del, options);
+      return 0;
+    };
+  },
+  scan: (p: Parsed): Action => {
+    const [table] = positionals(p, ['<table>']) as [string];
+    const start = str(p, 'start');
+    const stop = str(p, 'stop');
+    const scan = shapeQuery(
+      p,
+      new Scan({
+        ...(start === undefined ? {} : { startRow: bytesArgument(start) }),
+        ...(stop === undefined ? {} : { stopRow: bytesArgument(stop) }),
+      }),
+    );
+    const limitText = str(p, 'limit');
+    const limit =
+      limitText === undefined
+        ? Number.POSITIVE_INFINITY
+        : integerArgument(p, '--limit', limitText, 1);
+    const values = p.values.values === true;
+    return async (client) => {
+      let rows = 0;
+      for await (const result of client.table(table).scan(scan)) {
+        printResult(result, values);
+        if (++rows >= limit) break;
+      }
+      return 0;
+    };
+  },
+  incr: (p: Parsed): Action => {
+    const [table, row, column, amountText] = positionals(
+      p,
+      ['<table>', '<row>', '<family>:<qualifier>'],
+      1,
+    ) as [string, string, string, string | undefined];
+    const { family, qualifier } = columnArgument(p, column, false);
+    if (amountText !== undefined && !/^-?\d{1,19}$/.test(amountText)) {
+      throw p.misuse(`amount ${JSON.stringify(amountText)} must be a whole number`);
+    }
+    const inc = new Increment(bytesArgument(row)).addColumn(
+      family,
+      qualifier as Buffer,
+      amountText === undefined ? 1n : BigInt(amountText),
+    );
+    const options = waitOption(p);
+    return async (client) => {
+      const cell = (await client.table(table).increment(inc, options)).cells[0];
+      process.stdout.write(`${cell?.value.readBigInt64BE(0) ?? ''}\n`);
+      return 0;
+    };
+  },
+  lock: (p: Parsed): Action => {
+    const [table, row] = positionals(p, ['<table>', '<row>']) as [string, string];
+    if (p.command === undefined || p.command.length === 0) {
+      throw p.misuse('expected -- and a command to run while the row is locked');
+    }
+    const command = p.command;
+    const waitText = str(p, 'wait');
+    const waitMs = waitText === undefined ? undefined : durationOption('--wait', waitText);
+    const grace = str(p, 'grace');
+    const graceMs = grace === undefined ? DEFAULT_GRACE_MS : durationOption('--grace', grace);
+    const key = bytesArgument(row);
+    return (client) => lockAndRun(client, { table, row: key, waitMs, waitText, graceMs, command });
+  },
+  status: (p: Parsed): Action => {
+    positionals(p, []);
+    const json = p.values.json === true;
+    return async (client) => {
+      const status = await client.status();
+      process.stdout.write(json ? `${JSON.stringify(status, null, 2)}\n` : statusSummary(status));
+      return 0;
+    };
+  },
+} satisfies Record<keyof typeof ROWS_SUBCOMMANDS, (p: Parsed) => Action>;
+
+/** Connects with the common options; an unreachable server is one line naming it. */
+async function connectTo(
+  values: Record<string, string | boolean | undefined>,
+  subcommand: string,
+): Promise<LocksmithClient> {
+  const url = (values.server as string | undefined) ?? DEFAULT_SERVER;
+  const tokenPath = values['token-file'] as string | undefined;
+  const caPath = values['tls-ca'] as string | undefined;
+  const timeout = values['connect-timeout'] as string | undefined;
+  const connectTimeoutMs =
+    timeout === undefined
+      ? DEFAULT_CONNECT_TIMEOUT_MS
+      : durationOption('--connect-timeout', timeout);
+  const token =
+    tokenPath === undefined ? undefined : await readToken(pathArgument('--token-file', tokenPath));
+  const ca = caPath === undefined ? undefined : await readFile(pathArgument('--tls-ca', caPath));
+  try {
+    return await connect(url, {
+      token,
+      ...(ca === undefined ? {} : { tls: { ca } }),
+      connectTimeoutMs,
+      name: `locksmith rows ${subcommand} (pid ${process.pid})`,
+    });
+  } catch (err) {
+    if (!(err instanceof ConnectionLostError)) throw err;
+    throw new ConnectionLostError(`cannot reach the server at ${url}: ${err.message}`, {
+      cause: err.cause,
+    });
+  }
+}
+
+/** The token: the file's first line, trimmed (as `locksmith serve --token-file` reads it). */
+async function readToken(path: string): Promise<string> {
+  const token = (await readFile(path, 'utf8')).split('\n')[0]?.trim() ?? '';
+  if (token.length === 0) throw new UsageError(`--token-file ${path} is empty`);
+  return token;
+}
+
+interface LockRun {
+  table: string;
+  row: Buffer;
+  waitMs: number | undefined;
+  waitText: string | undefined;
+  graceMs: number;
+  command: string[];
+}
+
+/**
+ * `rows lock`: takes the row's lock (at once, or waiting up to `--wait`), runs the command
+ * with `LOCKSMITH_FENCING_TOKEN` and `LOCKSMITH_LOCK_ID`, renews the lock's lease while it
+ * runs, and releases it when it ends; exits with the command's status. The command runs in
+ * its own process group and dies with this process (see CommandService). If the lock is lost
+ * (lease not renewed in time, session expired, server gone), the command is stopped (SIGTERM,
+ * SIGKILL after `--grace`) and the loss is the error (exit 1). SIGINT/SIGTERM/SIGHUP stop the
+ * command the same way and exit 128 + the signal's number.
+ */
+async function lockAndRun(client: LocksmithClient, r: LockRun): Promise<number> {
+  const table = client.table(r.table);
+  let received: NodeJS.Signals | undefined;
+  const stop = new AbortController();
+  const onSignal = (sig: NodeJS.Signals) => {
+    received ??= sig;
+    stop.abort();
+  };
+  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
+  try {
+    let lock: TableRowLock | null;
+    try {
+      lock =
+        r.waitMs === undefined
+          ? await table.tryLockRow(r.row)
+          : await table.lockRow(r.row, { waitMs: r.waitMs, signal: stop.signal });
+    } catch (err) {
+      if (received !== undefined) return signalStatus(received);
+      if ((err as { code?: unknown }).code === 'LOCK_TIMEOUT') {
+        throw await heldError(client, r, `after waiting ${r.waitText}`, err);
+      }
+      throw err;
+    }
+    if (lock === null) throw await heldError(client, r, '', undefined);
+    try {
+      return await runHolding(table, lock, r, stop.signal, () => received);
+    } finally {
+      await lock.close().catch(() => undefined);
+    }
+  } finally {
+    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
+  }
+}
+
+async function runHolding(
+  table: ReturnType<LocksmithClient['table']>,
+  lock: TableRowLock,
+  r: LockRun,
+  stopped: AbortSignal,
+  received: () => NodeJS.Signals | undefined,
+): Promise<number> {
+  const service = new CommandService(r.command, {
+    graceMs: r.graceMs,
+    env: { ...process.env, LOCKSMITH_LOCK_ID: lock.lockId },
+  });
+  // Stops the command on a loss or a stop signal (CommandService stops it on this abort).
+  const run = new AbortController();
+  let lost: LockLostError | undefined;
+  const onLost = () => {
+    lost ??= lock.lostReason;
+    run.abort();
+  };
+  lock.signal.addEventListener('abort', onLost, { once: true });
+  stopped.addEventListener('abort', () => run.abort(), { once: true, signal: run.signal });
+  // Renewed well within the lease. A renewal the server answers with UNKNOWN_ROW_LOCK means
+  // the lock is gone there; any other failure leaves the lease to run out, and the handle's
+  // own lease tracking then ends it (before the server could hand the row to anyone else).
+  const leaseMs = lock instanceof RemoteRowLock ? lock.leaseMs : 60_000;
+  const renew = setInterval(
+    () => {
+      table.renewLease(lock).catch((err: unknown) => {
+        if ((err as LocksmithError).code !== 'UNKNOWN_ROW_LOCK') return;
+        lost ??= new LockLostError((err as Error).message, { cause: err });
+        run.abort();
+      });
+    },
+    Math.max(50, Math.floor(leaseMs / 3)),
+  );
+  try {
+    if (stopped.aborted) return signalStatus(received() ?? 'SIGTERM');
+    await service.start({ signal: run.signal, token: lock.token });
+    const exit = await service.exited;
+    const sig = received();
+    if (sig !== undefined) return signalStatus(sig);
+    if (exit.stopped && lost !== undefined) {
+      throw new LockLostError(
+        `lost the lock of row ${toStringBinary(lock.row.toString('latin1'))} in ${r.table}, stopped ${r.command[0]}: ${lost.message}`,
+        { code: lost.code as never, cause: lost },
+      );
+    }
+    return exit.status;
+  } finally {
+    clearInterval(renew);
+    lock.signal.removeEventListener('abort', onLost);
+    run.abort(); // removes the stop listener
+  }
+}
+
+function signalStatus(sig: NodeJS.Signals): number {
+  return 128 + (constants.signals[sig] ?? 0);
+}
+
+/** The row is locked by another session: says which, from the server's status. */
+async function heldError(
+  client: LocksmithClient,
+  r: LockRun,
+  after: string,
+  cause: unknown,
+): Promise<LockObtainFailedError> {
+  const row = toStringBinary(r.row.toString('latin1'));
+  let by = 'another session';
+  try {
+    const locks = ((await client.status()).locks ?? []) as StatusLock[];
+    const holder = locks.find((l) => l.table === r.table && l.row === `row=${row}`);
+    if (holder !== undefined) by = `session ${holder.session} (${holder.client ?? 'unnamed'})`;
+  } catch {
+    // The failure is still worth reporting without the holder.
+  }
+  const code = after === '' ? 'LOCK_OBTAIN_FAILED' : 'LOCK_TIMEOUT';
+  return new LockObtainFailedError(
+    `row ${row} of ${r.table} is locked${after === '' ? '' : ` ${after}`}: held by ${by}`,
+    { code, cause },
+  );
+}
+
+interface StatusLock {
+  table: string;
+  row: string;
+  session: string;
+  client?: string;
+  token: number;
+  leaseRemainingMs?: number;
+}
+
+interface StatusLane {
+  size: number;
+  busy: number;
+  queued: number;
+  parked: number;
+}
+
+/** The server's status in a few lines: tables, sessions, held locks and owners, handlers. */
+function statusSummary(status: Record<string, unknown>): string {
+  const tables = (status.tables ?? []) as { name: string; families: string[]; rows: number }[];
+  const sessions = (status.sessions ?? []) as {
+    session: string;
+    client?: string;
+    connected: boolean;
+    locks: number;
+    waiting: number;
+    scanners: number;
+  }[];
+  const locks = (status.locks ?? []) as StatusLock[];
+  const handlers = (status.handlers ?? {}) as Record<string, StatusLane>;
+  const lines = [
+    `server ${status.server} on ${status.listening}, up ${Math.round(Number(status.uptimeMs) / 1000)}s, ${status.connections} connection(s)`,
+    `tables: ${tables.length}`,
+    ...tables.map((t) => `  ${t.name}  families ${t.families.join(',')}  ${t.rows} row(s)`),
+    `sessions: ${sessions.length}`,
+    ...sessions.map(
+      (s) =>
+        `  ${s.session}  ${s.client ?? 'unnamed'}  ${s.connected ? 'connected' : 'disconnected'}  ${s.locks} lock(s), ${s.waiting} waiting, ${s.scanners} scanner(s)`,
+    ),
+    `locks held: ${locks.length}`,
+    ...locks.map(
+      (l) =>
+        `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})${l.leaseRemainingMs === undefined ? '' : `  lease ${Math.ceil(l.leaseRemainingMs / 1000)}s left`}`,
+    ),
+    `handlers: ${Object.entries(handlers)
+      .map(
+        ([lane, l]) => `${lane} ${l.busy}/${l.size} busy, ${l.queued} queued, ${l.parked} parked`,
+      )
+      .join('; ')}`,
+  ];
+  return `${lines.join('\n')}\n`;
+}
