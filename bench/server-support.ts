@@ -28,9 +28,12 @@ export class ServerChild {
     options: Record<string, unknown> = {},
   ): Promise<ServerChild> {
     const script = join(repoRoot, 'dist-test/bench/server-child.js');
+    // BENCH_SERVER_PROF=<dir>: each server child writes a CPU profile there (--cpu-prof).
+    const prof = process.env.BENCH_SERVER_PROF;
+    const flags = prof === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${prof}`];
     const child = new LineChild(
       process.execPath,
-      ['--expose-gc', script, mode, JSON.stringify(options)],
+      ['--expose-gc', ...flags, script, mode, JSON.stringify(options)],
       `${mode} server`,
     );
     const port = Number(await child.expect('listening', 30_000));

@@ -19,10 +19,13 @@
  * 4. Memory per session and per held lock, 10,000 bare-protocol sessions, each then holding one
  *    row lock (server RSS and heap after gc).
  * 5. An unrelated client's get/put latency with and without 1000 `lockRow` calls blocked on
- *    one hot row.
+ *    one hot row (one per bare session).
  *
- * Rates are calls (or cycles) per second over BENCH_SECONDS (default 2) after warm-up. The
- * machine may be shared: ratios within one run are steadier than single figures.
+ * Rates are calls (or cycles) per second over BENCH_SECONDS (default 2) after BENCH_WARMUP_MS
+ * (default 500) of the same load. `node dist-test/bench/server.bench.js 1 3` runs only those
+ * parts; BENCH_CELLS=1x1,8x16 picks the grid; BENCH_SERVER_PROF=<dir> makes every server child
+ * write a CPU profile there. The machine may be shared: ratios within one run are steadier
+ * than single figures.
  */
 
 import { Redis } from 'ioredis';
@@ -44,11 +47,11 @@ import { fmt, percentile, ratio, say, sayTable, sleep, verdict } from './support
 
 const REDIS = { host: '127.0.0.1', port: 6379 };
 const POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
-const CELLS: Cell[] = [
-  { conns: 1, depth: 1 },
-  { conns: 8, depth: 1 },
-  { conns: 8, depth: 16 },
-];
+/** BENCH_CELLS=1x1,8x16 picks cells (connections × calls in flight per connection). */
+const CELLS: Cell[] = (process.env.BENCH_CELLS ?? '1x1,8x1,8x16').split(',').map((text) => {
+  const [conns, depth] = text.split('x').map(Number);
+  return { conns: conns as number, depth: depth as number };
+});
 const VALUE = Buffer.alloc(100, 7);
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 10_000);
 const BLOCKED = 1000;
@@ -174,11 +177,19 @@ function redisData(op: 'set' | 'get') {
 async function pgAdvisory(conns: number): Promise<Subject> {
   const list = Array.from({ length: conns }, () => new pg.Client({ connectionString: POSTGRES }));
   await Promise.all(list.map((c) => c.connect()));
+  // node-postgres runs one query at a time per connection: deeper workers queue here (its own
+  // queue does the same, but is deprecated).
+  const tails: Promise<unknown>[] = list.map(() => Promise.resolve());
+  const query = (conn: number, text: string, key: number) => {
+    const c = list[conn] as pg.Client;
+    const next = (tails[conn] as Promise<unknown>).then(() => c.query(text, [key]));
+    tails[conn] = next.catch(() => undefined);
+    return next;
+  };
   return {
     async step(conn, worker) {
-      const c = list[conn] as pg.Client;
-      await c.query('SELECT pg_advisory_lock($1)', [900_000 + worker]);
-      await c.query('SELECT pg_advisory_unlock($1)', [900_000 + worker]);
+      await query(conn, 'SELECT pg_advisory_lock($1)', 900_000 + worker);
+      await query(conn, 'SELECT pg_advisory_unlock($1)', 900_000 + worker);
     },
     close: async () => {
       await Promise.all(list.map((c) => c.end()));
