@@ -197,6 +197,32 @@ async function pgAdvisory(conns: number): Promise<Subject> {
   };
 }
 
+/** The same subject with every worker on one key: lock cycles that queue for each other. */
+function oneKey(open: (conns: number) => Promise<Subject>) {
+  return async (conns: number): Promise<Subject> => {
+    const subject = await open(conns);
+    return { step: (conn) => subject.step(conn, 0), close: () => subject.close() };
+  };
+}
+
+/** Contended cycles: 8 connections, one worker each, all on one key. */
+async function contended(url: string): Promise<string[][]> {
+  const cell = { conns: 8, depth: 1 };
+  const subjects: [string, (conns: number) => Promise<Subject>][] = [
+    [LOCKS.oursClose, oneKey(locksmithLocks(url, 'close'))],
+    [LOCKS.semaphore, oneKey(redisSemaphore)],
+    [LOCKS.advisory, oneKey(pgAdvisory)],
+  ];
+  const rates: number[] = [];
+  for (const [, open] of subjects) rates.push(await measureRate(cell, open));
+  const semaphore = rates[1] as number;
+  return subjects.map(([name], i) => [
+    name,
+    fmt(rates[i] as number),
+    ratio((rates[i] as number) / semaphore),
+  ]);
+}
+
 // --- 1-3. throughput grid -----------------------------------------------------------------------
 
 type Rates = Record<string, Record<string, number>>;
@@ -455,11 +481,17 @@ async function main(): Promise<void> {
         [LOCKS.advisory]: pgAdvisory,
       });
       printGrid(
-        '## 1. Lock cycles per second (lock + unlock)',
+        '## 1. Lock cycles per second (lock + unlock, a key per worker)',
         'cycles/s',
         Object.values(LOCKS),
         locks,
       );
+      sayTable(
+        '### 1b. Contended: 8 connections × 1 worker, all on one key (redis-semaphore polls every 10 ms)',
+        ['cycles/s', '8×1, one key', 'vs redis-semaphore'],
+        await contended(server.url),
+      );
+      say();
     }
     if (PARTS.has('2')) {
       data = await withServer({ durability: 'none' }, (fast) =>
