@@ -300,6 +300,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#attempt++;
     const delay = base / 2 + Math.random() * (base / 2);
     this.#reconnectTimer = setTimeout(() => this.#dial(), delay);
+    // Reconnecting alone does not keep the process alive (a call waiting for it has its own timer).
+    this.#reconnectTimer.unref();
   }
 
   #onMessage(socket: Socket, raw: unknown): void {

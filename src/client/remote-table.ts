@@ -150,8 +150,8 @@ export class RemoteTable implements Table {
   async unlockRow(lock: RowLockRef): Promise<void> {
     const id = rowLockIdOf(lock);
     await this.#client.call('unlockRow', [this.name, id]);
-    const held = this.#client.heldLock(id);
-    if (held !== undefined) await held.close().catch(() => undefined);
+    // The server released it: the handle closes without a second round trip.
+    this.#client.heldLock(id)?.released();
   }
 
   async renewLease(lock: RowLockRef): Promise<void> {

@@ -111,10 +111,17 @@ export class WaitForGraph {
     return undefined;
   }
 
-  /** The owner `wait` waits for: the nearest named request ahead of it, else the holder. */
+  /**
+   * The owner `wait` waits for: the nearest request ahead of it of a sequential owner, else the
+   * holder. Requests of anonymous and of concurrent owners are passed through: they hold
+   * nothing while queued, and a concurrent owner queued twice on one row (two of its calls,
+   * interleaved with another session's) is not waiting for itself nor for that other session.
+   */
   #blocker(wait: PendingWait): RowLockOwner | undefined {
     let ahead = wait.prev;
-    while (ahead !== undefined && ahead.owner === undefined) ahead = ahead.prev;
+    while (ahead !== undefined && (ahead.owner === undefined || isConcurrent(ahead.owner))) {
+      ahead = ahead.prev;
+    }
     return ahead !== undefined ? ahead.owner : this.#holderOf(wait.row);
   }
 }

@@ -53,8 +53,28 @@ export interface ConnectionLimits {
   maxBufferedBytes: number;
 }
 
-interface InFlight {
-  readonly controller: AbortController;
+/**
+ * A call in flight. Its abort signal is made only when the call asks for it (a lock wait):
+ * most calls never do, and an AbortController per call was a visible share of the server's
+ * CPU. An abort before that is remembered and the signal is born aborted.
+ */
+class InFlight {
+  #controller: AbortController | undefined;
+  #reason: unknown;
+  #aborted = false;
+
+  get signal(): AbortSignal {
+    this.#controller ??= new AbortController();
+    if (this.#aborted && !this.#controller.signal.aborted) this.#controller.abort(this.#reason);
+    return this.#controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
 }
 
 /**
@@ -165,7 +185,7 @@ export class Connection implements SessionSink {
         case ClientKind.CANCEL:
           this.#inFlight
             .get(message.id)
-            ?.controller.abort(new AbortedError(`Call ${message.id} was cancelled by the client`));
+            ?.abort(new AbortedError(`Call ${message.id} was cancelled by the client`));
           break;
       }
     }
@@ -288,13 +308,20 @@ export class Connection implements SessionSink {
       this.#host.record(method, false);
       return;
     }
-    const controller = new AbortController();
-    this.#inFlight.set(id, { controller });
-    const signal = controller.signal;
+    const call = new InFlight();
+    this.#inFlight.set(id, call);
     const lane =
       METHODS[method] === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
     lane
-      .run((slot) => this.#host.dispatcher.call(method, args, { session, slot, signal }))
+      .run((slot) =>
+        this.#host.dispatcher.call(method, args, {
+          session,
+          slot,
+          get signal() {
+            return call.signal;
+          },
+        }),
+      )
       .then(
         (value) => {
           this.#inFlight.delete(id);
@@ -365,7 +392,7 @@ export class Connection implements SessionSink {
 
   readonly #onSessionEnd = (): void => {
     const reason = this.#session?.signal.reason as Error | undefined;
-    for (const call of this.#inFlight.values()) call.controller.abort(reason);
+    for (const call of this.#inFlight.values()) call.abort(reason);
   };
 
   #onClose(): void {
@@ -376,7 +403,7 @@ export class Connection implements SessionSink {
   #cleanup(): void {
     clearTimeout(this.#handshakeTimer);
     const lost = new ConnectionLostError('The connection closed');
-    for (const call of this.#inFlight.values()) call.controller.abort(lost);
+    for (const call of this.#inFlight.values()) call.abort(lost);
     const session = this.#session;
     this.#session = undefined;
     session?.signal.removeEventListener('abort', this.#onSessionEnd);

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Get, Put } from '../../src/rows/index.js';
-import { sleep } from '../helpers.js';
+import { eventually, sleep } from '../helpers.js';
 import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
 
@@ -190,5 +190,48 @@ describe('server sessions', () => {
     await assert.rejects(a.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'v')), {
       code: 'UNKNOWN_ROW_LOCK',
     });
+  });
+
+  it('pipelined waits of several sessions interleaved on one row are queueing, not a deadlock (conformance V7)', async () => {
+    await using server = await startServer({ rowLockWaitMs: 60_000 });
+    await using holder = await client(server);
+    await holder.createTable('t', ['f']);
+    const lock = await holder.table('t').lockRow('hot');
+    const sessions = await Promise.all(Array.from({ length: 5 }, () => client(server)));
+    try {
+      const waits: Promise<void>[] = [];
+      // Queued one at a time, so the row's queue alternates sessions: A B C D E A B C D E ...
+      for (let round = 0; round < 4; round++) {
+        for (const c of sessions) {
+          const before = server.metrics().lockWaiters;
+          waits.push(
+            c
+              .table('t')
+              .lockRow('hot')
+              .then((l) => l.close()),
+          );
+          await eventually(() => server.metrics().lockWaiters === before + 1, 5_000, 'the wait');
+        }
+      }
+      await lock.close();
+      const outcomes = await Promise.allSettled(waits);
+      const failed = outcomes.filter((o) => o.status === 'rejected');
+      assert.deepEqual(failed, [], 'no wait failed (no false DEADLOCK)');
+    } finally {
+      for (const c of sessions) await c.close();
+    }
+  });
+
+  it('unlockRow releases in one round trip: the handle closes without a second unlock', async () => {
+    await using server = await startServer();
+    await using a = await client(server);
+    await a.createTable('t', ['f']);
+    const lock = await a.table('t').lockRow('r');
+    await a.table('t').unlockRow(lock);
+    assert.equal(lock.closed, true);
+    assert.equal(lock.signal.aborted, true);
+    await lock.close();
+    assert.equal(server.calls.ok.get('unlockRow'), 1);
+    assert.equal(server.calls.failed.get('unlockRow') ?? 0, 0);
   });
 });
