@@ -1,5 +1,5 @@
 import type { Clock } from '../core/clock.js';
-import { LockLostError, type LocksmithError } from '../core/errors.js';
+import { LockLostError } from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
 import { toStringBinary } from '../rows/bytes.js';
 import type { TableRowLock } from '../rows/table.js';
@@ -81,16 +81,18 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
     }
   }
 
-  protected async closeOnce(): Promise<void> {
+  /**
+   * Sends the unlock and closes without waiting for its answer: the server releases the row
+   * as it reads the request, ahead of anything this client sends later, so a lock/unlock cycle
+   * costs one round trip. If the connection drops before the request got through, the lock is
+   * released when the client reconnects (the session's leftover locks are given back) or with
+   * the session. An answer other than success can only say the lock was already gone.
+   */
+  protected closeOnce(): void {
     clearTimeout(this.#timer);
     this.#control.forget(this);
     if (this.lostReason !== undefined) return;
-    try {
-      await this.#control.unlock(this.table, this.lockId);
-    } catch (err) {
-      // Already gone on the server (expired, session ended): nothing is left to release.
-      if ((err as LocksmithError).code !== 'UNKNOWN_ROW_LOCK') throw err;
-    }
+    this.#control.unlock(this.table, this.lockId).catch(() => undefined);
   }
 
   #arm(): void {

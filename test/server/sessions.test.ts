@@ -234,4 +234,30 @@ describe('server sessions', () => {
     assert.equal(server.calls.ok.get('unlockRow'), 1);
     assert.equal(server.calls.failed.get('unlockRow') ?? 0, 0);
   });
+
+  it("a lock's close() takes no round trip, and the row is free for the next call at once", async () => {
+    await using server = await startServer();
+    await using a = await client(server);
+    await using b = await client(server);
+    await a.createTable('t', ['f']);
+    for (let i = 0; i < 50; i++) {
+      const lock = await a.table('t').lockRow('r');
+      await lock.close();
+      // The same client's next call is read after the unlock: it never waits.
+      const again = await a.table('t').tryLockRow('r');
+      assert.ok(again !== null, `round ${i}: the row was still held after close()`);
+      await again.close();
+    }
+    // And another client gets it too once the unlock has been read.
+    await eventually(
+      async () => {
+        const lock = await b.table('t').tryLockRow('r');
+        await lock?.close();
+        return lock !== null;
+      },
+      5_000,
+      'the row to be free for another session',
+    );
+    assert.equal(server.calls.failed.get('unlockRow') ?? 0, 0);
+  });
 });
