@@ -19,29 +19,17 @@ import { Get, Put, Scan } from '../../src/rows/index.js';
 import { encode } from '../../src/wire/codec.js';
 import { frame } from '../../src/wire/frame.js';
 import { METHODS } from '../../src/wire/messages.js';
-import { sleep } from '../helpers.js';
+import { seeded, sleep } from '../helpers.js';
 import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
 
 const MAX_FRAME = 64 * 1024;
 const SEED = Number(process.env.FUZZ_SEED ?? 0x10c4);
 
-/** mulberry32: a small seeded generator, so a failing run can be repeated. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 class Hostile {
   readonly #r: () => number;
   constructor(seed: number) {
-    this.#r = random(seed);
+    this.#r = seeded(seed);
   }
   int(n: number): number {
     return Math.floor(this.#r() * n);
