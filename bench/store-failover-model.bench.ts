@@ -5,21 +5,11 @@
  * where it ends with our failover figures against these, p50 against p50).
  */
 import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL } from '../src/store/index.js';
+// mulberry32: the model prints the same figures on every run.
+import { seeded as prng } from '../test/helpers.js';
 import type { FailoverRow, Scenario } from './store-failover.bench.js';
 import { ms, runStoreBench, type StoreSection, sec } from './store-support.js';
 import { isMain, median, percentile, ratio, say, sayTable, table } from './support.js';
-
-/** mulberry32: a small seeded PRNG, so the model prints the same figures on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Poll times of a loop with gaps drawn by `gap`, started long before 0 (stationary phase). */
 function polls(gap: () => number, until: number): number[] {

@@ -9,6 +9,18 @@ export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..'
 export const cliPath = join(repoRoot, 'dist/cli/main.js');
 export const fixture = (name: string) => join(repoRoot, 'dist-test/test/fixtures', `${name}.js`);
 
+/** mulberry32: a small seeded generator, so a failing random run can be replayed. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

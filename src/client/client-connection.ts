@@ -120,6 +120,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   /** A refusal no retry can cure (bad token, protocol mismatch). */
   #fatal: LocksmithError | undefined;
   #helloSentAt = 0;
+  /** Why the last attempt to connect failed, for the message of a `connect()` that gives up. */
+  #lastFailure: ConnectionLostError | undefined;
 
   constructor(options: ClientConnectionOptions) {
     super();
@@ -144,9 +146,11 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   open(signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
+        const last = this.#lastFailure;
         fail(
           new ConnectionLostError(
-            `Could not connect to ${this.#options.host}:${this.#options.port} within ${this.#options.connectTimeoutMs} ms`,
+            `Could not connect to ${this.#options.host}:${this.#options.port} within ${this.#options.connectTimeoutMs} ms${last === undefined ? '' : `; last attempt: ${last.message}`}`,
+            { cause: last },
           ),
         );
       }, this.#options.connectTimeoutMs);
@@ -268,6 +272,13 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     });
     socket.on('error', (err) => {
       this.#lastError = err;
+      // A certificate the client does not trust will not become trusted by retrying.
+      if (tls !== undefined && this.#firstConnect !== undefined && isCertificateError(err)) {
+        this.#fatal = new ConnectionLostError(
+          `TLS: the certificate of ${host}:${port} is not trusted: ${err.message} (for a private certificate, pass tls: { ca })`,
+          { cause: err },
+        );
+      }
     });
     socket.on('close', () => {
       if (this.#socket !== socket) return;
@@ -275,12 +286,21 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       const wasReady = this.#ready;
       this.#ready = false;
       this.#stopKeepAlive();
+      // Closed before any WELCOME: most often the two ends disagree about TLS.
+      const sslFailed = /^ERR_SSL_/.test(String((this.#lastError as { code?: unknown })?.code));
+      const hint =
+        wasReady || (!helloSent && !sslFailed)
+          ? ''
+          : tls === undefined
+            ? ' (before the handshake: if the server speaks TLS, use locksmiths://)'
+            : ' (before the handshake: if the server does not speak TLS, use locksmith://)';
       const reason = new ConnectionLostError(
         helloSent
-          ? `The connection to ${host}:${port} closed${this.#lastError ? `: ${this.#lastError.message}` : ''}`
-          : `Could not connect to ${host}:${port}${this.#lastError ? `: ${this.#lastError.message}` : ''}`,
+          ? `The connection to ${host}:${port} closed${this.#lastError ? `: ${this.#lastError.message}` : ''}${hint}`
+          : `Could not connect to ${host}:${port}${this.#lastError ? `: ${this.#lastError.message.trim()}` : ''}${hint}`,
         { cause: this.#lastError },
       );
+      if (!wasReady) this.#lastFailure = reason;
       this.#lastError = undefined;
       this.#failInFlight(reason);
       if (this.#closed) return;
@@ -557,6 +577,18 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       );
     }
   }
+}
+
+/** OpenSSL's verdicts on a peer certificate (node's `err.code`). */
+function isCertificateError(err: Error): boolean {
+  const code = (err as { code?: unknown }).code;
+  return (
+    typeof code === 'string' &&
+    (code.includes('CERT') ||
+      code.includes('SELF_SIGNED') ||
+      code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' ||
+      code === 'ERR_TLS_CERT_ALTNAME_INVALID')
+  );
 }
 
 function isGrant(method: Method, value: unknown): boolean {

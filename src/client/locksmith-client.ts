@@ -109,6 +109,7 @@ export class LocksmithClient
     this.#clock = clock;
     const control = {
       clock,
+      sessionValidUntil: () => connection.sessionValidUntil,
       unlock: async (table: string, lockId: string) => {
         await connection.call('unlockRow', [table, lockId]);
       },

@@ -7,6 +7,11 @@ import type { TableRowLock } from '../rows/table.js';
 /** What a remote lock asks of its client. */
 export interface RemoteLockControl {
   readonly clock: Clock;
+  /**
+   * Monotonic time until which the session is known alive (0 once lost): the server releases
+   * every lock of a session whose lease ran out, whatever the lock's own lease says.
+   */
+  sessionValidUntil(): number;
   unlock(table: string, lockId: string): Promise<void>;
   forget(lock: RemoteRowLock): void;
 }
@@ -18,7 +23,10 @@ export interface RemoteLockControl {
  * Its lease is tracked here conservatively: a use or renewal answered by the server, sent at
  * time `t`, keeps it until `t + lease`; past that the handle counts as lost
  * (`LEASE_EXPIRED`) even before the server says so, because the server may already have
- * handed the row to someone else. The server's own notice (`lockLost`), the end of the
+ * handed the row to someone else. The same holds for the session's lease, tracked the same way
+ * by the connection: past it the handle counts as lost (`SESSION_EXPIRED`), so a process that
+ * was paused (SIGSTOP, a long GC, a blocked event loop) past the session lease finds its lock
+ * invalid at its first `ensureValid()`, before any timer had a turn to say so. The server's own notice (`lockLost`), the end of the
  * session (`SESSION_EXPIRED`) and a reconnect that finds the lock gone also end it.
  */
 export class RemoteRowLock extends LockHandleBase implements TableRowLock {
@@ -50,9 +58,9 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
     this.#arm();
   }
 
-  /** Monotonic time until which the lock is known to be held. */
+  /** Monotonic time until which the lock is known to be held (its lease's and its session's). */
   get validUntil(): number {
-    return this.#validUntil;
+    return Math.min(this.#validUntil, this.#control.sessionValidUntil());
   }
 
   /** @internal A call carrying this lock, sent at `sentAt`, was answered: the lease renewed. */
@@ -75,8 +83,18 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
   }
 
   protected checkValid(): void {
-    if (this.#control.clock.monotonic() >= this.#validUntil) {
+    const now = this.#control.clock.monotonic();
+    if (now >= this.#validUntil) {
       this.#expire();
+      throw this.lostReason;
+    }
+    if (now >= this.#control.sessionValidUntil()) {
+      this.lose(
+        new LockLostError(
+          `Session lost: no answer from the server for a whole session lease; ${this.resource} may have been handed to someone else`,
+          { code: 'SESSION_EXPIRED' },
+        ),
+      );
       throw this.lostReason;
     }
   }

@@ -9,24 +9,13 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { type Cell, formatCell, Get, Put, Scan } from '../../src/rows/index.js';
 import { rowsInternals } from '../../src/rows/internals.js';
+import { seeded } from '../helpers.js';
 import { type TableVariant, tableVariants } from './table-variants.js';
 
 const FAMILIES = ['A', 'B', 'C'];
 const QUALIFIERS = Array.from({ length: 50 }, (_, i) => `col${i}`);
 const ROWS = ['test_row_0', 'test_row_1', 'test_row_2'];
 const CELLS_PER_ROW = FAMILIES.length * QUALIFIERS.length;
-
-/** mulberry32: a small seeded generator, so a failing interleaving can be replayed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
