@@ -12,8 +12,7 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { connect } from '../src/client/locksmith-client.js';
-import { formatCell, Get, Put } from '../src/rows/index.js';
+import { connect, formatCell, Get, Put } from 'locksmith/rows';
 
 const TABLE = 'testtable';
 const ROW1 = 'row1';
@@ -44,8 +43,7 @@ if (process.argv[3] === 'thread') {
   console.log('Taking out lock...');
   const lock = await table.lockRow(ROW1);
   console.log(`Lock ID: ${lock.lockId}`);
-  // Put's rowLock option is typed as the in-process RowLock; a remote lock serves the same.
-  const rowLock = lock as never;
+  const rowLock = lock;
   // Like Java's thread.start(), in a process of its own; its stdout is relayed line by line.
   const thread = spawn(
     process.execPath,

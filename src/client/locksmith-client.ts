@@ -100,6 +100,11 @@ export class LocksmithClient
   readonly #connection: ClientConnection;
   readonly #clock: Clock;
   readonly #locks = new Map<string, RemoteRowLock>();
+  /**
+   * Ids of locks this client closed or counts as lost. A use of one fails here, as in process,
+   * even while the server (whose lease outlasts the client's conservative one) still holds it.
+   */
+  readonly #gone = new Set<string>();
   readonly #tables = new Map<string, RemoteTable>();
   readonly #tableClient: TableClient;
 
@@ -115,6 +120,9 @@ export class LocksmithClient
       },
       forget: (lock: RemoteRowLock) => {
         if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
+        this.#gone.add(lock.lockId);
+        // Bounded: the oldest ids go first (a very old id then reaches the server, which refuses it).
+        if (this.#gone.size > 4096) this.#gone.delete(this.#gone.values().next().value as string);
       },
     };
     this.#tableClient = {
@@ -136,6 +144,7 @@ export class LocksmithClient
         return lock;
       },
       heldLock: (lockId) => this.#locks.get(lockId),
+      gone: (lockId) => this.#gone.has(lockId),
       now: () => clock.monotonic(),
       get rowLockWaitMs() {
         return connection.session?.rowLockWaitMs ?? 30_000;

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../core/errors.js';
+import { InvalidArgumentError, UnknownRowLockError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject, checkSignal } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import { checkWaitMs } from '../rows/call-options.js';
@@ -40,6 +40,8 @@ export interface TableClient {
   granted(table: string, row: Buffer, grant: unknown, sentAt: number): RemoteRowLock;
   /** The lock with this id held through this client, if any. */
   heldLock(lockId: string): RemoteRowLock | undefined;
+  /** Whether this client closed the lock, or counts it as lost. */
+  gone(lockId: string): boolean;
   now(): number;
   /** Default row lock wait of the server, and the round-trip timeout added to it. */
   readonly rowLockWaitMs: number;
@@ -381,6 +383,11 @@ export class RemoteTable implements Table {
   async #using<T>(lockId: string | undefined, call: () => Promise<T>): Promise<T> {
     if (lockId === undefined) return call();
     const lock = this.#client.heldLock(lockId);
+    if (lock === undefined && this.#client.gone(lockId)) {
+      throw new UnknownRowLockError(
+        `Unknown row lock ${lockId}: never granted, already released, or its lease expired`,
+      );
+    }
     lock?.ensureValid();
     const sentAt = this.#client.now();
     const value = await call();
