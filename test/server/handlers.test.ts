@@ -15,38 +15,41 @@ describe('server handlers', () => {
     await holder.createTable('t', ['f']);
     const lock = await holder.table('t').lockRow('hot');
     const blockers = await Promise.all([0, 1, 2, 3].map(() => client(server)));
-    const waits: Promise<unknown>[] = [];
-    for (const [i, c] of blockers.entries()) {
-      for (let j = 0; j < 250; j++) {
-        const t = c.table('t');
-        // Half wait for an explicit lock, half for the implicit lock of a put.
-        waits.push(
-          j % 2 === 0
-            ? t.lockRow('hot', { waitMs: 60_000 }).then((l) => l.close())
-            : t.put(new Put('hot').add('f', `c${i}`, String(j)), { waitMs: 60_000 }),
+    try {
+      const waits: Promise<unknown>[] = [];
+      for (const [i, c] of blockers.entries()) {
+        for (let j = 0; j < 250; j++) {
+          const t = c.table('t');
+          // Half wait for an explicit lock, half for the implicit lock of a put.
+          waits.push(
+            j % 2 === 0
+              ? t.lockRow('hot', { waitMs: 60_000 }).then((l) => l.close())
+              : t.put(new Put('hot').add('f', `c${i}`, String(j)), { waitMs: 60_000 }),
+          );
+        }
+      }
+      const deadline = Date.now() + 30_000;
+      while (server.lanes.handler.parked < 1000) {
+        assert.ok(Date.now() < deadline, `only ${server.lanes.handler.parked} calls parked`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(server.lanes.handler.busy, 0, 'no handler is held by a waiting call');
+      // Another client's calls on other rows go through while the thousand wait.
+      await using other = await client(server);
+      for (let i = 0; i < 50; i++) {
+        await other.table('t').put(new Put(`cold${i}`).add('f', 'q', 'v'));
+        assert.equal(
+          (await other.table('t').get(new Get(`cold${i}`))).getValue('f', 'q')?.toString(),
+          'v',
         );
       }
+      assert.equal(server.lanes.handler.parked, 1000);
+      // The holder's unlock is served at once, and the thousand then run one after another.
+      await lock.close();
+      await Promise.all(waits);
+      assert.equal(server.lanes.handler.parked, 0);
+    } finally {
+      for (const c of blockers) await c.close();
     }
-    const deadline = Date.now() + 30_000;
-    while (server.lanes.handler.parked < 1000) {
-      assert.ok(Date.now() < deadline, `only ${server.lanes.handler.parked} calls parked`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    assert.equal(server.lanes.handler.busy, 0, 'no handler is held by a waiting call');
-    // Another client's calls on other rows go through while the thousand wait.
-    await using other = await client(server);
-    for (let i = 0; i < 50; i++) {
-      await other.table('t').put(new Put(`cold${i}`).add('f', 'q', 'v'));
-      assert.equal(
-        (await other.table('t').get(new Get(`cold${i}`))).getValue('f', 'q')?.toString(),
-        'v',
-      );
-    }
-    assert.equal(server.lanes.handler.parked, 1000);
-    // The holder's unlock is served at once, and the thousand then run one after another.
-    await lock.close();
-    await Promise.all(waits);
-    assert.equal(server.lanes.handler.parked, 0);
-    for (const c of blockers) await c.close();
   });
 });
