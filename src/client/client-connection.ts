@@ -505,6 +505,12 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     }
     pending.sentAt = this.#clock.monotonic();
     this.#lastSent = pending.sentAt;
+    if (!socket.writableCorked) {
+      // Calls made in one run of the job queues (an unlock and the next lock, a pipelined
+      // burst) leave in one write: one system call, one packet.
+      socket.cork();
+      process.nextTick(() => socket.uncork());
+    }
     socket.write(frame(encode([ClientKind.CALL, id, pending.method, pending.args])));
   }
 
