@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
@@ -90,4 +91,14 @@ export function pathArgument(what: string, text: string | undefined): string {
   if (text === undefined || text.length === 0) throw new UsageError(`${what} is empty`);
   if (text.includes('\0')) throw new UsageError(`${what} ${JSON.stringify(text)} contains NUL`);
   return text;
+}
+
+/**
+ * The token in `path` (`--token-file`): its first line, trimmed; an empty one is a usage error.
+ * Shared by `serve` and `rows` so both read the same token from the same file.
+ */
+export async function readTokenFile(path: string): Promise<string> {
+  const token = (await readFile(path, 'utf8')).split('\n')[0]?.trim() ?? '';
+  if (token.length === 0) throw new UsageError(`--token-file ${path} is empty`);
+  return token;
 }

@@ -21,7 +21,13 @@ import { Get, type Query, Scan } from '../rows/query.js';
 import type { Result } from '../rows/result.js';
 import type { TableRowLock } from '../rows/table.js';
 import { CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
-import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import {
+  durationOption,
+  parseCommandLine,
+  pathArgument,
+  readTokenFile,
+  UsageError,
+} from './args.js';
 import { errorLine } from './error-line.js';
 import { ROWS_COMMON_FLAGS, ROWS_SUBCOMMANDS, type SubcommandUsage } from './usage.js';
 
@@ -364,7 +370,9 @@ async function connectTo(
       ? DEFAULT_CONNECT_TIMEOUT_MS
       : durationOption('--connect-timeout', timeout);
   const token =
-    tokenPath === undefined ? undefined : await readToken(pathArgument('--token-file', tokenPath));
+    tokenPath === undefined
+      ? undefined
+      : await readTokenFile(pathArgument('--token-file', tokenPath));
   const ca = caPath === undefined ? undefined : await readFile(pathArgument('--tls-ca', caPath));
   try {
     return await connect(url, {
@@ -379,13 +387,6 @@ async function connectTo(
       cause: err.cause,
     });
   }
-}
-
-/** The token: the file's first line, trimmed (as `locksmith serve --token-file` reads it). */
-async function readToken(path: string): Promise<string> {
-  const token = (await readFile(path, 'utf8')).split('\n')[0]?.trim() ?? '';
-  if (token.length === 0) throw new UsageError(`--token-file ${path} is empty`);
-  return token;
 }
 
 interface LockRun {

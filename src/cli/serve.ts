@@ -1,6 +1,12 @@
 import { readFile, stat } from 'node:fs/promises';
 import { LocksmithServer } from '../server/server.js';
-import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import {
+  durationOption,
+  parseCommandLine,
+  pathArgument,
+  readTokenFile,
+  UsageError,
+} from './args.js';
 import { USAGES } from './usage.js';
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
@@ -21,11 +27,9 @@ function countOption(name: string, text: string | undefined, fallback: number): 
   return Number(text);
 }
 
-/** Reads the token: the file's first line, trimmed; refuses an empty one. */
+/** Reads the token, warning when other users can read the file. */
 async function readToken(path: string): Promise<string> {
-  const text = await readFile(path, 'utf8');
-  const token = text.split('\n')[0]?.trim() ?? '';
-  if (token.length === 0) throw new UsageError(`--token-file ${path} is empty`);
+  const token = await readTokenFile(path);
   const { mode } = await stat(path);
   if ((mode & 0o077) !== 0) {
     process.stderr.write(

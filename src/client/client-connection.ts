@@ -245,18 +245,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     let helloSent = false;
     const sendHello = () => {
       helloSent = true;
-      const hello: HelloOptions = {};
-      if (this.#options.token !== undefined) hello.token = this.#options.token;
-      if (this.#session !== undefined) hello.session = this.#session.id;
-      else {
-        if (this.#options.sessionLeaseMs !== undefined) {
-          hello.sessionLeaseMs = this.#options.sessionLeaseMs;
-        }
-        if (this.#options.releaseOnDisconnect) hello.releaseOnDisconnect = true;
-      }
-      if (this.#options.client !== undefined) hello.client = this.#options.client;
-      this.#helloSentAt = this.#clock.monotonic();
-      socket.write(frame(encode([ClientKind.HELLO, PROTOCOL_VERSION, hello])));
+      this.#sendHello(socket);
     };
     socket.once(tls === undefined ? 'connect' : 'secureConnect', sendHello);
     socket.on('data', (chunk: Buffer) => {
@@ -402,7 +391,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       if (!this.#ready) {
         this.#session = undefined;
         // The server keeps the handshake open for a fresh HELLO.
-        this.#sendFreshHello(socket);
+        this.#sendHello(socket);
       }
       return;
     }
@@ -414,12 +403,17 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#lastError = err;
   }
 
-  #sendFreshHello(socket: Socket): void {
+  /** HELLO: resumes the session this client has, or asks for a new one. */
+  #sendHello(socket: Socket): void {
     const hello: HelloOptions = {};
     if (this.#options.token !== undefined) hello.token = this.#options.token;
-    if (this.#options.sessionLeaseMs !== undefined)
-      hello.sessionLeaseMs = this.#options.sessionLeaseMs;
-    if (this.#options.releaseOnDisconnect) hello.releaseOnDisconnect = true;
+    if (this.#session !== undefined) hello.session = this.#session.id;
+    else {
+      if (this.#options.sessionLeaseMs !== undefined) {
+        hello.sessionLeaseMs = this.#options.sessionLeaseMs;
+      }
+      if (this.#options.releaseOnDisconnect) hello.releaseOnDisconnect = true;
+    }
     if (this.#options.client !== undefined) hello.client = this.#options.client;
     this.#helloSentAt = this.#clock.monotonic();
     socket.write(frame(encode([ClientKind.HELLO, PROTOCOL_VERSION, hello])));

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, UnknownRowLockError } from '../core/errors.js';
-import { checkCallback, checkOptionsObject, checkSignal } from '../core/options.js';
+import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
-import { checkWaitMs } from '../rows/call-options.js';
+import { type CallOptions, checkCallOptions } from '../rows/call-options.js';
 import { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
 import { Get, Scan } from '../rows/query.js';
 import type { TryLockOptions } from '../rows/region.js';
@@ -57,8 +57,6 @@ function wireWait(ms: number): number {
   return Number.isFinite(ms) ? Math.ceil(ms) : -1;
 }
 
-const KNOWN = new Set(['signal', 'waitMs', 'owner']);
-
 /** The session owns every lock of the client: an `owner` is refused. */
 function noOwner(owner: unknown, what: string): void {
   if (owner !== undefined) {
@@ -68,25 +66,20 @@ function noOwner(owner: unknown, what: string): void {
   }
 }
 
+/**
+ * The region's own option check (same names, same messages), then what only a process can
+ * give: an `owner` (the session is the owner) and an `onWait` hook (the wait is on the server).
+ */
 function callOptions(
   options: TableCallOptions | undefined,
   what: string,
 ): { signal?: AbortSignal; waitMs?: number } {
-  if (options === undefined) return {};
-  const opts = checkOptionsObject(options, `${what} options`);
-  for (const key of Object.keys(opts)) {
-    if (!KNOWN.has(key)) {
-      throw new InvalidArgumentError(
-        `${what}: unknown option ${JSON.stringify(key)} (known: signal, waitMs)`,
-      );
-    }
+  const { owner, onWait, ...rest } = checkCallOptions(options as CallOptions | undefined, what);
+  noOwner(owner, what);
+  if (onWait !== undefined) {
+    throw new InvalidArgumentError(`${what}: option onWait is not available over the network`);
   }
-  noOwner((opts as { owner?: unknown }).owner, what);
-  const out: { signal?: AbortSignal; waitMs?: number } = {};
-  const signal = checkSignal(opts.signal, `${what} option signal`);
-  if (signal !== undefined) out.signal = signal;
-  if (opts.waitMs !== undefined) out.waitMs = checkWaitMs(opts.waitMs, `${what} option waitMs`);
-  return out;
+  return rest;
 }
 
 /**

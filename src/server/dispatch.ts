@@ -10,6 +10,7 @@ import type { Result } from '../rows/result.js';
 import type { RowLock } from '../rows/row-lock.js';
 import type { Method } from '../wire/messages.js';
 import {
+  bytes,
   decodeDelete,
   decodeGet,
   decodeIncrement,
@@ -21,6 +22,7 @@ import {
   type LockResolver,
   wireInteger,
 } from '../wire/rows-codec.js';
+import { toWireError } from '../wire/wire-error.js';
 import type { Slot } from './lane.js';
 import type { ScannerRegistry } from './scanner-registry.js';
 import { unknownScanner } from './scanner-registry.js';
@@ -96,10 +98,10 @@ export class Dispatcher {
       checkAndPut: (a, ctx) => {
         const [table, row, family, qualifier, expected, put] = a;
         return this.#region(table).checkAndPut(
-          bytesArg(row, 'row'),
+          bytes(row, 'row'),
           family as string,
-          bytesArg(qualifier, 'qualifier'),
-          expected === null || expected === undefined ? null : bytesArg(expected, 'expected value'),
+          bytes(qualifier, 'qualifier'),
+          expected === null || expected === undefined ? null : bytes(expected, 'expected value'),
           decodePut(put, this.#locks(table, ctx)),
           this.#opts(ctx, a[6]),
         );
@@ -107,10 +109,10 @@ export class Dispatcher {
       checkAndDelete: (a, ctx) => {
         const [table, row, family, qualifier, expected, del] = a;
         return this.#region(table).checkAndDelete(
-          bytesArg(row, 'row'),
+          bytes(row, 'row'),
           family as string,
-          bytesArg(qualifier, 'qualifier'),
-          expected === null || expected === undefined ? null : bytesArg(expected, 'expected value'),
+          bytes(qualifier, 'qualifier'),
+          expected === null || expected === undefined ? null : bytes(expected, 'expected value'),
           decodeDelete(del, this.#locks(table, ctx)),
           this.#opts(ctx, a[6]),
         );
@@ -142,7 +144,7 @@ export class Dispatcher {
       tryLockRow: async (a, ctx) => {
         const region = this.#region(a[0]);
         this.#checkLockRoom(ctx.session);
-        const lock = await region.tryLockRow(bytesArg(a[1], 'row'), { owner: ctx.session });
+        const lock = await region.tryLockRow(bytes(a[1], 'row'), { owner: ctx.session });
         return lock === null ? null : this.#hold(ctx.session, a[0] as string, lock);
       },
       unlockRow: (a, ctx) => {
@@ -264,7 +266,7 @@ export class Dispatcher {
     session.waiting++;
     let lock: RowLock;
     try {
-      lock = await region.lockRow(bytesArg(row, 'row'), options);
+      lock = await region.lockRow(bytes(row, 'row'), options);
     } finally {
       session.waiting--;
     }
@@ -338,23 +340,16 @@ function nil(): null {
   return null;
 }
 
-function bytesArg(value: unknown, what: string): string | Uint8Array {
-  if (typeof value === 'string' || value instanceof Uint8Array) return value;
-  throw new InvalidArgumentError(`The ${what} must be bytes`);
-}
-
 function resultBytes(result: Result): number {
   let n = result.row.length;
   for (const c of result.cells) n += c.value.length + c.qualifier.length + c.family.length + 16;
   return n;
 }
 
+/** A failed batch entry: its code and message, as an ERROR frame carries them. */
 function errorEntry(error: unknown): unknown[] {
-  const e = error as { code?: unknown; message?: unknown };
-  return [
-    typeof e.code === 'string' ? e.code : 'INTERNAL',
-    typeof e.message === 'string' ? e.message : String(error),
-  ];
+  const { code, message } = toWireError(error);
+  return [code, message];
 }
 
 function describeTable(d: {

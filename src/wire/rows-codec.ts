@@ -41,7 +41,8 @@ function array(value: unknown, what: string, length?: number): unknown[] {
   return value;
 }
 
-function bytes(value: unknown, what: string): Bytes {
+/** Bytes from the wire: a `bin`, or a `str` taken as its UTF-8 bytes. */
+export function bytes(value: unknown, what: string): Bytes {
   if (typeof value === 'string' || value instanceof Uint8Array) return value;
   fail(`${what}: expected bytes`);
 }

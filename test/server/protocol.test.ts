@@ -205,7 +205,7 @@ describe('server security', () => {
     assert.deepEqual(await ok.listTables(), []);
   });
 
-  it('lock ids are unguessable: 100 grants share no prefix long enough to guess the next', async () => {
+  it('lock ids carry 64 random bits: 100 grants, distinct random parts, about half their bits set', async () => {
     await using server = await startServer();
     await using a = await client(server);
     await a.createTable('t', ['f']);
@@ -216,6 +216,14 @@ describe('server security', () => {
       await lock.close();
     }
     assert.equal(ids.size, 100);
+    // 15 bytes each: a 7-byte sequence number, then 8 bytes from crypto.
+    const tails = [...ids].map((id) => Buffer.from(id, 'base64url').subarray(7));
+    assert.equal(new Set(tails.map((t) => t.toString('hex'))).size, 100);
+    let bits = 0;
+    for (const tail of tails)
+      for (const byte of tail) for (let b = byte; b > 0; b >>= 1) bits += b & 1;
+    const mean = bits / tails.length;
+    assert.ok(mean > 24 && mean < 40, `mean ${mean} of 64 bits set: not random`);
   });
 
   it('session ids are not shown on the status page', async () => {
