@@ -31,6 +31,9 @@ export type LocksmithErrorCode =
   | 'LIMIT_EXCEEDED'
   | 'TABLE_NOT_FOUND'
   | 'TABLE_EXISTS'
+  | 'FENCED'
+  | 'NOT_MASTER'
+  | 'MASTER_CHANGED'
   | 'INTERNAL';
 
 export interface LocksmithErrorOptions {
@@ -112,8 +115,16 @@ export class AlreadyClosedError extends LocksmithError {
  * - `LOCK_UNCONFIRMED`: it could not be confirmed in time (an I/O error or an unreachable
  *   database during a keep-alive, a watchdog deadline): someone else may hold it now, so the
  *   holder must act as if it were lost.
+ * - `SESSION_EXPIRED`: the server session that owned it ended (its lease ran out).
+ * - `MASTER_CHANGED`: the server that granted it is no longer master (a failover): row locks
+ *   and sessions do not survive a change of master, acknowledged data does.
  */
-export type LockLossCode = 'LOCK_LOST' | 'LEASE_EXPIRED' | 'LOCK_UNCONFIRMED' | 'SESSION_EXPIRED';
+export type LockLossCode =
+  | 'LOCK_LOST'
+  | 'LEASE_EXPIRED'
+  | 'LOCK_UNCONFIRMED'
+  | 'SESSION_EXPIRED'
+  | 'MASTER_CHANGED';
 
 /**
  * A held lock was lost; delivered as the reason of the handle's `signal` and with its `lost`
@@ -225,5 +236,31 @@ export class TableError extends LocksmithError {
 export class InternalError extends LocksmithError {
   constructor(message: string, options?: LocksmithErrorOptions) {
     super('INTERNAL', message, options);
+  }
+}
+
+/**
+ * Storage refused a write because a newer master owns it (`FENCED`): a larger epoch (the
+ * mastership's fencing token) has opened the storage, or the storage's guard lock is no longer
+ * held. A write that fails with it may or may not have reached the disk, but it is never
+ * read back unless the new master had already read it when it took over; the process that
+ * got it is no longer master and must stop writing.
+ */
+export class FencedError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('FENCED', message, options);
+  }
+}
+
+/**
+ * The server called is not the master (`NOT_MASTER`): a slave, or a master that just lost its
+ * mastership. `master` is where the current master listens (`host:port`), when known.
+ */
+export class NotMasterError extends LocksmithError {
+  readonly master: string | undefined;
+
+  constructor(message: string, options?: LocksmithErrorOptions & { master?: string | undefined }) {
+    super('NOT_MASTER', message, options);
+    this.master = options?.master;
   }
 }

@@ -3,6 +3,7 @@ import {
   AlreadyClosedError,
   ConnectionLostError,
   DeadlockError,
+  FencedError,
   InternalError,
   InvalidArgumentError,
   LimitExceededError,
@@ -12,6 +13,7 @@ import {
   LocksmithError,
   type LocksmithErrorCode,
   LockTimeoutError,
+  NotMasterError,
   ProtocolError,
   TableError,
   UnauthenticatedError,
@@ -58,6 +60,9 @@ const MAKERS: Record<LocksmithErrorCode, (message: string) => LocksmithError> = 
   LIMIT_EXCEEDED: (m) => new LimitExceededError(m),
   TABLE_NOT_FOUND: (m) => new TableError('TABLE_NOT_FOUND', m),
   TABLE_EXISTS: (m) => new TableError('TABLE_EXISTS', m),
+  FENCED: (m) => new FencedError(m),
+  NOT_MASTER: (m) => new NotMasterError(m),
+  MASTER_CHANGED: (m) => new LockLostError(m, { code: 'MASTER_CHANGED' }),
   INTERNAL: (m) => new InternalError(m),
 };
 
