@@ -269,6 +269,8 @@ export class Connection implements SessionSink {
       maxInFlight: this.#host.limits.maxInFlight,
       server: this.#host.serverName,
       locks: [...session.locks].map(([lockId, held]): [string, string] => [lockId, held.table]),
+      epoch: 0,
+      role: 'standalone',
     };
     this.#send([ServerKind.WELCOME, PROTOCOL_VERSION, welcome]);
   }

@@ -23,6 +23,11 @@ export interface HelloOptions {
   releaseOnDisconnect?: boolean | undefined;
   /** A name for logs and status pages. */
   client?: string | undefined;
+  /**
+   * With `session`: the `epoch` of the WELCOME that opened it. A server of another epoch (a
+   * new master after a failover) answers `ERROR 0 MASTER_CHANGED` instead of resuming.
+   */
+  epoch?: number | undefined;
 }
 
 /** What the server answers a successful HELLO with. */
@@ -38,6 +43,10 @@ export interface Welcome {
   server: string;
   /** On resume: `[lockId, table]` of each row lock the session still holds (the others were lost). */
   locks: [string, string][];
+  /** The master's mastership token (its epoch); 0 for a server that runs without `--ha`. */
+  epoch: number;
+  /** `'standalone'` (no `--ha`) or `'master'`; a slave refuses the HELLO (`NOT_MASTER`). */
+  role: 'standalone' | 'master';
 }
 
 /**
@@ -96,6 +105,8 @@ export type ServerMessage =
       code: unknown;
       message: unknown;
       retryable: boolean;
+      /** Optional sixth element: `{ master?: 'host:port' }` with `NOT_MASTER`. */
+      details: Record<string, unknown> | undefined;
     }
   | { kind: typeof ServerKind.NOTICE; notice: string; data: unknown };
 
@@ -137,14 +148,21 @@ export function parseClientMessage(value: unknown): ClientMessage {
   }
 }
 
-const HELLO_KEYS = new Set(['token', 'session', 'sessionLeaseMs', 'releaseOnDisconnect', 'client']);
+const HELLO_KEYS = new Set([
+  'token',
+  'session',
+  'sessionLeaseMs',
+  'releaseOnDisconnect',
+  'client',
+  'epoch',
+]);
 
 function parseHelloOptions(raw: Record<string, unknown>): HelloOptions {
   for (const key of Object.keys(raw)) {
     if (!HELLO_KEYS.has(key))
       throw new ProtocolError(`HELLO: unknown option ${JSON.stringify(key)}`);
   }
-  const { token, session, sessionLeaseMs, releaseOnDisconnect, client } = raw;
+  const { token, session, sessionLeaseMs, releaseOnDisconnect, client, epoch } = raw;
   const out: HelloOptions = {};
   if (token != null) {
     if (typeof token !== 'string' || token.length > 4096)
@@ -176,6 +194,11 @@ function parseHelloOptions(raw: Record<string, unknown>): HelloOptions {
       throw new ProtocolError('HELLO: client must be a string of at most 256 characters');
     out.client = client;
   }
+  if (epoch != null) {
+    if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 0)
+      throw new ProtocolError('HELLO: epoch must be a non-negative integer');
+    out.epoch = epoch;
+  }
   return out;
 }
 
@@ -184,7 +207,7 @@ export function parseServerMessage(value: unknown): ServerMessage {
   if (!Array.isArray(value) || value.length === 0) {
     throw new ProtocolError('A server message must be a non-empty MessagePack array');
   }
-  const [kind, a, b, c, d] = value as unknown[];
+  const [kind, a, b, c, d, e] = value as unknown[];
   switch (kind) {
     case ServerKind.WELCOME:
       if (typeof a !== 'number' || !isPlainObject(b)) throw new ProtocolError('Malformed WELCOME');
@@ -195,7 +218,14 @@ export function parseServerMessage(value: unknown): ServerMessage {
     case ServerKind.ERROR:
       if (typeof a !== 'number' || !Number.isInteger(a) || a < 0 || a > MAX_CALL_ID)
         throw new ProtocolError('Malformed ERROR');
-      return { kind, id: a, code: b, message: c, retryable: d === true };
+      return {
+        kind,
+        id: a,
+        code: b,
+        message: c,
+        retryable: d === true,
+        details: isPlainObject(e) ? e : undefined,
+      };
     case ServerKind.NOTICE:
       if (typeof a !== 'string') throw new ProtocolError('Malformed NOTICE');
       return { kind, notice: a, data: b };
