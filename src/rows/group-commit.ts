@@ -1,8 +1,9 @@
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LockIOError } from '../core/errors.js';
+import { FencedError, LockIOError } from '../core/errors.js';
 import { createSegment, segmentName, writeFully } from './log-segment.js';
-import { encodeFrame, FILE_HEADER_BYTES } from './record-codec.js';
+import { encodeFrame, FILE_HEADER_BYTES, type Seal } from './record-codec.js';
+import type { EpochFence } from './storage-epoch.js';
 
 export type Durability = 'fsync' | 'none';
 
@@ -17,6 +18,8 @@ export interface LogStats {
   /** `fsync` calls on the directory made by the log (new segments). */
   dirSyncs: number;
   segmentsCreated: number;
+  /** Epoch checks made (0 without an epoch): one per batch and one per segment created. */
+  fenceChecks: number;
 }
 
 /** The records queued for one segment that will go out in one write (+ one sync). */
@@ -24,6 +27,8 @@ interface Batch {
   seq: number;
   frames: Buffer[];
   bytes: number;
+  /** For the batch that creates its segment: the seal its header carries (see `roll`). */
+  seal: Seal | undefined;
   /** Settles when the batch is durable (or failed); always has a handler attached. */
   done: Promise<void>;
   resolve: () => void;
@@ -41,6 +46,11 @@ interface Batch {
  * failed write or sync the log is **poisoned**: the failing batch and everything queued
  * behind it reject with an `IO_ERROR`, as do all later appends, because whether later records
  * could be made durable (after the kernel may have dropped dirty pages) is unknown.
+ *
+ * With an epoch (a {@link EpochFence}), each batch is checked after it is written and synced
+ * and before any of its appends resolves, and so is each segment creation before it happens;
+ * a failed check poisons the log the same way, with a `FencedError` (`FENCED`). Without one,
+ * nothing is checked (no cost).
  */
 export class GroupCommitLog {
   readonly #dir: string;
@@ -56,25 +66,47 @@ export class GroupCommitLog {
   readonly #bytesBySeq = new Map<number, number>();
   #open: { seq: number; handle: FileHandle; size: number } | undefined;
   #running: Promise<void> | undefined;
-  #poison: LockIOError | undefined;
+  #poison: LockIOError | FencedError | undefined;
+  readonly #epoch: number;
+  readonly #fence: EpochFence | undefined;
   readonly stats: LogStats = {
     records: 0,
     batches: 0,
     fileSyncs: 0,
     dirSyncs: 0,
     segmentsCreated: 0,
+    fenceChecks: 0,
   };
 
-  constructor(dir: string, dirHandle: FileHandle, durability: Durability, segmentBytes: number) {
+  constructor(
+    dir: string,
+    dirHandle: FileHandle,
+    durability: Durability,
+    segmentBytes: number,
+    fence: EpochFence | undefined = undefined,
+  ) {
     this.#dir = dir;
     this.#dirHandle = dirHandle;
     this.#sync = durability === 'fsync';
     this.#segmentBytes = segmentBytes;
+    this.#fence = fence;
+    this.#epoch = fence?.epoch ?? 0;
   }
 
   /** The error that poisoned the log, if any. */
-  get poison(): LockIOError | undefined {
+  get poison(): LockIOError | FencedError | undefined {
     return this.#poison;
+  }
+
+  /**
+   * Poisons the log with `err` (a failed epoch check outside the log: a checkpoint's), so
+   * every queued and later append rejects; a batch being written fails at its own check.
+   */
+  poisonWith(err: FencedError): void {
+    if (this.#poison !== undefined) return;
+    this.#poison = err;
+    this.#forming = undefined;
+    for (const queued of this.#queue.splice(0)) queued.reject(err);
   }
 
   /** Bytes in segments numbered `from` and later. */
@@ -114,11 +146,12 @@ export class GroupCommitLog {
 
   /**
    * Switches appends, from this call on, to a new segment numbered one past the active one,
-   * which is created even if nothing is appended to it. Returns its number, and `created`,
-   * which resolves once the segment exists (so every earlier batch is done, and the records
-   * that joined its first batch are durable) and rejects if the log is or gets poisoned.
+   * which is created even if nothing is appended to it (with `seal` in its header, when given:
+   * the first segment of an open). Returns its number, and `created`, which resolves once the
+   * segment exists (so every earlier batch is done, and the records that joined its first
+   * batch are durable) and rejects if the log is or gets poisoned.
    */
-  roll(): { seq: number; created: Promise<void> } {
+  roll(seal?: Seal): { seq: number; created: Promise<void> } {
     const seq = this.#activeSeq + 1;
     this.#activeSeq = seq;
     this.#activeBytes = FILE_HEADER_BYTES;
@@ -128,7 +161,9 @@ export class GroupCommitLog {
       created.catch(() => {});
       return { seq, created };
     }
-    return { seq, created: this.#newBatch(seq).done };
+    const batch = this.#newBatch(seq);
+    batch.seal = seal;
+    return { seq, created: batch.done };
   }
 
   /** Makes `seq - 1` the active segment number, so the next {@link roll} creates `seq`. */
@@ -157,7 +192,7 @@ export class GroupCommitLog {
       reject = rej;
     });
     done.catch(() => {});
-    const batch: Batch = { seq, frames: [], bytes: 0, done, resolve, reject };
+    const batch: Batch = { seq, frames: [], bytes: 0, seal: undefined, done, resolve, reject };
     this.#queue.push(batch);
     this.#forming = batch;
     this.#kick();
@@ -183,6 +218,9 @@ export class GroupCommitLog {
       if (batch === this.#forming) this.#forming = undefined;
       try {
         await this.#write(batch);
+        // Written (and synced): now, before any of its appends resolves, is this writer still
+        // the storage's owner? If it is not, nothing of the batch counts (see storage-epoch.ts).
+        if (this.#fence !== undefined) this.#check(`acknowledge a write to ${segmentName(batch.seq)}`);
       } catch (err) {
         this.#fail(err, batch);
         return;
@@ -197,8 +235,9 @@ export class GroupCommitLog {
       this.#open = undefined;
       if (open !== undefined) await open.handle.close();
       const path = join(this.#dir, segmentName(batch.seq));
+      if (this.#fence !== undefined) this.#check(`create log segment ${segmentName(batch.seq)}`);
       try {
-        const handle = await createSegment(path, batch.seq, this.#sync);
+        const handle = await createSegment(path, batch.seq, this.#sync, this.#epoch, batch.seal);
         open = { seq: batch.seq, handle, size: FILE_HEADER_BYTES };
         this.#open = open;
         this.stats.segmentsCreated++;
@@ -234,15 +273,30 @@ export class GroupCommitLog {
     this.stats.records += batch.frames.length;
   }
 
+  #check(what: string): void {
+    this.stats.fenceChecks++;
+    this.#fence?.check(what);
+  }
+
   #fail(err: unknown, batch: Batch): void {
-    const error = err instanceof LockIOError ? err : new LockIOError(message(err), { cause: err });
+    const error =
+      err instanceof LockIOError || err instanceof FencedError
+        ? err
+        : new LockIOError(message(err), { cause: err });
     this.#poison = error;
     this.#forming = undefined;
     batch.reject(error);
     for (const queued of this.#queue.splice(0)) queued.reject(error);
   }
 
-  #poisoned(): LockIOError {
+  #poisoned(): LockIOError | FencedError {
+    if (this.#poison instanceof FencedError) {
+      return new FencedError(
+        `Row storage log in ${this.#dir} refuses appends: a newer master owns it ` +
+          `(${this.#poison.message})`,
+        { cause: this.#poison },
+      );
+    }
     return new LockIOError(
       `Row storage log in ${this.#dir} is unusable after an earlier I/O error ` +
         `(${this.#poison?.message}); reopen it to recover`,

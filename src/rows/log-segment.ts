@@ -4,12 +4,15 @@ import * as fsp from 'node:fs/promises';
 import { LockIOError } from '../core/errors.js';
 import {
   encodeFileHeader,
-  FILE_HEADER_BYTES,
+  FILE_HEADER_V1_BYTES,
+  type FileHeader,
   FRAME_HEADER_BYTES,
   type Frame,
+  fileHeaderBytes,
   MAX_FRAME_FIELD,
   parseFileHeader,
   parseFrame,
+  type Seal,
   SEGMENT_MAGIC,
 } from './record-codec.js';
 
@@ -36,13 +39,20 @@ const CREATE_FLAGS =
   constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 /**
- * Creates segment `seq` (which must not exist) with its header. With `sync` the header is on
- * disk when this resolves; the caller still has to fsync the directory for the name.
+ * Creates segment `seq` (which must not exist: `EEXIST` otherwise) with its header, carrying
+ * the writer's `epoch` and, for the first segment of an open, its `seal`. With `sync` the
+ * header is on disk when this resolves; the caller still has to fsync the directory.
  */
-export async function createSegment(path: string, seq: number, sync: boolean): Promise<FileHandle> {
+export async function createSegment(
+  path: string,
+  seq: number,
+  sync: boolean,
+  epoch = 0,
+  seal: Seal | undefined = undefined,
+): Promise<FileHandle> {
   const handle = await fsp.open(path, CREATE_FLAGS, 0o644);
   try {
-    await writeFully(handle, encodeFileHeader(SEGMENT_MAGIC, seq), 0);
+    await writeFully(handle, encodeFileHeader(SEGMENT_MAGIC, seq, epoch, seal), 0);
     if (sync) await handle.datasync();
     return handle;
   } catch (err) {
@@ -71,6 +81,8 @@ export interface ScannedSegment {
   /** True when the file is shorter than a header or its header is all zeros (a crash while it
    * was created): it holds no records and needs its header rewritten. Only for the last one. */
   headerless: boolean;
+  /** The parsed header (undefined when `headerless`). */
+  header: FileHeader | undefined;
 }
 
 /**
@@ -96,13 +108,13 @@ export function scanSegment(
 ): ScannedSegment {
   // A crash while the segment was being created leaves it shorter than a header (a partial
   // header write) or, after a power loss, zero-filled. Either way it holds no records.
-  if (buf.length < FILE_HEADER_BYTES || isAllZero(buf)) {
+  if (buf.length < (fileHeaderBytes(buf) ?? FILE_HEADER_V1_BYTES) || isAllZero(buf)) {
     if (!isLast) {
       throw new LockIOError(
         `Log segment ${path} has no valid header (${buf.length} bytes) and is not the last segment`,
       );
     }
-    return { records: [], end: 0, torn: buf.length > 0, headerless: true };
+    return { records: [], end: 0, torn: buf.length > 0, headerless: true, header: undefined };
   }
   const header = parseFileHeader(buf, SEGMENT_MAGIC);
   if ('error' in header) throw new LockIOError(`Log segment ${path}: ${header.error}`);
@@ -110,7 +122,7 @@ export function scanSegment(
     throw new LockIOError(`Log segment ${path} has sequence number ${header.seq} in its header`);
   }
   const records: Buffer[] = [];
-  let offset = FILE_HEADER_BYTES;
+  let offset = header.bytes;
   let batchStart = offset;
   while (offset < buf.length) {
     const frame = parseFrame(buf, offset, MAX_FRAME_FIELD);
@@ -119,14 +131,16 @@ export function scanSegment(
     records.push(frame.payload);
     offset = frame.next;
   }
-  if (offset === buf.length) return { records, end: offset, torn: false, headerless: false };
+  if (offset === buf.length) {
+    return { records, end: offset, torn: false, headerless: false, header };
+  }
   if (!isLast) {
     throw new LockIOError(
       `Corrupt record in log segment ${path} at offset ${offset}, which is not the last ` +
         'segment: the file was damaged after it was written (records after it would be lost)',
     );
   }
-  const later = findLaterBatch(buf, offset);
+  const later = findLaterBatch(buf, offset, header.bytes);
   if (later !== undefined) {
     throw new LockIOError(
       `Corrupt record in log segment ${path} at offset ${offset}, followed by an intact later ` +
@@ -134,7 +148,7 @@ export function scanSegment(
         'cannot do this), refusing to drop acknowledged records',
     );
   }
-  return { records, end: offset, torn: true, headerless: false };
+  return { records, end: offset, torn: true, headerless: false, header };
 }
 
 /** A frame either starts a batch (`back` 0) or continues the current one. */
@@ -143,11 +157,11 @@ function continuesBatch(frame: Frame, batchStart: number): boolean {
 }
 
 /** Offset of the first intact frame after `bad` that belongs to a batch started after `bad`. */
-function findLaterBatch(buf: Buffer, bad: number): number | undefined {
+function findLaterBatch(buf: Buffer, bad: number, headerBytes: number): number | undefined {
   let at = bad + 1;
   while (at + FRAME_HEADER_BYTES <= buf.length) {
     const frame = parseFrame(buf, at, MAX_FRAME_FIELD);
-    if (frame === undefined || frame.back > at - FILE_HEADER_BYTES) {
+    if (frame === undefined || frame.back > at - headerBytes) {
       at++;
       continue;
     }
@@ -164,17 +178,21 @@ function isAllZero(buf: Uint8Array): boolean {
 
 /**
  * Makes the last segment end at `end` (dropping a torn batch) or, when it is headerless,
- * rewrites it as an empty segment; synced, so later batches never sit behind stale bytes.
+ * rewrites it as an empty segment of `epoch` (the largest epoch of the files before it);
+ * synced, so later batches never sit behind stale bytes.
  */
 export async function repairSegment(
   path: string,
   seq: number,
   scanned: ScannedSegment,
+  epoch: number,
 ): Promise<void> {
   const handle = await fsp.open(path, constants.O_WRONLY | constants.O_NOFOLLOW);
   try {
     await handle.truncate(scanned.end);
-    if (scanned.headerless) await writeFully(handle, encodeFileHeader(SEGMENT_MAGIC, seq), 0);
+    if (scanned.headerless) {
+      await writeFully(handle, encodeFileHeader(SEGMENT_MAGIC, seq, epoch), 0);
+    }
     await handle.sync();
   } finally {
     await handle.close();

@@ -4,16 +4,31 @@ import * as fsp from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   AlreadyClosedError,
+  FencedError,
   InvalidArgumentError,
+  isErrno,
   LockIOError,
   LockObtainFailedError,
 } from '../core/errors.js';
 import { WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
 import { FSDirectory } from '../directory/fs-directory.js';
 import type { Lock } from '../directory/lock.js';
+import { takeOverLock } from '../directory/take-over-lock.js';
 import { type Durability, GroupCommitLog, type LogStats } from './group-commit.js';
-import { parseSegmentName, repairSegment, scanSegment, segmentName } from './log-segment.js';
-import { FILE_HEADER_BYTES } from './record-codec.js';
+import {
+  parseSegmentName,
+  repairSegment,
+  type ScannedSegment,
+  scanSegment,
+  segmentName,
+} from './log-segment.js';
+import {
+  FILE_HEADER_BYTES,
+  type FileHeader,
+  parseFileHeader,
+  type Seal,
+  SEGMENT_MAGIC,
+} from './record-codec.js';
 import type { RegionStorage } from './region-storage.js';
 import {
   parseSnapshotName,
@@ -23,6 +38,7 @@ import {
   TEMP_SUFFIX,
   writeSnapshotTemp,
 } from './snapshot-file.js';
+import { EpochFence, readDiskEpoch, writeEpochFile } from './storage-epoch.js';
 
 export type { Durability, LogStats } from './group-commit.js';
 
@@ -40,6 +56,15 @@ export interface RowStorageOptions {
   /** Largest record accepted by `append` and `checkpoint` (default 64 MiB, from 1 byte to
    * 512 MiB). Recovery reads any record the format can hold, whatever this is set to. */
   maxRecordBytes?: number;
+  /**
+   * The writer's epoch: a safe integer >= 1, the fencing token of its mastership (a larger
+   * one is a newer master). With it the open takes `write.lock` over from a deposed holder,
+   * refuses storage that carries a larger epoch (`FencedError`), records its own, and every
+   * append batch, segment creation, snapshot publish and deletion first checks that no newer
+   * master has opened the storage since (see `storage-epoch.ts`). Absent: standalone (epoch 0;
+   * a plain lock, no checks; a storage that carries an epoch is refused).
+   */
+  epoch?: number;
 }
 
 export interface Recovered {
@@ -77,6 +102,7 @@ export class RowStorage implements RegionStorage {
   readonly #dirHandle: FileHandle;
   readonly #log: GroupCommitLog;
   readonly #maxRecordBytes: number;
+  readonly #fence: EpochFence | undefined;
   /** The first segment not covered by the newest (possibly still being written) snapshot. */
   #coveredFrom: number;
   #checkpoints = 0;
@@ -93,6 +119,7 @@ export class RowStorage implements RegionStorage {
     log: GroupCommitLog,
     maxRecordBytes: number,
     coveredFrom: number,
+    fence: EpochFence | undefined,
   ) {
     this.#dir = dir;
     this.#lock = lock;
@@ -100,6 +127,7 @@ export class RowStorage implements RegionStorage {
     this.#log = log;
     this.#maxRecordBytes = maxRecordBytes;
     this.#coveredFrom = coveredFrom;
+    this.#fence = fence;
   }
 
   /**
@@ -110,18 +138,27 @@ export class RowStorage implements RegionStorage {
    * checkpoint made obsolete), and starts a new log segment for this session's appends.
    * Damage a crash cannot explain rejects with an `IO_ERROR` naming the file and offset.
    *
+   * With `options.epoch` (see {@link RowStorageOptions.epoch} and `storage-epoch.ts`): refuses
+   * with `FencedError` (`FENCED`) before changing anything if the storage carries a larger
+   * epoch, takes `write.lock` over from a deposed holder instead of failing, records the epoch
+   * before reading the state, and seals what it read in the header of its first segment.
+   * Without one, a storage that carries any epoch is refused the same way.
+   *
    * `accept`, when given, judges the recovered records before anything on disk changes: if
    * it throws, the open is refused with that error and the directory is left exactly as it
    * was (no lock taken, no repair, no new segment). It first runs on a read made without the
    * lock (so a refusal does not even advance `write.lock`'s fencing token), then again on the
-   * read made under the lock, which is the one that counts.
+   * read made under the lock, which is the one that counts (with an epoch, that read follows
+   * the takeover, so the epoch is recorded by then).
    */
   static async open(
     dir: string,
     options: RowStorageOptions = {},
     accept?: (recovered: Recovered) => void,
   ): Promise<{ storage: RowStorage; recovered: Recovered }> {
-    const { durability, segmentBytes, maxRecordBytes } = validateOptions(dir, options);
+    const { durability, segmentBytes, maxRecordBytes, epoch } = validateOptions(dir, options);
+    // A newer master's storage is refused before anything changes, write.lock included.
+    await refuseNewer(dir, epoch);
     if (accept !== undefined) {
       let early: RecoveredState | undefined;
       try {
@@ -135,7 +172,10 @@ export class RowStorage implements RegionStorage {
     const directory = await FSDirectory.open(dir);
     let lock: Lock;
     try {
-      lock = await directory.obtainLock(WRITE_LOCK_NAME);
+      lock =
+        epoch > 0
+          ? await takeOverLock(directory.path)
+          : await directory.obtainLock(WRITE_LOCK_NAME);
     } catch (err) {
       if (!(err instanceof LockObtainFailedError)) throw err;
       throw new LockObtainFailedError(
@@ -147,9 +187,17 @@ export class RowStorage implements RegionStorage {
     let log: GroupCommitLog | undefined;
     try {
       dirHandle = await fsp.open(directory.path, constants.O_RDONLY | constants.O_DIRECTORY);
-      log = new GroupCommitLog(directory.path, dirHandle, durability, segmentBytes);
+      await refuseNewer(directory.path, epoch); // the check that counts: under the lock
+      let fence: EpochFence | undefined;
+      if (epoch > 0) {
+        // Recorded before the state is read: from here on a deposed writer acknowledges
+        // nothing, so nothing acknowledged can be missing from the read below.
+        const identity = await writeEpochFile(directory.path, dirHandle, epoch);
+        fence = new EpochFence(directory.path, epoch, lock, identity);
+        fence.check('open');
+      }
       const wrap = (err: unknown): never => {
-        if (err instanceof LockIOError) throw err;
+        if (err instanceof LockIOError || err instanceof FencedError) throw err;
         throw new LockIOError(
           `Cannot recover row storage ${directory.path}: ${(err as Error).message}`,
           { cause: err },
@@ -157,9 +205,24 @@ export class RowStorage implements RegionStorage {
       };
       const state = await readState(directory.path).catch(wrap);
       accept?.(state.recovered);
-      await repair(state, dirHandle, log).catch(wrap);
-      log.startAt(state.nextSeq);
-      await log.roll().created;
+      await repair(state, dirHandle, fence).catch(wrap);
+      // The first segment carries the seal. A deposed writer may take its number meanwhile
+      // (O_EXCL: one create fails); then the next number, the seal voiding the deposed one's.
+      for (let next = state.nextSeq, attempt = 1; ; next++, attempt++) {
+        log = new GroupCommitLog(directory.path, dirHandle, durability, segmentBytes, fence);
+        for (const [seq, end] of state.ends) log.noteExisting(seq, end);
+        log.startAt(next);
+        try {
+          await log.roll(state.seal).created;
+          break;
+        } catch (err) {
+          const taken = isErrno((err as Error).cause, 'EEXIST');
+          if (fence === undefined || !taken || attempt >= 3) throw err;
+          await log.close().catch(() => {});
+          log = undefined;
+        }
+      }
+      fence?.check('open');
       const storage = new RowStorage(
         directory.path,
         lock,
@@ -167,6 +230,7 @@ export class RowStorage implements RegionStorage {
         log,
         maxRecordBytes,
         state.coveredFrom,
+        fence,
       );
       return { storage, recovered: state.recovered };
     } catch (err) {
@@ -175,6 +239,11 @@ export class RowStorage implements RegionStorage {
       await lock.close().catch(() => {});
       throw err;
     }
+  }
+
+  /** The epoch this storage was opened with (0: standalone). */
+  get epoch(): number {
+    return this.#fence?.epoch ?? 0;
   }
 
   /** The real path of the storage directory. */
@@ -211,7 +280,10 @@ export class RowStorage implements RegionStorage {
    * Rejects with `InvalidArgumentError` (nothing queued) for a non-`Uint8Array` or a record
    * over `maxRecordBytes`, `AlreadyClosedError` once `close()` was called, and `LockIOError`
    * (`IO_ERROR`) when its batch could not be written or synced — after which the storage is
-   * poisoned: every later append and checkpoint rejects too, and it has to be reopened.
+   * poisoned: every later append and checkpoint rejects too, and it has to be reopened. With
+   * an epoch, `FencedError` (`FENCED`) when a newer master opened the storage before the
+   * batch was checked (the record may be on disk, but counts only if that master read it when
+   * it took over); poisoned the same way, for good: this writer is deposed.
    */
   append(record: Uint8Array): Promise<void> {
     if (this.#closed) return Promise.reject(this.#closedError());
@@ -263,6 +335,11 @@ export class RowStorage implements RegionStorage {
 
   async #checkpoint(capture: () => Iterable<Uint8Array>): Promise<void> {
     const poison = this.#log.poison;
+    if (poison instanceof FencedError) {
+      throw new FencedError(`Row storage ${this.#dir} is owned by a newer master`, {
+        cause: poison,
+      });
+    }
     if (poison !== undefined) {
       throw new LockIOError(`Row storage ${this.#dir} is unusable after an I/O error`, {
         cause: poison,
@@ -282,11 +359,12 @@ export class RowStorage implements RegionStorage {
     }
     const path = join(this.#dir, snapshotName(seq));
     try {
-      const temp = await writeSnapshotTemp(path, seq, records);
+      const temp = await writeSnapshotTemp(path, seq, this.epoch, records);
       try {
         // The snapshot may only appear once segment `seq` exists: recovery requires every
         // segment from the snapshot's number on.
         await created;
+        this.#checkFence(`publish ${snapshotName(seq)}`);
       } catch (err) {
         await fsp.rm(temp, { force: true }).catch(() => {});
         throw err;
@@ -303,6 +381,7 @@ export class RowStorage implements RegionStorage {
   /** Deletes segments and snapshots numbered below `seq` (now covered by snapshot `seq`). */
   async #deleteBelow(seq: number): Promise<void> {
     this.#log.forgetBelow(seq);
+    this.#checkFence(`delete the files ${snapshotName(seq)} replaces`);
     try {
       const names = await fsp.readdir(this.#dir);
       const doomed = names.filter((name) => {
@@ -315,9 +394,13 @@ export class RowStorage implements RegionStorage {
         ...doomed.filter((name) => name.startsWith('log-')).sort(),
         ...doomed.filter((name) => name.startsWith('snapshot-')).sort(),
       ];
-      for (const name of ordered) await fsp.rm(join(this.#dir, name), { force: true });
+      for (const name of ordered) {
+        this.#checkFence(`delete ${name}`);
+        await fsp.rm(join(this.#dir, name), { force: true });
+      }
       if (doomed.length > 0) await this.#dirHandle.sync();
     } catch (err) {
+      if (err instanceof FencedError) throw err;
       throw new LockIOError(
         `Snapshot ${snapshotName(seq)} in ${this.#dir} is in place, but deleting the files it ` +
           `replaces failed (they are deleted at the next open): ${(err as Error).message}`,
@@ -352,6 +435,17 @@ export class RowStorage implements RegionStorage {
     await this.close();
   }
 
+  /** With an epoch: throws `FencedError` (poisoning the log) once this writer is deposed. */
+  #checkFence(what: string): void {
+    if (this.#fence === undefined) return;
+    try {
+      this.#fence.check(what);
+    } catch (err) {
+      if (err instanceof FencedError) this.#log.poisonWith(err);
+      throw err;
+    }
+  }
+
   #checkRecord(record: Uint8Array, what: string): void {
     if (!(record instanceof Uint8Array)) {
       throw new InvalidArgumentError(
@@ -373,7 +467,7 @@ export class RowStorage implements RegionStorage {
 function validateOptions(
   dir: string,
   options: RowStorageOptions,
-): { durability: Durability; segmentBytes: number; maxRecordBytes: number } {
+): { durability: Durability; segmentBytes: number; maxRecordBytes: number; epoch: number } {
   if (typeof dir !== 'string' || dir.length === 0) {
     throw new InvalidArgumentError(`Row storage directory must be a non-empty string`);
   }
@@ -411,7 +505,19 @@ function validateOptions(
       1,
       MAX_MAX_RECORD_BYTES,
     ),
+    epoch: int('epoch', options.epoch, 0, 1, Number.MAX_SAFE_INTEGER),
   };
+}
+
+/** Refuses (`FencedError`) a storage that carries an epoch larger than `epoch`. */
+async function refuseNewer(dir: string, epoch: number): Promise<void> {
+  const onDisk = await readDiskEpoch(dir);
+  if (onDisk > epoch) {
+    throw new FencedError(
+      `Row storage ${dir} carries epoch ${onDisk}, newer than ` +
+        `${epoch === 0 ? 'a standalone open (no epoch)' : `epoch ${epoch}`}: refusing to open it`,
+    );
+  }
 }
 
 interface RecoveredState {
@@ -420,16 +526,70 @@ interface RecoveredState {
   nextSeq: number;
   /** What {@link repair} has to do: temporary files, damaged last segments, obsolete files. */
   temps: string[];
-  damaged: { path: string; seq: number; scanned: ReturnType<typeof scanSegment> }[];
+  damaged: { path: string; seq: number; scanned: ScannedSegment; epoch: number }[];
   /** Valid length of each live segment. */
   ends: [number, number][];
   obsolete: string[];
+  /** Where this read stopped: the last segment that counts and its valid length. */
+  seal: Seal | undefined;
+}
+
+/**
+ * Which segments count, from their headers (`undefined`: unreadable, judged when read):
+ *  - a segment whose epoch is below that of a lower-numbered one does not count (a deposed
+ *    writer created it after a newer master's segment);
+ *  - the seal in a counting segment F (`sealSeq` P, `sealEnd` L), newest first: segments
+ *    numbered between P and F do not count and may be missing, and P counts up to byte L.
+ */
+function judgeSegments(headers: Map<number, FileHeader | undefined>): {
+  voids: Set<number>;
+  gaps: [number, number][];
+  caps: Map<number, number>;
+} {
+  const sorted = [...headers.keys()].sort((a, b) => a - b);
+  const voids = new Set<number>();
+  let top = 0;
+  for (const seq of sorted) {
+    const header = headers.get(seq);
+    if (header === undefined) continue;
+    if (header.epoch < top) voids.add(seq);
+    else top = header.epoch;
+  }
+  const gaps: [number, number][] = [];
+  const caps = new Map<number, number>();
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const seq = sorted[i] as number;
+    const seal = voids.has(seq) ? undefined : headers.get(seq)?.seal;
+    if (seal === undefined) continue;
+    gaps.push([seal.seq, seq]);
+    for (const other of sorted) if (other > seal.seq && other < seq) voids.add(other);
+    caps.set(seal.seq, seal.end);
+  }
+  return { voids, gaps, caps };
+}
+
+/** The header of the file at `path` (undefined when it cannot be read or parsed). */
+async function readSegmentHeader(path: string): Promise<FileHeader | undefined> {
+  let handle: FileHandle | undefined;
+  try {
+    handle = await fsp.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    const buf = Buffer.alloc(FILE_HEADER_BYTES);
+    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
+    const header = parseFileHeader(buf.subarray(0, bytesRead), SEGMENT_MAGIC);
+    return 'error' in header ? undefined : header;
+  } catch {
+    return undefined;
+  } finally {
+    await handle?.close().catch(() => {});
+  }
 }
 
 /**
  * Finds the state on disk, changing nothing: the newest snapshot that reads back intact and
  * whose segments are all present (an older one only if a newer one is damaged and the older
  * one's segments still exist), then its segments in order, and what a crash left to repair.
+ * Epochs and seals (see {@link judgeSegments}) decide which segments count; a snapshot counts
+ * only if its own segment does and has its epoch (else a deposed writer published it late).
  */
 async function readState(dir: string): Promise<RecoveredState> {
   const names = await fsp.readdir(dir);
@@ -451,19 +611,29 @@ async function readState(dir: string): Promise<RecoveredState> {
     if (snap !== undefined) snapshots.push(snap);
     maxSeq = Math.max(maxSeq, seg ?? 0, snap ?? 0);
   }
-  const lastSegment = Math.max(0, ...segments);
+  const headers = new Map<number, FileHeader | undefined>();
+  for (const seq of segments) headers.set(seq, await readSegmentHeader(join(dir, segmentName(seq))));
+  const { voids, gaps, caps } = judgeSegments(headers);
+  const counts = (seq: number) => segments.has(seq) && !voids.has(seq);
+  const inGap = (seq: number) => gaps.some(([p, f]) => seq > p && seq < f);
+  const lastSegment = Math.max(0, ...[...segments].filter(counts));
   /** The first missing segment from `from` to the last one, if any. */
   const missingFrom = (from: number): number | undefined => {
     if (segments.size === 0) return from === 1 ? undefined : from;
     if (!segments.has(from)) return from;
-    for (let s = from + 1; s <= lastSegment; s++) if (!segments.has(s)) return s;
+    for (let s = from + 1; s <= lastSegment; s++) if (!segments.has(s) && !inGap(s)) return s;
     return undefined;
   };
 
   snapshots.sort((a, b) => b - a);
-  let chosen: { seq: number; records: Buffer[] } | undefined;
+  const voidSnapshots: number[] = [];
+  let chosen: { seq: number; records: Buffer[]; epoch: number } | undefined;
   let firstError: unknown;
   for (const seq of snapshots) {
+    if (segments.has(seq) && voids.has(seq)) {
+      voidSnapshots.push(seq);
+      continue;
+    }
     const missing = missingFrom(seq);
     if (missing !== undefined) {
       firstError ??= new LockIOError(
@@ -472,13 +642,19 @@ async function readState(dir: string): Promise<RecoveredState> {
       continue;
     }
     try {
-      chosen = { seq, records: await readSnapshot(join(dir, snapshotName(seq)), seq) };
+      const snapshot = await readSnapshot(join(dir, snapshotName(seq)), seq);
+      const segmentEpoch = headers.get(seq)?.epoch;
+      if (segmentEpoch !== undefined && segmentEpoch !== snapshot.epoch) {
+        voidSnapshots.push(seq);
+        continue;
+      }
+      chosen = { seq, records: snapshot.records, epoch: snapshot.epoch };
       break;
     } catch (err) {
       firstError ??= err;
     }
   }
-  if (snapshots.length > 0 && chosen === undefined) throw firstError;
+  if (chosen === undefined && firstError !== undefined) throw firstError;
   const from = chosen?.seq ?? 1;
   if (chosen === undefined) {
     const missing = missingFrom(1);
@@ -490,7 +666,10 @@ async function readState(dir: string): Promise<RecoveredState> {
   }
 
   const log_: Uint8Array[] = [];
+  let seal: Seal | undefined;
+  let epochSoFar = chosen?.epoch ?? 0;
   for (let seq = from; seq <= lastSegment; seq++) {
+    if (!counts(seq)) continue; // in a sealed gap, or void
     const path = join(dir, segmentName(seq));
     let buf: Buffer;
     try {
@@ -500,15 +679,38 @@ async function readState(dir: string): Promise<RecoveredState> {
         cause: err,
       });
     }
-    const scanned = scanSegment(buf, path, seq, seq === lastSegment);
-    if (scanned.torn || scanned.headerless) damaged.push({ path, seq, scanned });
+    const cap = caps.get(seq);
+    if (cap !== undefined) {
+      if (buf.length < cap) {
+        throw new LockIOError(
+          `Log segment ${path} is ${buf.length} bytes, shorter than the ${cap} bytes a later ` +
+            'segment sealed it at: records an open replayed are gone',
+        );
+      }
+      buf = buf.subarray(0, cap); // what a later writer appended after the seal never counts
+    }
+    const scanned = scanSegment(buf, path, seq, seq === lastSegment && cap === undefined);
+    if (scanned.torn || scanned.headerless) {
+      damaged.push({ path, seq, scanned, epoch: epochSoFar });
+    }
     for (const record of scanned.records) log_.push(record);
-    ends.push([seq, scanned.headerless ? FILE_HEADER_BYTES : scanned.end]);
+    const end = scanned.headerless ? FILE_HEADER_BYTES : scanned.end;
+    ends.push([seq, end]);
+    seal = { seq, end };
+    epochSoFar = Math.max(epochSoFar, scanned.header?.epoch ?? 0);
   }
 
-  // Files the newest checkpoint made obsolete (a crash interrupted its deletions).
-  for (const seq of segments) if (seq < from) obsolete.push(join(dir, segmentName(seq)));
-  for (const seq of snapshots) if (seq < from) obsolete.push(join(dir, snapshotName(seq)));
+  // Files the newest checkpoint made obsolete (a crash interrupted its deletions), and files
+  // that never count: segments voided by a seal or above the last one that counts, snapshots
+  // of a deposed writer.
+  for (const seq of segments) {
+    if (seq < from || (voids.has(seq) && (inGap(seq) || seq > lastSegment))) {
+      obsolete.push(join(dir, segmentName(seq)));
+    }
+  }
+  for (const seq of snapshots) {
+    if (seq < from || voidSnapshots.includes(seq)) obsolete.push(join(dir, snapshotName(seq)));
+  }
   return {
     recovered: { snapshot: chosen?.records ?? [], log: log_ },
     coveredFrom: from,
@@ -517,26 +719,30 @@ async function readState(dir: string): Promise<RecoveredState> {
     damaged,
     ends,
     obsolete,
+    seal,
   };
 }
 
 /**
  * Repairs what {@link readState} found a crash left (temporary files, a torn tail, a
- * headerless last segment, files an interrupted checkpoint should have deleted), fsyncs the
- * directory after, and tells the log how long each live segment is.
+ * headerless last segment, files an interrupted checkpoint should have deleted, files that
+ * never count), fsyncs the directory after. With an epoch, each change is preceded by the
+ * fence's check (a newer master may have opened the storage meanwhile).
  */
-async function repair(state: RecoveredState, dirHandle: FileHandle, log: GroupCommitLog) {
+async function repair(state: RecoveredState, dirHandle: FileHandle, fence: EpochFence | undefined) {
   let changed = false;
   for (const path of state.temps) {
+    fence?.check(`delete ${path}`);
     await fsp.rm(path, { force: true });
     changed = true;
   }
-  for (const { path, seq, scanned } of state.damaged) {
-    await repairSegment(path, seq, scanned);
+  for (const { path, seq, scanned, epoch } of state.damaged) {
+    fence?.check(`repair ${path}`);
+    await repairSegment(path, seq, scanned, epoch);
     changed = true;
   }
-  for (const [seq, end] of state.ends) log.noteExisting(seq, end);
   for (const path of state.obsolete) {
+    fence?.check(`delete ${path}`);
     await fsp.rm(path, { force: true });
     changed = true;
   }

@@ -9,7 +9,9 @@ import {
   encodeFrame,
   encodeSnapshotTrailer,
   FILE_HEADER_BYTES,
+  FILE_HEADER_V1_BYTES,
   FRAME_HEADER_BYTES,
+  fileHeaderBytes,
   parseFileHeader,
   parseSnapshotTrailer,
   SNAPSHOT_MAGIC,
@@ -38,13 +40,15 @@ export function parseSnapshotName(name: string): number | undefined {
 const CHUNK_BYTES = 4 << 20;
 
 /**
- * Writes `records` to `<path>.tmp` and fsyncs it (always, whatever the log's durability: a
- * snapshot replaces the segments it covers, so losing it to a power cut would lose them all).
- * Returns the temporary path, to be published with {@link publishSnapshot}.
+ * Writes `records` to `<path>.tmp` (header with the writer's `epoch`) and fsyncs it (always,
+ * whatever the log's durability: a snapshot replaces the segments it covers, so losing it to a
+ * power cut would lose them all). Returns the temporary path, to be published with
+ * {@link publishSnapshot}.
  */
 export async function writeSnapshotTemp(
   path: string,
   seq: number,
+  epoch: number,
   records: readonly Uint8Array[],
 ): Promise<string> {
   const temp = path + TEMP_SUFFIX;
@@ -53,7 +57,7 @@ export async function writeSnapshotTemp(
   try {
     handle = await fsp.open(temp, flags, 0o644);
     let position = 0;
-    let chunk: Buffer[] = [encodeFileHeader(SNAPSHOT_MAGIC, seq)];
+    let chunk: Buffer[] = [encodeFileHeader(SNAPSHOT_MAGIC, seq, epoch)];
     let chunkBytes = FILE_HEADER_BYTES;
     const flush = async () => {
       const data = Buffer.concat(chunk, chunkBytes);
@@ -101,12 +105,15 @@ export async function publishSnapshot(
 }
 
 /**
- * Reads and verifies snapshot `seq`: header, every frame's checksum, the trailer and its
- * count. Any mismatch rejects with an `IO_ERROR` naming the file and offset (a published
- * snapshot is complete by construction, so damage means the media changed it). Records are
- * views into the read buffers, not copies.
+ * Reads and verifies snapshot `seq` (format version 1 or 2): header, every frame's checksum,
+ * the trailer and its count. Any mismatch rejects with an `IO_ERROR` naming the file and
+ * offset (a published snapshot is complete by construction, so damage means the media changed
+ * it). Records are views into the read buffers, not copies. `epoch`: its writer's (0 for v1).
  */
-export async function readSnapshot(path: string, seq: number): Promise<Buffer[]> {
+export async function readSnapshot(
+  path: string,
+  seq: number,
+): Promise<{ records: Buffer[]; epoch: number }> {
   let handle: FileHandle;
   try {
     handle = await fsp.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -120,7 +127,14 @@ export async function readSnapshot(path: string, seq: number): Promise<Buffer[]>
     const reader = new SequentialReader(handle, size);
     const bad = (what: string, at: number) =>
       new LockIOError(`Corrupt snapshot ${path} at offset ${at}: ${what}`);
-    const header = parseFileHeader(await reader.take(FILE_HEADER_BYTES), SNAPSHOT_MAGIC);
+    if (size < FILE_HEADER_V1_BYTES + SNAPSHOT_TRAILER_BYTES) throw bad('file too short', 0);
+    let head = await reader.take(FILE_HEADER_V1_BYTES);
+    const headerBytes = fileHeaderBytes(head) ?? FILE_HEADER_V1_BYTES;
+    if (headerBytes > FILE_HEADER_V1_BYTES) {
+      if (size < headerBytes + SNAPSHOT_TRAILER_BYTES) throw bad('file too short', 0);
+      head = Buffer.concat([head, await reader.take(headerBytes - FILE_HEADER_V1_BYTES)]);
+    }
+    const header = parseFileHeader(head, SNAPSHOT_MAGIC);
     if ('error' in header) throw bad(header.error, 0);
     if (header.seq !== seq) throw bad(`header names sequence number ${header.seq}`, 0);
     const framesEnd = size - SNAPSHOT_TRAILER_BYTES;
@@ -143,7 +157,7 @@ export async function readSnapshot(path: string, seq: number): Promise<Buffer[]>
     if (count !== records.length) {
       throw bad(`trailer counts ${count} records, found ${records.length}`, framesEnd);
     }
-    return records;
+    return { records, epoch: header.epoch };
   } catch (err) {
     if (err instanceof LockIOError) throw err;
     throw new LockIOError(`Cannot read snapshot ${path}: ${(err as Error).message}`, {
