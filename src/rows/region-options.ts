@@ -29,6 +29,13 @@ export interface RegionOptions {
   /** Checkpoint (snapshot + major compaction) once this many log bytes pile up (64 MiB). */
   checkpointBytes?: number | undefined;
   clock?: Clock | undefined;
+  /**
+   * The epoch of the writer (a master's fencing token, a safe integer >= 1), passed to the
+   * storage (`RowStorageOptions.epoch`): the open takes `dir` over from a deposed master and
+   * refuses a newer one's (`FENCED`), and once a newer master has opened `dir`, writes fail
+   * with `FencedError` (`FENCED`). Absent: standalone. Needs `dir`.
+   */
+  epoch?: number | undefined;
 }
 
 /** {@link RegionOptions} once checked, with every default filled in. */
@@ -41,6 +48,7 @@ export interface CheckedRegionOptions {
   timestampOnArrival: boolean;
   checkpointBytes: number;
   clock: Clock;
+  epoch: number | undefined;
 }
 
 const KNOWN = [
@@ -52,6 +60,7 @@ const KNOWN = [
   'timestampOnArrival',
   'checkpointBytes',
   'clock',
+  'epoch',
 ];
 const KNOWN_SET = new Set(KNOWN);
 
@@ -61,7 +70,8 @@ const KNOWN_SET = new Set(KNOWN);
  * (a misspelt `leasePeriodMS` would otherwise silently keep the default), and every value out
  * of its domain: `leasePeriodMs` a duration > 0 (core's bounds, so no timer overflows),
  * `rowLockWaitMs` >= 0 or `Infinity`, `checkpointBytes` a positive integer, `clock` with
- * `monotonic`, `wall` and `sleep`, `timestampOnArrival` a boolean.
+ * `monotonic`, `wall` and `sleep`, `timestampOnArrival` a boolean, `epoch` a safe integer >= 1
+ * (and only with `dir`).
  */
 export function checkRegionOptions(options: RegionOptions): CheckedRegionOptions {
   if (options === undefined) {
@@ -97,6 +107,18 @@ export function checkRegionOptions(options: RegionOptions): CheckedRegionOptions
       `Region.open option checkpointBytes must be a positive integer, got ${describeValue(checkpointBytes)}`,
     );
   }
+  const { epoch } = opts;
+  if (
+    epoch !== undefined &&
+    (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 1)
+  ) {
+    throw new InvalidArgumentError(
+      `Region.open option epoch must be a safe integer >= 1, got ${describeValue(epoch)}`,
+    );
+  }
+  if (epoch !== undefined && dir === undefined) {
+    throw new InvalidArgumentError('Region.open option epoch needs dir (storage to fence)');
+  }
   let lease = DEFAULT_LEASE_PERIOD_MS;
   if (leasePeriodMs !== undefined) {
     lease = checkDuration(leasePeriodMs, 'Region.open option leasePeriodMs');
@@ -119,5 +141,6 @@ export function checkRegionOptions(options: RegionOptions): CheckedRegionOptions
         : checkBoolean(opts.timestampOnArrival, 'Region.open option timestampOnArrival'),
     checkpointBytes: checkpointBytes ?? 64 * 1024 * 1024,
     clock: checkClock(opts.clock, 'Region.open option clock'),
+    epoch,
   };
 }

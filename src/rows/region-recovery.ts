@@ -27,14 +27,15 @@ export interface RegionRecovery {
  * is closed again and the error rethrown. Without `dir`, an empty in-memory start.
  */
 export async function recoverRegion(options: CheckedRegionOptions): Promise<RegionRecovery> {
-  const { families, dir, durability } = options;
+  const { families, dir, durability, epoch } = options;
   const memstore = new Memstore();
   if (dir === undefined) return { memstore, seq: 0, storage: undefined, tokens: undefined };
   const accept = (recovered: Recovered) => {
     for (const record of recovered.snapshot) checkFamilies(record, families, dir);
     for (const record of recovered.log) checkFamilies(record, families, dir);
   };
-  const { storage, recovered } = await RowStorage.open(dir, { durability }, accept);
+  const storageOptions = epoch === undefined ? { durability } : { durability, epoch };
+  const { storage, recovered } = await RowStorage.open(dir, storageOptions, accept);
   try {
     let seq = 0;
     const replay = (record: Uint8Array, each: boolean) => {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import {
   AbortedError,
   AlreadyClosedError,
+  FencedError,
   InvalidArgumentError,
   LocksmithError,
 } from '../core/errors.js';
@@ -132,7 +133,8 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
    * Opens (and recovers) or creates a region. Every option is checked first (unknown names
    * included), and the data in `dir` is checked against `families` before anything on disk
    * changes: a refused open (`INVALID_ARGUMENT`, or `LOCK_OBTAIN_FAILED` when the directory
-   * is open elsewhere) leaves the directory byte for byte as it was.
+   * is open elsewhere, or `FENCED` when it carries a larger epoch than `options.epoch`) leaves
+   * the directory byte for byte as it was.
    */
   static async open(options: RegionOptions): Promise<Region> {
     const checked = checkRegionOptions(options);
@@ -415,10 +417,19 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
 
   // ---- internals -------------------------------------------------------------------------
 
-  /** Reads go on after a storage failure (what they see is durable); writes stop. */
+  /**
+   * Reads go on after a storage failure (what they see is durable); writes stop, with
+   * `FENCED` when a newer master took the storage over (the region must be closed: it is
+   * deposed), else `IO_ERROR`.
+   */
   #checkOpen(reading = false): void {
     if (this.#closing !== undefined) throw new AlreadyClosedError('This region is closed');
     const failure = this.#writes.failure;
+    if (!reading && failure instanceof FencedError) {
+      throw new FencedError(`This region's storage is owned by a newer master: ${failure.message}`, {
+        cause: failure,
+      });
+    }
     if (!reading && failure !== undefined) {
       throw new LocksmithError('IO_ERROR', 'This region stopped writing after a storage failure', {
         cause: failure,

@@ -206,14 +206,17 @@ export class RowStorage implements RegionStorage {
       const state = await readState(directory.path).catch(wrap);
       accept?.(state.recovered);
       await repair(state, dirHandle, fence).catch(wrap);
-      // The first segment carries the seal. A deposed writer may take its number meanwhile
-      // (O_EXCL: one create fails); then the next number, the seal voiding the deposed one's.
+      // With an epoch, the first segment carries the seal (standalone: no deposed writer can
+      // append behind it, and damage past a segment's end stays an error). A deposed writer
+      // may take its number meanwhile (O_EXCL: one create fails); then the next number, the
+      // seal voiding the deposed one's.
+      const seal = fence === undefined ? undefined : state.seal;
       for (let next = state.nextSeq, attempt = 1; ; next++, attempt++) {
         log = new GroupCommitLog(directory.path, dirHandle, durability, segmentBytes, fence);
         for (const [seq, end] of state.ends) log.noteExisting(seq, end);
         log.startAt(next);
         try {
-          await log.roll(state.seal).created;
+          await log.roll(seal).created;
           break;
         } catch (err) {
           const taken = isErrno((err as Error).cause, 'EEXIST');

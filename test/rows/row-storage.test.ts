@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import * as zlib from 'node:zlib';
 import { LockObtainFailedError } from '../../src/core/errors.js';
 import { crc32, tableCrc32 } from '../../src/rows/crc32.js';
-import { encodeFrame } from '../../src/rows/record-codec.js';
+import { encodeFrame, FILE_HEADER_BYTES } from '../../src/rows/record-codec.js';
 import { RowStorage } from '../../src/rows/row-storage.js';
 import { exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
 import { runWithFileSizeLimit } from './run-with-file-size-limit.js';
@@ -115,7 +115,7 @@ test('segments roll at segmentBytes; logBytes counts them until a checkpoint', a
   const before = storage.logBytes;
   assert.ok(before >= 20 * 1012, String(before));
   await storage.checkpoint(() => [enc('s')]);
-  assert.equal(storage.logBytes, 20); // the new segment's header only
+  assert.equal(storage.logBytes, FILE_HEADER_BYTES); // the new segment's header only
   assert.equal(segments(tmp.path).length, 1);
   await storage.append(enc('x'));
   await storage.close();
@@ -123,7 +123,7 @@ test('segments roll at segmentBytes; logBytes counts them until a checkpoint', a
   assert.deepEqual(strings(recovered.snapshot), ['s']);
   assert.deepEqual(strings(recovered.log), ['x']);
   const fresh = await RowStorage.open(tmp.path, { segmentBytes: 4096 });
-  assert.ok(fresh.storage.logBytes > 20 && fresh.storage.logBytes < 100);
+  assert.ok(fresh.storage.logBytes > FILE_HEADER_BYTES && fresh.storage.logBytes < 150);
   await fresh.storage.close();
 });
 
@@ -206,7 +206,7 @@ test('a last segment left without its header by a crash is rewritten empty', asy
     writeFileSync(join(tmp.path, next), content);
     const recovered = await reopen(tmp.path);
     assert.deepEqual(strings(recovered.log), ['a', 'b']);
-    assert.equal(statSync(join(tmp.path, next)).size, 20);
+    assert.equal(statSync(join(tmp.path, next)).size, FILE_HEADER_BYTES);
     assert.deepEqual(strings((await reopen(tmp.path)).log), ['a', 'b']);
   }
 });
@@ -324,7 +324,7 @@ test('checkpoints run one at a time; a second call waits and then captures', asy
     /capture failed/,
   );
   // The failed checkpoint covers nothing: its log bytes count again (plus a new header).
-  assert.equal(storage.logBytes, before + 20);
+  assert.equal(storage.logBytes, before + FILE_HEADER_BYTES);
   await storage.append(enc('c'));
   await storage.close();
   const recovered = await reopen(tmp.path);
