@@ -222,7 +222,7 @@ export class GroupCommitLog {
         // the storage's owner? If it is not, nothing of the batch counts (see storage-epoch.ts).
         if (this.#fence !== undefined) this.#check(`acknowledge a write to ${segmentName(batch.seq)}`);
       } catch (err) {
-        this.#fail(err, batch);
+        this.#fail(this.#fencedInstead(err), batch);
         return;
       }
       batch.resolve();
@@ -271,6 +271,24 @@ export class GroupCommitLog {
     }
     this.stats.batches++;
     this.stats.records += batch.frames.length;
+  }
+
+  /**
+   * With an epoch, a failure (a segment number taken, say) is first explained by a newer
+   * master if there is one: a deposed writer hears `FENCED`, whatever broke first.
+   */
+  #fencedInstead(err: unknown): unknown {
+    if (this.#fence === undefined || err instanceof FencedError) return err;
+    try {
+      this.#fence.check('go on after a failed write');
+    } catch (fenced) {
+      if (fenced instanceof FencedError) {
+        return new FencedError(`${fenced.message} (the write failed: ${message(err)})`, {
+          cause: err,
+        });
+      }
+    }
+    return err;
   }
 
   #check(what: string): void {
