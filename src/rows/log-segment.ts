@@ -12,8 +12,8 @@ import {
   MAX_FRAME_FIELD,
   parseFileHeader,
   parseFrame,
-  type Seal,
   SEGMENT_MAGIC,
+  type Seal,
 } from './record-codec.js';
 
 /**

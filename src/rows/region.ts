@@ -426,9 +426,12 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     if (this.#closing !== undefined) throw new AlreadyClosedError('This region is closed');
     const failure = this.#writes.failure;
     if (!reading && failure instanceof FencedError) {
-      throw new FencedError(`This region's storage is owned by a newer master: ${failure.message}`, {
-        cause: failure,
-      });
+      throw new FencedError(
+        `This region's storage is owned by a newer master: ${failure.message}`,
+        {
+          cause: failure,
+        },
+      );
     }
     if (!reading && failure !== undefined) {
       throw new LocksmithError('IO_ERROR', 'This region stopped writing after a storage failure', {

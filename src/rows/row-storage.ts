@@ -26,8 +26,8 @@ import {
   FILE_HEADER_BYTES,
   type FileHeader,
   parseFileHeader,
-  type Seal,
   SEGMENT_MAGIC,
+  type Seal,
 } from './record-codec.js';
 import type { RegionStorage } from './region-storage.js';
 import {
@@ -615,7 +615,8 @@ async function readState(dir: string): Promise<RecoveredState> {
     maxSeq = Math.max(maxSeq, seg ?? 0, snap ?? 0);
   }
   const headers = new Map<number, FileHeader | undefined>();
-  for (const seq of segments) headers.set(seq, await readSegmentHeader(join(dir, segmentName(seq))));
+  for (const seq of segments)
+    headers.set(seq, await readSegmentHeader(join(dir, segmentName(seq))));
   const { voids, gaps, caps } = judgeSegments(headers);
   const counts = (seq: number) => segments.has(seq) && !voids.has(seq);
   const inGap = (seq: number) => gaps.some(([p, f]) => seq > p && seq < f);

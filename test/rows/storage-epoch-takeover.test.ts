@@ -100,7 +100,11 @@ test(`a paused master deposed by a larger epoch: its later appends are FENCED an
     const output = watchOutput(child);
     await eventually(() => output.lines.some((l) => l.startsWith('ready')), 20_000, 'ready');
     const target = 100 + Math.floor(Math.random() * 400);
-    await eventually(() => output.acked.length >= target, 20_000, () => output.text.slice(-200));
+    await eventually(
+      () => output.acked.length >= target,
+      20_000,
+      () => output.text.slice(-200),
+    );
     await sleep(Math.random() * 20);
     child.kill('SIGSTOP');
     await sleep(50); // what the child wrote to the pipe before the stop
@@ -128,7 +132,11 @@ test(`a paused master deposed by a larger epoch: its later appends are FENCED an
     await Promise.all(Array.from({ length: 20 }, (_, k) => write(20 + k)));
 
     child.kill('SIGCONT');
-    await eventually(() => output.lines.includes('done'), 20_000, () => output.text.slice(-300));
+    await eventually(
+      () => output.lines.includes('done'),
+      20_000,
+      () => output.text.slice(-300),
+    );
     ackedAfterStop += output.acked.length - ackedAtStop;
     // Every loop of the child was refused with FENCED, and so was everything after.
     assert.equal(output.failed.length, 8, output.text.slice(-500));
