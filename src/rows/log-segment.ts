@@ -4,6 +4,7 @@ import * as fsp from 'node:fs/promises';
 import { LockIOError } from '../core/errors.js';
 import {
   encodeFileHeader,
+  FILE_HEADER_BYTES,
   FILE_HEADER_V1_BYTES,
   type FileHeader,
   FRAME_HEADER_BYTES,
@@ -68,6 +69,25 @@ export async function writeFully(handle: FileHandle, buf: Uint8Array, position: 
     const { bytesWritten } = await handle.write(buf, done, buf.length - done, position + done);
     if (bytesWritten <= 0) throw new Error(`write returned ${bytesWritten}`);
     done += bytesWritten;
+  }
+}
+
+/**
+ * The header of the segment or snapshot file at `path` (`magic` says which), or undefined
+ * when it cannot be read or parsed (recovery judges such a file when it reads it whole).
+ */
+export async function readFileHeader(path: string, magic: string): Promise<FileHeader | undefined> {
+  let handle: FileHandle | undefined;
+  try {
+    handle = await fsp.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    const buf = Buffer.alloc(FILE_HEADER_BYTES);
+    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
+    const header = parseFileHeader(buf.subarray(0, bytesRead), magic);
+    return 'error' in header ? undefined : header;
+  } catch {
+    return undefined;
+  } finally {
+    await handle?.close().catch(() => {});
   }
 }
 

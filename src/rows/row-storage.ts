@@ -17,6 +17,7 @@ import { takeOverLock } from '../directory/take-over-lock.js';
 import { type Durability, GroupCommitLog, type LogStats } from './group-commit.js';
 import {
   parseSegmentName,
+  readFileHeader,
   repairSegment,
   type ScannedSegment,
   scanSegment,
@@ -571,22 +572,6 @@ function judgeSegments(headers: Map<number, FileHeader | undefined>): {
   return { voids, gaps, caps };
 }
 
-/** The header of the file at `path` (undefined when it cannot be read or parsed). */
-async function readSegmentHeader(path: string): Promise<FileHeader | undefined> {
-  let handle: FileHandle | undefined;
-  try {
-    handle = await fsp.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-    const buf = Buffer.alloc(FILE_HEADER_BYTES);
-    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
-    const header = parseFileHeader(buf.subarray(0, bytesRead), SEGMENT_MAGIC);
-    return 'error' in header ? undefined : header;
-  } catch {
-    return undefined;
-  } finally {
-    await handle?.close().catch(() => {});
-  }
-}
-
 /**
  * Finds the state on disk, changing nothing: the newest snapshot that reads back intact and
  * whose segments are all present (an older one only if a newer one is damaged and the older
@@ -616,7 +601,7 @@ async function readState(dir: string): Promise<RecoveredState> {
   }
   const headers = new Map<number, FileHeader | undefined>();
   for (const seq of segments)
-    headers.set(seq, await readSegmentHeader(join(dir, segmentName(seq))));
+    headers.set(seq, await readFileHeader(join(dir, segmentName(seq)), SEGMENT_MAGIC));
   const { voids, gaps, caps } = judgeSegments(headers);
   const counts = (seq: number) => segments.has(seq) && !voids.has(seq);
   const inGap = (seq: number) => gaps.some(([p, f]) => seq > p && seq < f);

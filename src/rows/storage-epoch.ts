@@ -5,13 +5,8 @@ import { join } from 'node:path';
 import { FencedError, isErrno, LockIOError } from '../core/errors.js';
 import type { Lock } from '../directory/lock.js';
 import { type FileIdentity, identityOf, sameIdentity } from '../directory/lock-file.js';
-import { parseSegmentName } from './log-segment.js';
-import {
-  FILE_HEADER_BYTES,
-  parseFileHeader,
-  SEGMENT_MAGIC,
-  SNAPSHOT_MAGIC,
-} from './record-codec.js';
+import { parseSegmentName, readFileHeader } from './log-segment.js';
+import { SEGMENT_MAGIC, SNAPSHOT_MAGIC } from './record-codec.js';
 import { parseSnapshotName, TEMP_SUFFIX } from './snapshot-file.js';
 
 /**
@@ -119,25 +114,10 @@ export async function readDiskEpoch(dir: string): Promise<number> {
           ? SNAPSHOT_MAGIC
           : undefined;
     if (magic === undefined) continue;
-    const epoch = await readHeaderEpoch(join(dir, name), magic);
-    if (epoch !== undefined && epoch > max) max = epoch;
+    const epoch = (await readFileHeader(join(dir, name), magic))?.epoch ?? 0;
+    if (epoch > max) max = epoch;
   }
   return max;
-}
-
-async function readHeaderEpoch(path: string, magic: string): Promise<number | undefined> {
-  let handle: FileHandle | undefined;
-  try {
-    handle = await fsp.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-    const buf = Buffer.alloc(FILE_HEADER_BYTES);
-    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
-    const header = parseFileHeader(buf.subarray(0, bytesRead), magic);
-    return 'error' in header ? undefined : header.epoch;
-  } catch {
-    return undefined;
-  } finally {
-    await handle?.close().catch(() => {});
-  }
 }
 
 /**
