@@ -3,7 +3,9 @@
  * 100 B / 1 KiB records, each for BENCH_SECONDS (default 2) in a fresh directory under
  * BENCH_DIR (default the OS temp dir; put it on the disk you care about). Reports appends/s,
  * write batches and fdatasyncs per second, records per batch and append latency, next to a
- * floor: a bare `write(100 B) + fdatasync` loop on the same file system.
+ * floor: a bare `write(100 B) + fdatasync` loop on the same file system. The `epoch` cases
+ * open the storage with an epoch (a master's), so every batch is also checked (guard lock
+ * valid, epoch file still ours) before it is acknowledged; last, the check alone.
  *
  *   npm run build && npm run build:test && node dist-test/bench/rows-storage.bench.js
  */
@@ -11,7 +13,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { takeOverLock } from '../src/directory/take-over-lock.js';
 import { RowStorage } from '../src/rows/row-storage.js';
+import { EpochFence, writeEpochFile } from '../src/rows/storage-epoch.js';
 import { percentile } from './support.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
@@ -50,10 +54,18 @@ async function floor(): Promise<Row> {
   }
 }
 
-async function measure(durability: 'fsync' | 'none', appenders: number, size: number) {
+async function measure(
+  durability: 'fsync' | 'none',
+  appenders: number,
+  size: number,
+  epoch?: number,
+) {
   const dir = mkdtempSync(join(BASE, 'rows-storage-bench-'));
   try {
-    const { storage } = await RowStorage.open(dir, { durability });
+    const { storage } = await RowStorage.open(
+      dir,
+      epoch === undefined ? { durability } : { durability, epoch },
+    );
     const record = Buffer.alloc(size, 7);
     const lat: number[] = [];
     const before = storage.stats;
@@ -74,7 +86,8 @@ async function measure(durability: 'fsync' | 'none', appenders: number, size: nu
     const records = after.records - before.records;
     const batches = after.batches - before.batches;
     return row(
-      `${durability}, ${appenders} appender${appenders > 1 ? 's' : ''}, ${size} B`,
+      `${durability}, ${appenders} appender${appenders > 1 ? 's' : ''}, ${size} B` +
+        (epoch === undefined ? '' : ', epoch'),
       records / elapsed,
       batches / elapsed,
       (after.fileSyncs - before.fileSyncs) / elapsed,
@@ -139,11 +152,41 @@ function print(rows: Row[]): void {
   for (const c of cells) console.log(line(c));
 }
 
+/** Mean cost of one epoch check (what each batch pays with an epoch), in µs. */
+async function checkCost(): Promise<number> {
+  const dir = mkdtempSync(join(BASE, 'rows-storage-bench-'));
+  try {
+    const lock = await takeOverLock(dir);
+    const fence = new EpochFence(dir, 1, lock, await recordEpoch(dir));
+    const n = 100_000;
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) fence.check('bench');
+    const us = ((performance.now() - t0) * 1000) / n;
+    await lock.close();
+    return us;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function recordEpoch(dir: string) {
+  const handle = await fsp.open(dir, 'r');
+  try {
+    return await writeEpochFile(dir, handle, 1);
+  } finally {
+    await handle.close();
+  }
+}
+
 const rows: Row[] = [await floor()];
 for (const durability of ['fsync', 'none'] as const) {
   for (const appenders of [1, 64]) {
     for (const size of [100, 1024]) rows.push(await measure(durability, appenders, size));
+    rows.push(await measure(durability, appenders, 100, 1));
   }
 }
 console.log(`RowStorage appends, ${SECONDS} s per case, in ${BASE} (Node ${process.version})\n`);
 print(rows);
+console.log(
+  `\nOne epoch check (lock.ensureValid + stat of the epoch file): ${fmt(await checkCost())} µs`,
+);

@@ -91,11 +91,13 @@ const MAX_MAX_RECORD_BYTES = 512 * MiB;
  * memory and gets it back from {@link RowStorage.open}'s `recovered`.
  *
  * Directory contents: `write.lock` (+ its `.fence`), `log-<seq>.wal` segments and at most one
- * `snapshot-<seq>.snap` (briefly two during a checkpoint). The state is the newest valid
- * snapshot plus every segment numbered from its `seq` on, which must all be present; without a
- * snapshot, every segment from 1 on. See `record-codec.ts` for the byte layout and
- * `log-segment.ts` for how a damaged record is judged (torn tail dropped, anything else an
- * error).
+ * `snapshot-<seq>.snap` (briefly two during a checkpoint), and with an epoch the `epoch` file.
+ * The state is the newest valid snapshot plus every segment numbered from its `seq` on, which
+ * must all be present; without a snapshot, every segment from 1 on. With epochs, only the
+ * segments and snapshots that count (see `storage-epoch.ts`: seals and epoch order exclude
+ * what a deposed writer added). See `record-codec.ts` for the byte layout (format version 2;
+ * version 1 files are still read) and `log-segment.ts` for how a damaged record is judged
+ * (torn tail dropped, anything else an error).
  */
 export class RowStorage implements RegionStorage {
   readonly #dir: string;
