@@ -23,13 +23,7 @@ import {
   scanSegment,
   segmentName,
 } from './log-segment.js';
-import {
-  FILE_HEADER_BYTES,
-  type FileHeader,
-  parseFileHeader,
-  SEGMENT_MAGIC,
-  type Seal,
-} from './record-codec.js';
+import { FILE_HEADER_BYTES, type FileHeader, SEGMENT_MAGIC, type Seal } from './record-codec.js';
 import type { RegionStorage } from './region-storage.js';
 import {
   parseSnapshotName,
