@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import * as fsp from 'node:fs/promises';
-import { LockIOError } from '../core/errors.js';
+import { isErrno, LockIOError } from '../core/errors.js';
 import {
   encodeFileHeader,
   FILE_HEADER_BYTES,
@@ -74,7 +74,9 @@ export async function writeFully(handle: FileHandle, buf: Uint8Array, position: 
 
 /**
  * The header of the segment or snapshot file at `path` (`magic` says which), or undefined
- * when it cannot be read or parsed (recovery judges such a file when it reads it whole).
+ * when the file is gone or its header is not a valid one (recovery judges such a file when it
+ * reads it whole). Any other read error rejects with an `IO_ERROR`: epochs and seals decide
+ * what counts, so a header is never silently skipped.
  */
 export async function readFileHeader(path: string, magic: string): Promise<FileHeader | undefined> {
   let handle: FileHandle | undefined;
@@ -84,8 +86,11 @@ export async function readFileHeader(path: string, magic: string): Promise<FileH
     const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
     const header = parseFileHeader(buf.subarray(0, bytesRead), magic);
     return 'error' in header ? undefined : header;
-  } catch {
-    return undefined;
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return undefined;
+    throw new LockIOError(`Cannot read the header of ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
   } finally {
     await handle?.close().catch(() => {});
   }
