@@ -220,8 +220,7 @@ export class GroupCommitLog {
         await this.#write(batch);
         // Written (and synced): now, before any of its appends resolves, is this writer still
         // the storage's owner? If it is not, nothing of the batch counts (see storage-epoch.ts).
-        if (this.#fence !== undefined)
-          this.#check(`acknowledge a write to ${segmentName(batch.seq)}`);
+        if (this.#fence !== undefined) this.#check('acknowledge an append batch');
       } catch (err) {
         this.#fail(this.#fencedInstead(err), batch);
         return;
