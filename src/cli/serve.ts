@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { RoleChange } from '../server/ha-role.js';
 import { LocksmithServer } from '../server/server.js';
 import { createLocker } from '../store/create-locker.js';
+import { describe } from '../store/describe-error.js';
 import type { Locker } from '../store/locker.js';
 import {
   durationOption,
@@ -155,14 +156,21 @@ export async function run(args: string[]): Promise<number> {
           ? `locksmith serve: master (token ${change.token}) on ${address}\n`
           : `locksmith serve: slave: waiting for ${change.locker}${change.reason === undefined ? '' : ` (was master: ${change.reason})`}\n`,
       );
-    const status = server.status().ha as { token: number | null };
+    const now = server.status().ha as { token: number | null };
     say(
       server.role === 'master'
-        ? { role: 'master', token: status.token ?? 0, locker: ha.locker.name }
+        ? { role: 'master', token: now.token ?? 0, locker: ha.locker.name }
         : { role: 'slave', locker: ha.locker.name },
     );
     server.on('role', say);
   }
+  let status = 0;
+  server.once('failed', (reason) => {
+    status = 1;
+    process.stdout.write(
+      `locksmith serve: stopped: ${ha?.locker.failIfLocked ? 'another server is master (--fail-if-locked): ' : ''}${describe(reason)}\n`,
+    );
+  });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -176,5 +184,5 @@ export async function run(args: string[]): Promise<number> {
   await server.done;
   for (const signal of STOP_SIGNALS) process.off(signal, stop);
   process.stdout.write('locksmith serve: closed\n');
-  return 0;
+  return status;
 }

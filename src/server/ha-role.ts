@@ -82,13 +82,14 @@ const RESTART_DELAY_MS = 1000;
  * mastership first; on loss (the supervisor's signal, a `FENCED` from the storage, the data
  * directory's lock taken over) it is closed — every session ends with `MASTER_CHANGED` — and
  * the server waits as a slave again. A supervisor that stops for good (the data side failed to
- * open) is replaced after a second, so a server never stays a slave that cannot take over.
+ * open) is replaced after a second, so a server never stays a slave that cannot take over —
+ * unless the locker has `failIfLocked`: then `failed` is emitted (the server closes).
  *
  * Each server writes `<dataDir>/servers/<id>.json` every {@link HEARTBEAT_MS} and reads the
  * others' and `<dataDir>/master.json` (written atomically by each new master), so that status
  * lists its peers and a slave names the master to clients without any I/O on their path.
  */
-export class HaRole extends EventEmitter<{ role: [RoleChange] }> {
+export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown] }> {
   readonly id: string;
   readonly address: string;
   readonly locker: Locker;
@@ -215,6 +216,11 @@ export class HaRole extends EventEmitter<{ role: [RoleChange] }> {
     });
     supervisor.once('stopped', ({ reason }) => {
       if (this.#closed) return;
+      if (this.locker.failIfLocked) {
+        // Asked not to wait: another server is master (or the locker cannot start at all).
+        this.emit('failed', reason);
+        return;
+      }
       process.emitWarning(
         `locksmith serve: the supervisor of ${this.locker.name} stopped (${describe(reason)}); waiting again in ${RESTART_DELAY_MS} ms`,
       );

@@ -167,9 +167,10 @@ function duration(value: unknown, what: string, fallback: number): number {
  * With `ha`, several servers share `dataDir` (docs/server.md, "Master/slave"): each listens
  * and serves its status in every role, but only the master (chosen by the locker) opens the
  * tables and serves sessions; a slave refuses HELLO with `NOT_MASTER`, naming the master. The
- * `role` event tells each change of role.
+ * `role` event tells each change of role; `failed` (then the server closes) that a locker
+ * with `failIfLocked` found another master, or could not start.
  */
-export class LocksmithServer extends EventEmitter<{ role: [RoleChange] }> {
+export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: [unknown] }> {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
@@ -435,6 +436,10 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange] }> {
           DataService.open(settings, mastership, (reason) => mastership.lost(reason)),
       });
       role.on('role', (change) => created.emit('role', change));
+      role.once('failed', (reason) => {
+        created.emit('failed', reason);
+        void created.close();
+      });
       created.#ha = role;
     }
     const host_: ConnectionHost = {

@@ -12,49 +12,12 @@ import { describe, it } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
 import { Get, Put } from '../../src/rows/index.js';
 import { urlOf as databaseUrl, uniqueTable } from '../fixtures/db-servers.js';
-import { type ServeProcess, startServeProcess } from '../fixtures/serve-process.js';
 import { eventually, sleep, tempDir } from '../helpers.js';
+import { type HaServer, haStatus, masterToken, oneCall, startHa } from './ha-fixture.js';
 import { RawClient } from './raw-client.js';
 
 /** Generous: the machine runs other suites; the bound is the locker's, this is the noise. */
 const MARGIN_MS = 3000;
-
-interface HaServer {
-  proc: ServeProcess;
-  httpPort: number;
-  address: string;
-}
-
-async function startHa(dataDir: string, ha: string[]): Promise<HaServer> {
-  const proc = await startServeProcess(dataDir, ['--http-port', '0', ...ha]);
-  const listening = proc.line(/listening on/) ?? '';
-  const httpPort = Number(/status on http:\/\/[^:]+:(\d+)\//.exec(listening)?.[1]);
-  assert.ok(httpPort > 0, listening);
-  return { proc, httpPort, address: `127.0.0.1:${proc.port}` };
-}
-
-/** The token of this server's latest "master (token N)" line, once there is one. */
-function masterToken(server: HaServer): number | undefined {
-  const lines = server.proc.lines.filter((l) => /: master \(token \d+\)/.test(l));
-  const last = lines.at(-1);
-  return last === undefined ? undefined : Number(/token (\d+)/.exec(last)?.[1]);
-}
-
-async function haStatus(server: HaServer): Promise<Record<string, unknown>> {
-  const response = await fetch(`http://127.0.0.1:${server.httpPort}/status`);
-  const status = (await response.json()) as { ha: Record<string, unknown> };
-  return status.ha;
-}
-
-/** HELLO, then `listTables`: resolves once this server serves, else throws. */
-async function oneCall(port: number): Promise<void> {
-  const { raw } = await RawClient.session(port);
-  try {
-    await raw.call('listTables', []);
-  } finally {
-    raw.socket.destroy();
-  }
-}
 
 /**
  * The whole proof for one locker: `ha` are the serve flags, `boundMs` the locker's takeover
