@@ -163,10 +163,8 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
   start(): void {
     this.#emitRole({ role: 'slave', locker: this.locker.name });
     this.#startSupervisor();
-    void this.#beat();
-    this.#heartbeat = setInterval(() => {
-      this.#beating = this.#beating.then(() => this.#beat());
-    }, HEARTBEAT_MS);
+    this.#beatSoon();
+    this.#heartbeat = setInterval(() => this.#beatSoon(), HEARTBEAT_MS);
     this.#heartbeat.unref();
   }
 
@@ -294,7 +292,7 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
     this.#since = since;
     this.#record({ at: since, role: 'master', token, reason: `acquired ${this.locker.name}` });
     this.#emitRole({ role: 'master', token, locker: this.locker.name });
-    void this.#beat();
+    this.#beatSoon();
   }
 
   async #demote(): Promise<void> {
@@ -342,6 +340,11 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
 
   #recordPath(): string {
     return join(this.#dataDir, 'servers', `${this.id}.json`);
+  }
+
+  /** One heartbeat after those under way (so `close` can wait for the last). */
+  #beatSoon(): void {
+    this.#beating = this.#beating.then(() => this.#beat());
   }
 
   /** Writes this server's record, reads the others' and master.json. Never rejects. */

@@ -13,7 +13,14 @@ import { connect } from '../../src/client/locksmith-client.js';
 import { Get, Put } from '../../src/rows/index.js';
 import { urlOf as databaseUrl, uniqueTable } from '../fixtures/db-servers.js';
 import { eventually, sleep, tempDir } from '../helpers.js';
-import { type HaServer, haStatus, masterToken, oneCall, startHa } from './ha-fixture.js';
+import {
+  type HaServer,
+  haStatus,
+  masterToken,
+  oneCall,
+  sqliteLeaseFlags,
+  startHa,
+} from './ha-fixture.js';
 import { RawClient } from './raw-client.js';
 
 /** Generous: the machine runs other suites; the bound is the locker's, this is the noise. */
@@ -156,21 +163,7 @@ describe('master/slave servers: failover after kill -9', { concurrency: false },
     using data = tempDir('locksmith-ha-sqlite-');
     using db = tempDir('locksmith-ha-sqlite-db-');
     // At most one lease after the last renewal, plus one renew period of polling.
-    await failover(
-      'lease-database (SQLite)',
-      data.path,
-      [
-        '--ha',
-        'lease-database',
-        '--db',
-        join(db.path, 'lock.db'),
-        '--lease',
-        '2s',
-        '--renew',
-        '500ms',
-      ],
-      2500,
-    );
+    await failover('lease-database (SQLite)', data.path, sqliteLeaseFlags(db.path), 2500);
   });
 
   it('lease-database on PostgreSQL', async () => {

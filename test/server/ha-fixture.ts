@@ -1,5 +1,6 @@
 // Not a test: `locksmith serve --ha` processes for the master/slave proofs.
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { type ServeProcess, startServeProcess } from '../fixtures/serve-process.js';
 import { RawClient } from './raw-client.js';
 
@@ -38,4 +39,18 @@ export async function oneCall(port: number): Promise<void> {
   } finally {
     raw.socket.destroy();
   }
+}
+
+/** `--ha lease-database` on a SQLite file in `dir`, with a 2 s lease renewed every 500 ms. */
+export function sqliteLeaseFlags(dir: string): string[] {
+  return [
+    '--ha',
+    'lease-database',
+    '--db',
+    join(dir, 'lock.db'),
+    '--lease',
+    '2s',
+    '--renew',
+    '500ms',
+  ];
 }

@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
 import { Get } from '../../src/rows/index.js';
 import { eventually, repoRoot, tempDir } from '../helpers.js';
-import { type HaServer, haStatus, masterToken, startHa } from './ha-fixture.js';
+import { type HaServer, haStatus, masterToken, sqliteLeaseFlags, startHa } from './ha-fixture.js';
 import { RawClient } from './raw-client.js';
 
 /** A put of one cell as the wire carries it (`f:q = value` on `row`). */
@@ -50,16 +50,7 @@ describe('master/slave servers: a paused master', () => {
   }, async () => {
     using data = tempDir('locksmith-ha-paused-');
     using db = tempDir('locksmith-ha-paused-db-');
-    const ha = [
-      '--ha',
-      'lease-database',
-      '--db',
-      join(db.path, 'lock.db'),
-      '--lease',
-      '2s',
-      '--renew',
-      '500ms',
-    ];
+    const ha = sqliteLeaseFlags(db.path);
     const first = await startHa(data.path, ha);
     let second: HaServer | undefined;
     try {
