@@ -364,7 +364,11 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       );
       if (!wasReady) {
         this.#lastFailure = reason;
-        this.#failures.set(label, reason.message);
+        const why = this.#lastError?.message.trim();
+        this.#failures.set(
+          label,
+          `${why ?? (helloSent ? 'the connection closed before the handshake' : 'no connection')}${hint}`,
+        );
       } else {
         this.#retryCurrent = true;
       }
