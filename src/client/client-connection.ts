@@ -532,6 +532,12 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     if (code === 'SESSION_EXPIRED' || code === 'MASTER_CHANGED') {
       // Refused resume (handshake still open), expiry while connected, or a master that
       // stepped down (it ends every session, then closes): a new session next.
+      if (!this.#ready && this.#session === undefined) {
+        // A HELLO that resumed nothing cannot be refused this way: a confused server.
+        this.#lastError = err;
+        socket.destroy();
+        return;
+      }
       this.#loseSession(new LockLostError(err.message, { code }));
       if (!this.#ready) {
         this.#session = undefined;

@@ -295,6 +295,12 @@ describe('client failover: losing the master', () => {
     assert.equal(client.master, label(b.port));
     assert.equal(client.epoch, 0);
     assert.deepEqual(await client.listTables(), ['t']);
+    // A lock of the old session is refused here, never sent to the new master as if held.
+    await assert.rejects(
+      client.table('t').put(new Put('k', { rowLock: lock }).add('f', 'q', 'stale')),
+      { code: 'UNKNOWN_ROW_LOCK' },
+    );
+    assert.equal((await b0.table('t').get(new Get('k'))).isEmpty, true);
   });
 
   for (const answer of ['welcome of another epoch', 'MASTER_CHANGED'] as const) {
