@@ -20,7 +20,7 @@ import { parseServerAddresses } from './server-address.js';
 export interface ConnectOptions {
   /** The server's token (`locksmith serve --token-file`). */
   token?: string | undefined;
-  /** TLS options for a `locksmiths://` address (`ca` for a private certificate, ...). */
+  /** TLS options for `locksmiths://` addresses (`ca` for a private certificate, ...). */
   tls?: TlsOptions | undefined;
   /** The session's lease: how long the server keeps it, and its locks, after losing touch. */
   sessionLeaseMs?: number | undefined;
@@ -30,7 +30,7 @@ export interface ConnectOptions {
   name?: string | undefined;
   /** Round-trip timeout of a call; a lock call adds its wait (default 30 s). */
   callTimeoutMs?: number | undefined;
-  /** How long `connect` keeps trying (default 10 s). */
+  /** How long `connect` keeps trying, over every address given (default 10 s). */
   connectTimeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
   clock?: Clock | undefined;

@@ -201,7 +201,7 @@ describe('client failover: connecting', () => {
 });
 
 describe('client failover: losing the master', () => {
-  it('server A killed with SIGKILL while the client holds a lock: the client fails over to B', async () => {
+  it('server A killed with SIGKILL while the client holds a lock: the client fails over to B', async (t) => {
     using dataA = tempDir('locksmith-failover-a-');
     const a = await startServeProcess(dataA.path);
     try {
@@ -230,9 +230,13 @@ describe('client failover: losing the master', () => {
       client.on('connected', (resumed) => events.push(`connected ${resumed}`));
       const failover = once(client, 'failover') as Promise<[FailoverEvent]>;
 
+      const killedAt = performance.now();
       await a.kill9();
 
       const [event] = await failover;
+      t.diagnostic(
+        `new session on B ${Math.round(performance.now() - killedAt)} ms after the kill`,
+      );
       assert.deepEqual(event, { from: label(a.port), to: label(b.port), epoch: 0 });
       await inFlight;
       assert.equal(lock.signal.aborted, true, 'the lock handle was aborted');
