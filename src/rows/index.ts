@@ -58,7 +58,13 @@ export {
   MAX_VALUE_BYTES,
 } from './row-input.js';
 export { RowLock } from './row-lock.js';
-export type { RowLockOwner } from './row-lock-manager.js';
+export type {
+  DeadlockRecord,
+  RowLockActivity,
+  RowLockOwner,
+  RowLockWaitInfo,
+} from './row-lock-manager.js';
+export type { WaitStep } from './wait-for-graph.js';
 export type {
   BatchStatus,
   RowLockRef,
