@@ -1,0 +1,79 @@
+/**
+ * The dashboard's page (`GET /`): a static shell with no data in it. Everything shown is
+ * fetched from `/status` by `/dashboard.js` and written with `textContent`, so the page itself
+ * is the same for everyone and safe to serve without the token; the Content-Security-Policy
+ * allows only this server's own script and style (no inline code, see http-guard.ts).
+ */
+export const DASHBOARD_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>locksmith</title>
+<link rel="stylesheet" href="/dashboard.css">
+<script src="/dashboard.js" defer></script>
+</head>
+<body>
+<header>
+  <h1>locksmith</h1>
+  <span id="role" class="role">…</span>
+  <span id="headline" class="headline"></span>
+  <span id="live" class="live">connecting…</span>
+</header>
+<section id="gate" class="gate" hidden>
+  <form id="token-form" autocomplete="off">
+    <h2>This server needs its token</h2>
+    <p>The token stays in this tab (sessionStorage) and goes only to this server, as
+      <code>Authorization: Bearer</code>.</p>
+    <input id="token-input" type="password" aria-label="token" placeholder="token">
+    <button id="token-submit" type="submit">Show the dashboard</button>
+    <p id="gate-message" class="gate-message"></p>
+  </form>
+</section>
+<main id="board" hidden>
+  <section class="card" id="overview-card">
+    <h2>This server</h2>
+    <dl id="overview"></dl>
+  </section>
+  <section class="card" id="servers-card">
+    <h2>Servers seen</h2>
+    <div id="servers"></div>
+  </section>
+  <section class="card wide" id="rates-card">
+    <h2>Requests <span id="rates-now" class="aside"></span></h2>
+    <div id="rates"></div>
+  </section>
+  <section class="card" id="handlers-card">
+    <h2>Handlers and lanes</h2>
+    <div id="handlers"></div>
+  </section>
+  <section class="card" id="tables-card">
+    <h2>Tables</h2>
+    <div id="tables"></div>
+  </section>
+  <section class="card wide" id="sessions-card">
+    <h2>Sessions</h2>
+    <div id="sessions"></div>
+  </section>
+  <section class="card wide" id="locks-card">
+    <h2>Held row locks</h2>
+    <div id="locks"></div>
+  </section>
+  <section class="card wide" id="waits-card">
+    <h2>Waiting for a row</h2>
+    <div id="waits"></div>
+    <div id="deadlocks"></div>
+  </section>
+  <section class="card" id="failovers-card">
+    <h2>Failover history</h2>
+    <div id="failovers"></div>
+  </section>
+  <section class="card" id="calls-card">
+    <h2>Calls by method</h2>
+    <div id="calls"></div>
+  </section>
+</main>
+<footer id="footer"></footer>
+</body>
+</html>
+`;
