@@ -10,6 +10,7 @@ export const DASHBOARD_HTML = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>locksmith</title>
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/dashboard.css">
 <script src="/dashboard.js" defer></script>
 </head>
@@ -76,4 +77,12 @@ export const DASHBOARD_HTML = `<!doctype html>
 <footer id="footer"></footer>
 </body>
 </html>
+`;
+
+/** The tab's icon: a padlock. */
+export const DASHBOARD_ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">
+<path d="M10 14v-4a6 6 0 0 1 12 0v4" fill="none" stroke="#111827" stroke-width="3"/>
+<rect x="6" y="14" width="20" height="15" rx="3" fill="#2563eb"/>
+<circle cx="16" cy="21" r="2.5" fill="#fff"/>
+</svg>
 `;

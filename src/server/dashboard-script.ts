@@ -183,7 +183,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
     const locks = arr(s.locks);
     const longest = locks.reduce((m, l) => Math.max(m, l.leaseRemainingMs || 0), 1);
     const rows = locks.map((l) => [
-      l.table, el('span', 'mono', l.row), l.client + ' (' + l.session + ')', num(l.token),
+      l.table, el('span', 'mono', String(l.row).replace(/^row=/, '')), l.client + ' (' + l.session + ')', num(l.token),
       withBar(dur(l.leaseRemainingMs), l.leaseRemainingMs || 0, longest),
     ]);
     put('locks', rows.length ? table([{ title: 'table' }, { title: 'row' }, { title: 'owner' }, { title: 'fencing token', num: true }, { title: 'lease remaining' }], rows) : empty('No row lock held.'));

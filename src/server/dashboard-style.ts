@@ -26,7 +26,7 @@ header h1 { margin: 0; font-size: 19px; letter-spacing: .02em; }
 .role-slave { background: var(--warn); }
 .role-standalone { background: var(--accent); }
 main {
-  display: grid; gap: 14px; padding: 16px 20px;
+  display: grid; gap: 14px; padding: 16px 20px; grid-auto-flow: row dense;
   grid-template-columns: repeat(auto-fill, minmax(360px, 1fr));
 }
 .card {

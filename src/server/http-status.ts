@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { DASHBOARD_HTML } from './dashboard-page.js';
+import { DASHBOARD_HTML, DASHBOARD_ICON } from './dashboard-page.js';
 import { DASHBOARD_JS } from './dashboard-script.js';
 import { DASHBOARD_CSS } from './dashboard-style.js';
 import { allowedHost, SECURITY_HEADERS } from './http-guard.js';
@@ -33,6 +33,8 @@ const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
   '/index.html': { type: 'text/html; charset=utf-8', body: DASHBOARD_HTML },
   '/dashboard.js': { type: 'text/javascript; charset=utf-8', body: DASHBOARD_JS },
   '/dashboard.css': { type: 'text/css; charset=utf-8', body: DASHBOARD_CSS },
+  '/favicon.svg': { type: 'image/svg+xml', body: DASHBOARD_ICON },
+  '/favicon.ico': { type: 'image/svg+xml', body: DASHBOARD_ICON },
 };
 
 /**
