@@ -64,7 +64,6 @@ export type {
   RowLockOwner,
   RowLockWaitInfo,
 } from './row-lock-manager.js';
-export type { WaitStep } from './wait-for-graph.js';
 export type {
   BatchStatus,
   RowLockRef,
@@ -72,3 +71,4 @@ export type {
   TableCallOptions,
   TableRowLock,
 } from './table.js';
+export type { WaitStep } from './wait-for-graph.js';

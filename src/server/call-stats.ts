@@ -86,7 +86,11 @@ export class CallStats {
     }
     const interval = Math.floor(nowMs / RATE_INTERVAL_MS);
     if (interval > this.#interval) {
-      for (let i = this.#interval + 1; i <= Math.min(interval, this.#interval + RATE_BUCKETS); i++) {
+      for (
+        let i = this.#interval + 1;
+        i <= Math.min(interval, this.#interval + RATE_BUCKETS);
+        i++
+      ) {
         this.#calls[i % RATE_BUCKETS] = 0;
         this.#errors[i % RATE_BUCKETS] = 0;
       }

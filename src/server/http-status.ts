@@ -195,7 +195,11 @@ export class HttpStatus {
             send(500, 'text/plain; charset=utf-8', `metrics failed: ${(err as Error).message}\n`),
         );
       } else {
-        send(404, 'text/plain; charset=utf-8', 'Not found: GET / (dashboard), /status or /metrics\n');
+        send(
+          404,
+          'text/plain; charset=utf-8',
+          'Not found: GET / (dashboard), /status or /metrics\n',
+        );
       }
     });
     server.on('clientError', (_err, socket) => socket.destroy());

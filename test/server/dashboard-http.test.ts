@@ -75,7 +75,10 @@ describe('dashboard over HTTP', () => {
     assert.doesNotMatch(DASHBOARD_HTML, /\sstyle=|\son[a-z]+=/);
     assert.match(DASHBOARD_HTML, /<script src="\/dashboard\.js" defer><\/script>/);
     // The script writes text, never HTML, and calls nothing but GET /status.
-    assert.doesNotMatch(DASHBOARD_JS, /innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(/);
+    assert.doesNotMatch(
+      DASHBOARD_JS,
+      /innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(/,
+    );
     assert.deepEqual(DASHBOARD_JS.match(/fetch\('[^']*'/g), ["fetch('/status'"]);
   });
 
@@ -155,11 +158,19 @@ describe('dashboard over HTTP', () => {
     const res = await get(server.httpPort as number, '/status');
     const status = JSON.parse(res.body) as {
       rates: { intervalMs: number; now: number; buckets: { at: number; calls: number }[] };
-      waits: { table: string; row: string; waiter: { client: string }; holder: { client: string } }[];
+      waits: {
+        table: string;
+        row: string;
+        waiter: { client: string };
+        holder: { client: string };
+      }[];
       waiting: number;
       deadlocks: {
         detected: number;
-        last: { table: string; cycle: { waiter: { client: string; session: string }; row: string }[] };
+        last: {
+          table: string;
+          cycle: { waiter: { client: string; session: string }; row: string }[];
+        };
       };
       sessions: { client: string; leaseMs: number; leaseRemainingMs: number }[];
     };

@@ -34,6 +34,8 @@ async function openPage(browser: Browser, url: string): Promise<{ page: Page; er
   return { page, errors };
 }
 
+/** The text an operator sees (rendered: hidden parts excluded). */
+// biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
 const text = (page: Page, selector: string) => page.locator(selector).innerText();
 
 describe('dashboard in headless Chromium', { skip: missing }, () => {
@@ -108,7 +110,10 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     await held.close();
     const got = await waiting;
     await page.locator('#waits', { hasText: 'Nobody waits' }).waitFor({ timeout: 15_000 });
-    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-standalone-live.png'), fullPage: true });
+    await page.screenshot({
+      path: join(ARTIFACTS, 'dashboard-standalone-live.png'),
+      fullPage: true,
+    });
     assert.deepEqual(errors, []);
     await page.close();
     await got.close();
