@@ -26,7 +26,7 @@ export const DASHBOARD_HTML = `<!doctype html>
     <h2>This server needs its token</h2>
     <p>The token stays in this tab (sessionStorage) and goes only to this server, as
       <code>Authorization: Bearer</code>.</p>
-    <input id="token-input" type="password" aria-label="token" placeholder="token">
+    <input id="token-input" type="password" autocomplete="off" aria-label="token" placeholder="token">
     <button id="token-submit" type="submit">Show the dashboard</button>
     <p id="gate-message" class="gate-message"></p>
   </form>
@@ -36,7 +36,7 @@ export const DASHBOARD_HTML = `<!doctype html>
     <h2>This server</h2>
     <dl id="overview"></dl>
   </section>
-  <section class="card" id="servers-card">
+  <section class="card wide" id="servers-card">
     <h2>Servers seen</h2>
     <div id="servers"></div>
   </section>
@@ -65,7 +65,7 @@ export const DASHBOARD_HTML = `<!doctype html>
     <div id="waits"></div>
     <div id="deadlocks"></div>
   </section>
-  <section class="card" id="failovers-card">
+  <section class="card wide" id="failovers-card">
     <h2>Failover history</h2>
     <div id="failovers"></div>
   </section>

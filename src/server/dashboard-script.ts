@@ -39,14 +39,15 @@ export const DASHBOARD_JS = String.raw`'use strict';
   function table(columns, rows, total) {
     const t = el('table');
     const head = el('tr');
-    for (const c of columns) head.append(el('th', c.num ? 'num' : '', c.title));
+    const cls = (c) => (c && c.num ? 'num' : c && c.wrap ? 'wrap' : '');
+    for (const c of columns) head.append(el('th', cls(c), c.title));
     t.append(el('thead'));
     t.tHead.append(head);
     const body = el('tbody');
     for (const row of rows.slice(0, MAX_ROWS)) {
       const tr = el('tr');
       row.forEach((cell, i) => {
-        const td = el('td', columns[i] && columns[i].num ? 'num' : '');
+        const td = el('td', cls(columns[i]));
         if (cell instanceof Node) td.append(cell);
         else td.textContent = cell === undefined || cell === null ? '—' : String(cell);
         tr.append(td);
@@ -97,7 +98,9 @@ export const DASHBOARD_JS = String.raw`'use strict';
   function clock(at) {
     if (typeof at !== 'number' && typeof at !== 'string') return '—';
     const d = new Date(at);
-    return isNaN(d.getTime()) ? String(at) : d.toLocaleString();
+    if (isNaN(d.getTime())) return String(at);
+    // Today: the time is enough; otherwise the date too.
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
   }
   function ago(at, now) {
     const t = new Date(at).getTime();
@@ -112,6 +115,11 @@ export const DASHBOARD_JS = String.raw`'use strict';
   function roleOf(s) {
     return s.ha && typeof s.ha.role === 'string' ? s.ha.role : 'standalone';
   }
+  /** The mastership token, when this server is part of a master/slave set and has one. */
+  function tokenOf(s) {
+    const t = s.ha && s.ha.token;
+    return roleOf(s) !== 'standalone' && (typeof t === 'number' || typeof t === 'string') ? t : undefined;
+  }
 
   function renderHeader(s, now) {
     const role = roleOf(s);
@@ -119,7 +127,8 @@ export const DASHBOARD_JS = String.raw`'use strict';
     r.textContent = role;
     r.className = 'role role-' + (['master', 'slave', 'standalone'].includes(role) ? role : 'other');
     const parts = [s.server || 'locksmith', (s.ha && s.ha.address) || s.listening || ''];
-    if (s.ha && s.ha.token !== undefined && s.ha.token !== null) parts.push('token ' + s.ha.token);
+    if (tokenOf(s) !== undefined) parts.push('token ' + tokenOf(s));
+    if (role === 'slave') parts.push(s.ha.master ? 'master at ' + s.ha.master.address : 'no master known');
     $('headline').textContent = parts.filter(Boolean).join(' · ');
     document.title = 'locksmith ' + role + ' · ' + (s.listening || '');
     const since = s.ha && s.ha.since !== undefined ? s.ha.since : now - (s.uptimeMs || 0);
@@ -131,7 +140,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
     const items = [
       ['role', roleOf(s)],
       ['since', clock(since) + ago(since, now)],
-      ['mastership token', ha && ha.token !== undefined ? String(ha.token) : 'none (standalone)'],
+      ['mastership token', tokenOf(s) !== undefined ? String(tokenOf(s)) : roleOf(s) === 'standalone' ? 'none (standalone)' : 'none yet'],
       ['listening', s.listening],
       ['advertised', ha && ha.address],
       ['master', ha && ha.master ? ha.master.address + ' (token ' + ha.master.token + ', since ' + clock(ha.master.since) + ')' : roleOf(s) === 'slave' ? 'unknown' : undefined],
@@ -153,12 +162,12 @@ export const DASHBOARD_JS = String.raw`'use strict';
 
   function renderServers(s, now) {
     const ha = s.ha;
-    if (!ha || !Array.isArray(ha.peers)) {
+    if (!ha || !Array.isArray(ha.peers) || (roleOf(s) === 'standalone' && !ha.peers.length)) {
       put('servers', empty('Standalone: no other servers (start with serve --ha to run master/slave).'));
       return;
     }
     const rows = ha.peers.map((p) => [
-      p.id, p.address, tag(p.role, p.role === 'master' ? 'on' : ''), clock(p.seenAt) + ago(p.seenAt, now),
+      p.id, p.address + (p.address === ha.address ? ' (this server)' : ''), tag(p.role, p.role === 'master' ? 'on' : ''), clock(p.seenAt) + ago(p.seenAt, now),
     ]);
     put('servers', rows.length ? table([{ title: 'id' }, { title: 'address' }, { title: 'role' }, { title: 'last seen' }], rows) : empty('No other server seen yet.'));
   }
@@ -238,12 +247,12 @@ export const DASHBOARD_JS = String.raw`'use strict';
 
   function renderFailovers(s, now) {
     const ha = s.ha;
-    if (!ha || !Array.isArray(ha.failovers)) {
+    if (!ha || !Array.isArray(ha.failovers) || (roleOf(s) === 'standalone' && !ha.failovers.length)) {
       put('failovers', empty('Standalone: no failover history.'));
       return;
     }
-    const rows = ha.failovers.slice().reverse().map((f) => [clock(f.at) + ago(f.at, now), f.role, num(f.token), f.reason]);
-    put('failovers', rows.length ? table([{ title: 'when' }, { title: 'became' }, { title: 'token', num: true }, { title: 'why' }], rows) : empty('No failover yet.'));
+    const rows = ha.failovers.slice().reverse().map((f) => [clock(f.at) + ago(f.at, now), f.role, f.token === null || f.token === undefined ? '—' : num(f.token), f.reason]);
+    put('failovers', rows.length ? table([{ title: 'when' }, { title: 'became' }, { title: 'token', num: true }, { title: 'why', wrap: true }], rows) : empty('No failover yet.'));
   }
 
   // ---- the rate chart: plain SVG ------------------------------------------------------------

@@ -40,6 +40,7 @@ main {
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 4px 8px 4px 0; border-bottom: 1px solid var(--line); white-space: nowrap; }
 th { font-size: 12px; color: var(--muted); font-weight: 600; }
+td.wrap { white-space: normal; min-width: 14em; overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .empty { color: var(--muted); font-style: italic; margin: 4px 0; }
 .more { color: var(--muted); font-size: 12px; }
@@ -47,7 +48,7 @@ dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 14px; margi
 dt { color: var(--muted); }
 dd { margin: 0; font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
-.bar { display: inline-block; width: 90px; height: 8px; background: var(--line); border-radius: 4px; vertical-align: middle; margin-right: 6px; }
+.bar { display: inline-block; width: 70px; height: 8px; background: var(--line); border-radius: 4px; vertical-align: middle; margin-right: 6px; }
 .bar > span { display: block; height: 100%; border-radius: 4px; background: var(--accent); }
 .bar.hot > span { background: var(--bad); }
 .tag { font-size: 11px; padding: 1px 6px; border-radius: 4px; background: var(--line); }

@@ -59,6 +59,10 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     await using a = await client(server, { name: 'holder-app' });
     await using b = await client(server, { name: 'waiter-app' });
     await using c = await client(server, { name: 'third-app' });
+    // A client name is the client's to choose: the page shows it as text, never as markup.
+    const hostile = '<img src=x onerror="window.pwned=1">';
+    await using h = await client(server, { name: hostile });
+    await h.listTables();
     await a.createTable('accounts', ['balance', 'audit']);
     const accounts = a.table('accounts');
     for (let i = 0; i < 20; i++) await accounts.put(new Put(`user${i}`).add('balance', 'v', '1'));
@@ -91,7 +95,11 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     assert.match(waits, /alice/);
     assert.match(waits, /holder-app/, 'the waiter row names the holder');
     assert.match(await text(page, '#deadlocks'), /Deadlocks caught: 1\b/);
-    assert.match(await text(page, '#sessions'), /waiter-app/);
+    const sessions = await text(page, '#sessions');
+    assert.match(sessions, /waiter-app/);
+    assert.ok(sessions.includes(hostile), 'the hostile name is shown as text');
+    assert.equal(await page.locator('#sessions img').count(), 0);
+    assert.equal(await page.evaluate('window.pwned'), undefined);
     assert.match(await text(page, '#handlers'), /handler/);
     const points = await page.locator('#rate-chart circle.pt').count();
     assert.ok(points >= 1, `the chart has ${points} points`);
