@@ -4,6 +4,32 @@
  * is the same for everyone and safe to serve without the token; the Content-Security-Policy
  * allows only this server's own script and style (no inline code, see http-guard.ts).
  */
+/** A card of the board: its title, and the element the script fills (`id`). */
+function card(id: string, title: string, wide: boolean, body = `<div id="${id}"></div>`): string {
+  return `  <section class="card${wide ? ' wide' : ''}" id="${id}-card">
+    <h2>${title}</h2>
+    ${body}
+  </section>`;
+}
+
+const CARDS = [
+  card('overview', 'This server', false, '<dl id="overview"></dl>'),
+  card('servers', 'Servers seen', true),
+  card('rates', 'Requests <span id="rates-now" class="aside"></span>', true),
+  card('handlers', 'Handlers and lanes', false),
+  card('tables', 'Tables', false),
+  card('sessions', 'Sessions', true),
+  card('locks', 'Held row locks', true),
+  card(
+    'waits',
+    'Waiting for a row',
+    true,
+    '<div id="waits"></div>\n    <div id="deadlocks"></div>',
+  ),
+  card('failovers', 'Failover history', true),
+  card('calls', 'Calls by method', false),
+].join('\n');
+
 export const DASHBOARD_HTML = `<!doctype html>
 <html lang="en">
 <head>
@@ -32,47 +58,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   </form>
 </section>
 <main id="board" hidden>
-  <section class="card" id="overview-card">
-    <h2>This server</h2>
-    <dl id="overview"></dl>
-  </section>
-  <section class="card wide" id="servers-card">
-    <h2>Servers seen</h2>
-    <div id="servers"></div>
-  </section>
-  <section class="card wide" id="rates-card">
-    <h2>Requests <span id="rates-now" class="aside"></span></h2>
-    <div id="rates"></div>
-  </section>
-  <section class="card" id="handlers-card">
-    <h2>Handlers and lanes</h2>
-    <div id="handlers"></div>
-  </section>
-  <section class="card" id="tables-card">
-    <h2>Tables</h2>
-    <div id="tables"></div>
-  </section>
-  <section class="card wide" id="sessions-card">
-    <h2>Sessions</h2>
-    <div id="sessions"></div>
-  </section>
-  <section class="card wide" id="locks-card">
-    <h2>Held row locks</h2>
-    <div id="locks"></div>
-  </section>
-  <section class="card wide" id="waits-card">
-    <h2>Waiting for a row</h2>
-    <div id="waits"></div>
-    <div id="deadlocks"></div>
-  </section>
-  <section class="card wide" id="failovers-card">
-    <h2>Failover history</h2>
-    <div id="failovers"></div>
-  </section>
-  <section class="card" id="calls-card">
-    <h2>Calls by method</h2>
-    <div id="calls"></div>
-  </section>
+${CARDS}
 </main>
 <footer id="footer"></footer>
 </body>
