@@ -13,6 +13,7 @@ import { Connection, type ConnectionHost, type ConnectionLimits } from './connec
 import { Dispatcher, type DispatchLimits } from './dispatch.js';
 import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
+import { lockWaitStatus } from './lock-wait-status.js';
 import { ScannerRegistry } from './scanner-registry.js';
 import type { Session } from './session.js';
 import { SessionRegistry } from './session-registry.js';
@@ -398,6 +399,7 @@ export class LocksmithServer {
       client: s.client,
       connected: s.sink !== undefined,
       leaseMs: s.leaseMs,
+      leaseRemainingMs: Math.round(this.sessions.leaseRemainingMs(s)),
       locks: s.locks.size,
       waiting: s.waiting,
       scanners: s.scanners.size,
@@ -441,6 +443,8 @@ export class LocksmithServer {
         failed: Object.fromEntries(this.calls.failed),
         perSecond: this.calls.perSecond(60),
       },
+      rates: this.calls.rates(),
+      ...lockWaitStatus(this.catalog.entries()),
     };
   }
 
