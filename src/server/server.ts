@@ -21,6 +21,7 @@ import type { DispatchLimits } from './dispatch.js';
 import { type HaOptions, HaRole, type HaStatus, type RoleChange } from './ha-role.js';
 import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
+import { lockWaitStatus } from './lock-wait-status.js';
 import type { ScannerRegistry } from './scanner-registry.js';
 import type { SessionRegistry } from './session-registry.js';
 import type { TableCatalog } from './table-catalog.js';
@@ -487,6 +488,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       client: s.client,
       connected: s.sink !== undefined,
       leaseMs: s.leaseMs,
+      leaseRemainingMs: Math.round(data?.sessions.leaseRemainingMs(s) ?? 0),
       locks: s.locks.size,
       waiting: s.waiting,
       scanners: s.scanners.size,
@@ -533,6 +535,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
         failed: Object.fromEntries(this.calls.failed),
         perSecond: this.calls.perSecond(60),
       },
+      rates: this.calls.rates(),
+      ...lockWaitStatus(data?.catalog.entries() ?? []),
       ha: this.#haStatus(),
     };
   }
