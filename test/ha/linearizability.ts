@@ -118,9 +118,9 @@ export function checkHistory(history: readonly Op[], options: CheckOptions = {})
   };
   const byKey = new Map<string, Op[]>();
   for (const op of history) {
-    let ops = byKey.get(op.key);
-    if (ops === undefined) byKey.set(op.key, (ops = []));
-    ops.push(op);
+    const ops = byKey.get(op.key);
+    if (ops === undefined) byKey.set(op.key, [op]);
+    else ops.push(op);
   }
   for (const [key, ops] of [...byKey].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const incrs = ops.some((op) => op.op === 'incr');
@@ -157,28 +157,28 @@ function checkCounter(
     (op) => op.invokeAt,
   );
   const reads = ops.filter((op) => op.op === 'read' && op.outcome === 'ok');
-  const valueOf = (op: Op) => op.result ?? 0;
+  const counterValue = (op: Op) => op.result ?? 0;
   // Every ok observation of the counter, by completion: bounds for whatever follows it.
   const seen = new Timeline([...okIncrs, ...reads], (op) => op.completeAt);
-  const maxSeen = prefixMax(seen.items, valueOf);
+  const maxSeen = prefixMax(seen.items, counterValue);
   const acked = new Timeline(okIncrs, (op) => op.completeAt);
   const lastIncrCompleted = incrs.reduce((max, op) => Math.max(max, op.completeAt), -Infinity);
 
   const first = new Map<number, Op>();
   for (const op of okIncrs) {
-    const other = first.get(valueOf(op));
-    if (other === undefined) first.set(valueOf(op), op);
+    const other = first.get(counterValue(op));
+    if (other === undefined) first.set(counterValue(op), op);
     else
       report(
         'duplicate-increment',
-        `two acknowledged increments of ${key} both returned ${valueOf(op)}: one was applied twice, or one was lost`,
+        `two acknowledged increments of ${key} both returned ${counterValue(op)}: one was applied twice, or one was lost`,
         [op, other],
       );
   }
 
   for (const op of [...okIncrs, ...reads]) {
     const isIncr = op.op === 'incr';
-    const v = valueOf(op);
+    const v = counterValue(op);
     const before = op.invokeAt - slack;
     const max = maxSeen[seen.countBefore(before)];
     const ackedBefore = acked.countBefore(before);
@@ -188,10 +188,10 @@ function checkCounter(
       : op.invokeAt - slack > lastIncrCompleted
         ? `the final value of ${key} is ${v}`
         : `a read of ${key} returned ${v}`;
-    if (max !== undefined && (isIncr ? v <= valueOf(max) : v < valueOf(max))) {
+    if (max !== undefined && (isIncr ? v <= counterValue(max) : v < counterValue(max))) {
       report(
         'counter-order',
-        `${what}, but ${max.op === 'incr' ? 'an increment' : 'a read'} that completed before it was invoked had already ${max.op === 'incr' ? 'returned' : 'read'} ${valueOf(max)}: the counter went back in time`,
+        `${what}, but ${max.op === 'incr' ? 'an increment' : 'a read'} that completed before it was invoked had already ${max.op === 'incr' ? 'returned' : 'read'} ${counterValue(max)}: the counter went back in time`,
         [op, max],
       );
     } else if (v < ackedBefore + (isIncr ? 1 : 0)) {
@@ -223,7 +223,7 @@ function checkCounter(
     ok: okIncrs.length,
     info: incrs.filter((op) => op.outcome === 'info').length,
     fail: incrs.filter((op) => op.outcome === 'fail').length,
-    ...(final === undefined ? {} : { final: valueOf(final) }),
+    ...(final === undefined ? {} : { final: counterValue(final) }),
   });
 }
 
