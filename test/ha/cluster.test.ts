@@ -112,7 +112,7 @@ describe('cluster harness on a standalone server', () => {
       (op) => op.op === 'incr' && op.outcome === 'ok' && op.key === 'ctr-0',
     );
     assert.ok(x !== undefined && y !== undefined);
-    const twice = history.map((op) => (op === y ? { ...op, result: x.result } : op));
+    const twice = history.map((op) => (op === y ? { ...op, result: x.result as number } : op));
     assert.ok(checkHistory(twice).violations.some((v) => v.kind === 'duplicate-increment'));
   });
 });
