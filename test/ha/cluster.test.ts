@@ -5,34 +5,14 @@
  * server, and their histories pass the linearizability checker with the final counter values.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
 import { Get, Put } from '../../src/rows/index.js';
-import { exitOf, orphanProof, repoRoot, sleep, tempDir } from '../helpers.js';
-import { Cluster } from './cluster.js';
+import { sleep, tempDir } from '../helpers.js';
+import { Cluster, runWorkload } from './cluster.js';
 import { type Op, readHistories } from './history.js';
 import { checkHistory, formatViolations, summarize } from './linearizability.js';
-
-const workloadScript = join(repoRoot, 'dist-test/test/ha/workload-client.js');
-
-/** Runs a workload client to its end; resolves with its stdout, rejects if it exits non-zero. */
-export async function runWorkload(args: string[]): Promise<string> {
-  const proc = orphanProof(
-    spawn(process.execPath, [workloadScript, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }),
-  );
-  let output = '';
-  proc.stdout?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  proc.stderr?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  const { code, signal } = await exitOf(proc);
-  if (code !== 0) throw new Error(`workload client exited ${signal ?? code}: ${output}`);
-  return output;
-}
 
 describe('cluster harness on a standalone server', () => {
   it('starts, finds, pauses, resumes, kills and restarts a server; its data survives', async () => {

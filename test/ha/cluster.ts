@@ -5,7 +5,8 @@
 // harness needs nothing of the servers' output, which it keeps for failure messages.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
-import { cliPath, exitOf, orphanProof, sleep } from '../helpers.js';
+import { join } from 'node:path';
+import { cliPath, exitOf, orphanProof, repoRoot, sleep } from '../helpers.js';
 
 export type MemberState = 'running' | 'paused' | 'killed' | 'stopped';
 
@@ -272,4 +273,25 @@ export class Cluster implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
+}
+
+const workloadScript = join(repoRoot, 'dist-test/test/ha/workload-client.js');
+
+/**
+ * Runs a workload client (workload-client.ts) to its end; resolves with its output, rejects
+ * if it exits non-zero.
+ */
+export async function runWorkload(args: readonly string[]): Promise<string> {
+  const proc = orphanProof(
+    spawn(process.execPath, [workloadScript, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
+  let output = '';
+  for (const stream of [proc.stdout, proc.stderr]) {
+    stream?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+  }
+  const { code, signal } = await exitOf(proc);
+  if (code !== 0) throw new Error(`workload client exited ${signal ?? code}: ${output}`);
+  return output;
 }
