@@ -54,6 +54,8 @@ interface Scenario {
   faults: Fault[];
   /** How long a paused master stays paused. */
   pauseMs: number;
+  /** The pause after each fault before the next one (default 1.5 s). */
+  settleMs?: number;
   clients?: number;
   env?: Record<string, string>;
   database?: PrivateDatabaseServer;
@@ -112,7 +114,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
       await sleep(1_000);
       await scenario.database.start();
     }
-    await sleep(1_500);
+    await sleep(scenario.settleMs ?? 1_500);
   }
   const outputs = await Promise.all(clients);
   tokens.add((await cluster.master(30_000)).token);
