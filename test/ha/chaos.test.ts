@@ -150,15 +150,29 @@ function assertLinearizable(outcome: Outcome, minFailovers: number): void {
   assert.ok(acknowledged >= 50, `only ${acknowledged} increments acknowledged\n${outcome.output}`);
 }
 
-/** The lease-database flags on a private PostgreSQL server, or SQLite in `dir` without one. */
-async function leaseDatabase(
+/**
+ * `chaos` with the lease-database locker: on a private PostgreSQL server, whose crash and
+ * restart joins `faults` as `database`; on SQLite in `dir` without one.
+ */
+async function leaseDatabaseChaos(
+  t: TestContext,
   dir: string,
-): Promise<{ ha: string[]; database: PrivateDatabaseServer | undefined }> {
+  scenario: Omit<Scenario, 'ha' | 'database'>,
+): Promise<Outcome> {
   const database =
     postgresMissing === undefined ? await PrivateDatabaseServer.create('postgres') : undefined;
-  const url = database?.url ?? `sqlite:${join(dir, 'lock.db')}`;
-  const lease = ['--lease', `${LEASE_MS}ms`, '--renew', '500ms'];
-  return { ha: ['--ha', 'lease-database', '--db', url, ...lease], database };
+  try {
+    const url = database?.url ?? `sqlite:${join(dir, 'lock.db')}`;
+    const lease = ['--lease', `${LEASE_MS}ms`, '--renew', '500ms'];
+    return await chaos(t, dir, {
+      ...scenario,
+      ha: ['--ha', 'lease-database', '--db', url, ...lease],
+      faults: scenario.faults.filter((f) => f !== 'database' || database !== undefined),
+      ...(database === undefined ? {} : { database }),
+    });
+  } finally {
+    await database?.[Symbol.asyncDispose]();
+  }
 }
 
 describe('linearizability through failovers (issue 11)', { concurrency: false }, () => {
@@ -180,18 +194,11 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
-    const { ha, database } = await leaseDatabase(dir.path);
-    try {
-      const outcome = await chaos(t, dir.path, {
-        ha,
-        faults: database === undefined ? ['kill', 'pause'] : ['kill', 'pause', 'database'],
-        pauseMs: LEASE_MS + 1_000,
-        ...(database === undefined ? {} : { database }),
-      });
-      assertLinearizable(outcome, 3);
-    } finally {
-      await database?.[Symbol.asyncDispose]();
-    }
+    const outcome = await leaseDatabaseChaos(t, dir.path, {
+      faults: ['kill', 'pause', 'database'],
+      pauseMs: LEASE_MS + 1_000,
+    });
+    assertLinearizable(outcome, 3);
   });
 
   it('broken fencing (LOCKSMITH_UNSAFE_SKIP_FENCING=1): the checker reports violations', {
@@ -199,25 +206,19 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
-    const { ha, database } = await leaseDatabase(dir.path);
-    try {
-      // Pauses only: the ex-master resuming mid-write is what fencing is for. More clients,
-      // so that the master has calls in flight when it stops.
-      const outcome = await chaos(t, dir.path, {
-        ha,
-        faults: ['pause'],
-        pauseMs: LEASE_MS + 1_000,
-        clients: 8,
-        env: { LOCKSMITH_UNSAFE_SKIP_FENCING: '1' },
-        ...(database === undefined ? {} : { database }),
-      });
-      t.diagnostic(formatViolations(outcome.result.violations, 5));
-      assert.ok(
-        outcome.result.violations.length > 0,
-        `broken fencing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
-      );
-    } finally {
-      await database?.[Symbol.asyncDispose]();
-    }
+    // Pauses only, as many as fit: the ex-master resuming mid-write is what fencing is for.
+    // More clients, so that the master has calls in flight when it stops.
+    const outcome = await leaseDatabaseChaos(t, dir.path, {
+      faults: ['pause'],
+      pauseMs: LEASE_MS + 1_000,
+      settleMs: 500,
+      clients: 8,
+      env: { LOCKSMITH_UNSAFE_SKIP_FENCING: '1' },
+    });
+    t.diagnostic(formatViolations(outcome.result.violations, 5));
+    assert.ok(
+      outcome.result.violations.length > 0,
+      `broken fencing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
+    );
   });
 });
