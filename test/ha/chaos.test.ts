@@ -47,6 +47,17 @@ const DURATION_MS = 20_000;
 
 type Fault = 'kill' | 'pause' | 'database';
 
+/**
+ * With the lease-database locker, a slave tries for the lease once per lease: a master paused
+ * (or down) for lease + 1 s may well take it back itself when it resumes. Paused (down) for two
+ * leases + 1 s, a slave takes over first, so a new master writes while the old one is stopped.
+ */
+const LEASE_FAULTS = {
+  pauseMs: 2 * LEASE_MS + 1_000,
+  downMs: 2 * LEASE_MS + 1_000,
+  durationMs: 30_000,
+};
+
 interface Scenario {
   /** `--ha …` flags of every server. */
   ha: string[];
@@ -56,6 +67,10 @@ interface Scenario {
   pauseMs: number;
   /** The pause after each fault before the next one (default 1.5 s). */
   settleMs?: number;
+  /** How long a killed master stays down before it is started again (default 1 s). */
+  downMs?: number;
+  /** How long the clients run (default {@link DURATION_MS}). */
+  durationMs?: number;
   clients?: number;
   env?: Record<string, string>;
   database?: PrivateDatabaseServer;
@@ -76,9 +91,12 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     args: scenario.ha,
     ...(scenario.env === undefined ? {} : { env: scenario.env }),
   });
+  const durationMs = scenario.durationMs ?? DURATION_MS;
   const tokens = new Set<number | undefined>();
+  const servers = new Set<number>();
   const first = await cluster.master(30_000);
   tokens.add(first.token);
+  servers.add(first.index);
   {
     await using client = await connect(first.url);
     await client.createTable('chaos', ['f']);
@@ -89,21 +107,22 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
   const clients = names.map((name, i) =>
     runWorkload([
       ...common,
-      ...['--client', name, '--duration', String(DURATION_MS), '--out', files[i] as string],
+      ...['--client', name, '--duration', String(durationMs), '--out', files[i] as string],
       ...['--peers', names.join(','), '--seed', String(i + 1)],
     ]),
   );
   const faults: string[] = [];
-  const end = Date.now() + DURATION_MS - 2_000;
+  const end = Date.now() + durationMs - 2_000;
   await sleep(1_500);
   for (let n = 0; Date.now() < end; n++) {
     const fault = scenario.faults[n % scenario.faults.length] as Fault;
     const master = await cluster.master(30_000);
     tokens.add(master.token);
+    servers.add(master.index);
     faults.push(`${fault} ${master.index} (token ${master.token})`);
     if (fault === 'kill') {
       await cluster.kill9(master.index);
-      await sleep(1_000);
+      await sleep(scenario.downMs ?? 1_000);
       await cluster.restart(master.index);
     } else if (fault === 'pause') {
       cluster.pause(master.index);
@@ -117,7 +136,9 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     await sleep(scenario.settleMs ?? 1_500);
   }
   const outputs = await Promise.all(clients);
-  tokens.add((await cluster.master(30_000)).token);
+  const last = await cluster.master(30_000);
+  tokens.add(last.token);
+  servers.add(last.index);
   const finalFile = join(dataDir, 'final.jsonl');
   await runWorkload([...common, '--client', 'final', '--out', finalFile, '--final']);
   const result = checkHistory(readHistories([...files, finalFile]), {
@@ -130,7 +151,9 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     faults,
     output: `${outputs.join('')}\n${cluster.output(15)}`,
   };
-  t.diagnostic(`faults: ${faults.join(', ')}; failovers ${outcome.failovers}`);
+  t.diagnostic(
+    `faults: ${faults.join(', ')}; failovers ${outcome.failovers}; masters were servers ${[...servers].join(', ')}`,
+  );
   t.diagnostic(summarize(result).replaceAll('\n', '; '));
   return outcome;
 }
@@ -196,7 +219,7 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
     using dir = tempDir();
     const outcome = await leaseDatabaseChaos(t, dir.path, {
       faults: ['kill', 'pause', 'database'],
-      pauseMs: LEASE_MS + 1_000,
+      ...LEASE_FAULTS,
     });
     assertLinearizable(outcome, 3);
   });
@@ -210,7 +233,7 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
     // More clients, so that the master has calls in flight when it stops.
     const outcome = await leaseDatabaseChaos(t, dir.path, {
       faults: ['pause'],
-      pauseMs: LEASE_MS + 1_000,
+      ...LEASE_FAULTS,
       settleMs: 500,
       clients: 8,
       env: { LOCKSMITH_UNSAFE_SKIP_FENCING: '1' },
