@@ -69,6 +69,8 @@ interface Scenario {
   settleMs?: number;
   /** How long a killed master stays down before it is started again (default 1 s). */
   downMs?: number;
+  /** The clients' per-operation timeout (default 5 s). */
+  opTimeoutMs?: number;
   /** How long the clients run (default {@link DURATION_MS}). */
   durationMs?: number;
   clients?: number;
@@ -109,6 +111,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
       ...common,
       ...['--client', name, '--duration', String(durationMs), '--out', files[i] as string],
       ...['--peers', names.join(','), '--seed', String(i + 1)],
+      ...['--op-timeout', String(scenario.opTimeoutMs ?? 5_000)],
     ]),
   );
   const faults: string[] = [];
@@ -230,12 +233,14 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
   }, async (t) => {
     using dir = tempDir();
     // Pauses only, as many as fit: the ex-master resuming mid-write is what fencing is for.
-    // More clients, so that the master has calls in flight when it stops.
+    // More clients, so that the master has calls in flight when it stops, and a timeout longer
+    // than the pause, so that they still wait for the answer when it resumes.
     const outcome = await leaseDatabaseChaos(t, dir.path, {
       faults: ['pause'],
       ...LEASE_FAULTS,
       settleMs: 500,
       clients: 8,
+      opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
       env: { LOCKSMITH_UNSAFE_SKIP_FENCING: '1' },
     });
     t.diagnostic(formatViolations(outcome.result.violations, 5));
