@@ -243,7 +243,8 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
       opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
       env: { LOCKSMITH_UNSAFE_SKIP_FENCING: '1' },
     });
-    t.diagnostic(formatViolations(outcome.result.violations, 5));
+    for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
+      t.diagnostic(line);
     assert.ok(
       outcome.result.violations.length > 0,
       `broken fencing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,

@@ -9,7 +9,6 @@
 // client process must end cleanly (not be killed) for its history to be whole: an operation
 // missing from a history could have been applied, and the checker would call it an extra.
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
 
 export type OpKind = 'incr' | 'write' | 'read';
 
@@ -65,13 +64,14 @@ export function outcomeOf(err: unknown): { outcome: 'fail' | 'info'; error: stri
 }
 
 /**
- * Milliseconds on a clock shared by the processes of one machine: the process's time origin
- * (the wall clock when it started, in sub-millisecond precision) plus the monotonic time since.
- * Within a process it never goes back; across processes it agrees as well as the wall clock did
- * at their starts (the checker takes a slack for that: `clockSlackMs`).
+ * Milliseconds on a clock shared by every process of one machine: `process.hrtime`, which is
+ * the system's monotonic clock (Linux CLOCK_MONOTONIC: since boot, the same in every process,
+ * never stepped, unlike the wall clock that `performance.timeOrigin` is taken from at each
+ * process's start). Sub-microsecond precision; the checker still allows a slack
+ * (`clockSlackMs`) for the time between reading the clock and sending or receiving.
  */
 export function historyNow(): number {
-  return performance.timeOrigin + performance.now();
+  return Number(process.hrtime.bigint()) / 1e6;
 }
 
 /** Appends operations to a history file, one synchronous line each (nothing buffered). */
