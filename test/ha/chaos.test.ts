@@ -13,6 +13,11 @@
  * Broken fencing: the same scenario with `LOCKSMITH_UNSAFE_SKIP_FENCING=1` given to the
  * servers (storage epoch checks off) must make the checker report violations: a paused
  * ex-master that resumes mid-write then acknowledges increments the new master never sees.
+ * What the switch turns off decides whether it shows: tried on a merge of the server and
+ * client branches, a resumed ex-master without storage checks and without the per-call
+ * mastership check still gave no violation (it demotes itself on resume before it answers
+ * anything: its calls end CONNECTION_LOST, indeterminate); one that kept serving 3 s after
+ * losing its lease gave thousands (duplicate values, lost acknowledged increments).
  *
  * The runs skip until `serve --help` mentions `--ha` (and, for the broken-fencing run,
  * `LOCKSMITH_UNSAFE_SKIP_FENCING`): they run by themselves once those land.
