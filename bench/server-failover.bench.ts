@@ -69,10 +69,12 @@ async function freePort(): Promise<number> {
 class OurServer {
   readonly proc: ChildProcess;
   readonly url: string;
+  readonly #httpPort: number;
   output = '';
 
-  constructor(dataDir: string, port: number, haArgs: readonly string[]) {
+  constructor(dataDir: string, port: number, httpPort: number, haArgs: readonly string[]) {
     this.url = `locksmith://127.0.0.1:${port}`;
+    this.#httpPort = httpPort;
     this.proc = spawn(
       process.execPath,
       [
@@ -82,6 +84,8 @@ class OurServer {
         dataDir,
         '--port',
         String(port),
+        '--http-port',
+        String(httpPort),
         '--advertise',
         `127.0.0.1:${port}`,
         ...haArgs,
@@ -99,14 +103,16 @@ class OurServer {
     return this.proc.exitCode === null && this.proc.signalCode === null;
   }
 
-  /** What a fresh connection to it gets: 'master', 'slave' (NOT_MASTER) or 'down'. */
-  async probe(): Promise<'master' | 'slave' | 'down'> {
+  /** Its role by its status page (`ha.role`), or 'down'. */
+  async probe(): Promise<string> {
     try {
-      const client = await connect(this.url, { connectTimeoutMs: 1000 });
-      await client.close();
-      return 'master';
-    } catch (err) {
-      return (err as { code?: string }).code === 'NOT_MASTER' ? 'slave' : 'down';
+      const res = await fetch(`http://127.0.0.1:${this.#httpPort}/status`, {
+        signal: AbortSignal.timeout(1000),
+      });
+      const status = (await res.json()) as { ha?: { role?: string } };
+      return status.ha?.role ?? 'down';
+    } catch {
+      return 'down';
     }
   }
 
@@ -148,10 +154,10 @@ async function ourSample(kind: Kind, db: 'file' | 'sqlite' | 'postgres'): Promis
       }
       ha.push('--lease', `${LEASE_MS}ms`, '--renew', `${RENEW_MS}ms`);
     }
-    const first = new OurServer(data, await freePort(), ha);
+    const first = new OurServer(data, await freePort(), await freePort(), ha);
     servers.push(first);
     await first.until('master', 60_000);
-    const second = new OurServer(data, await freePort(), ha);
+    const second = new OurServer(data, await freePort(), await freePort(), ha);
     servers.push(second);
     await second.until('slave', 60_000);
     const client = await connect(first.url);
@@ -167,7 +173,8 @@ async function ourSample(kind: Kind, db: 'file' | 'sqlite' | 'postgres'): Promis
       if (!second.alive) throw new Error(`the slave exited:\n${second.output}`);
       if (performance.now() - killed > 60_000) throw new Error(`no failover:\n${second.output}`);
       try {
-        const c = await connect(second.url, { connectTimeoutMs: 1000 });
+        // A short connect timeout: each attempt is one fresh round (no backoff inside it).
+        const c = await connect(second.url, { connectTimeoutMs: 300 });
         try {
           const result = await c.table('t').get(new Get('before-kill'));
           const served = performance.now();
