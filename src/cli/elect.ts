@@ -1,4 +1,3 @@
-import { MAX_DURATION_MS, parseDuration } from '../core/duration.js';
 import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { CommandWatchdog } from '../os/command-watchdog.js';
@@ -11,11 +10,17 @@ import {
   type LockerKind,
 } from '../store/create-locker.js';
 import { describe } from '../store/describe-error.js';
-import { checkLeaseRules } from '../store/lease-rules.js';
 import type { StoreLogger } from '../store/logger.js';
 import { type ConfirmedEvent, Supervisor, type SupervisorEvent } from '../store/supervisor.js';
 import { type WatchdogDeadlines, watchdogPolicy } from '../store/watchdog-policy.js';
 import { parseCommandLine, UsageError } from './args.js';
+import {
+  type LockerFlagNames,
+  lockerDuration,
+  lockerOptionsOf,
+  parseLockerFlags,
+  rejectNegativeDurations,
+} from './locker-flags.js';
 import { USAGES } from './usage.js';
 
 export const USAGE = `locksmith ${USAGES.elect.synopsis}`;
@@ -72,74 +77,39 @@ export function parseElectOptions(args: string[]): ElectOptions {
   if (command === undefined || command.length === 0) {
     throw new UsageError('expected -- and a command to run while master');
   }
-  const kind = str('locker');
-  if (kind === undefined) throw new UsageError(`--locker is required (${LOCKER_KINDS.join('|')})`);
-  if (!(LOCKER_KINDS as readonly string[]).includes(kind)) {
-    throw new UsageError(
-      `unknown locker ${JSON.stringify(kind)}: expected ${LOCKER_KINDS.join(', ')}`,
-    );
+  const flags = parseLockerFlags(values, ELECT_FLAG_NAMES);
+  if (flags === undefined) {
+    throw new UsageError(`--locker is required (${LOCKER_KINDS.join('|')})`);
   }
-  const locker = kind as LockerKind;
   const id = str('id');
   if (id === undefined || id.trim().length === 0) {
     throw new UsageError('--id <name> is required: it names this contender');
   }
+  const { kind: locker, failIfLocked, ...timings } = flags;
   const options: ElectOptions = {
     locker,
     id,
-    graceMs: duration(str('grace'), '--grace', true) ?? DEFAULT_GRACE_MS,
-    failIfLocked: values['fail-if-locked'] === true,
+    graceMs: lockerDuration(str('grace'), '--grace', true) ?? DEFAULT_GRACE_MS,
+    failIfLocked,
     command,
+    ...timings,
   };
   if (locker === 'shared-file') {
     const dir = str('dir');
     if (dir === undefined || dir.length === 0) {
       throw new UsageError('--locker shared-file needs --dir <dir>');
     }
-    for (const other of ['db', 'table', 'lease'] as const) {
-      if (values[other] !== undefined) {
-        throw new UsageError(`--${other} does not apply to --locker shared-file`);
-      }
-    }
     options.dir = dir;
-  } else {
-    const db = str('db');
-    if (db === undefined || db.length === 0) {
-      throw new UsageError(
-        `--locker ${locker} needs --db <url> (sqlite:<path>, postgres://…, mysql://…)`,
-      );
-    }
-    if (values.dir !== undefined) {
-      throw new UsageError(`--dir does not apply to --locker ${locker}; use --db <url>`);
-    }
-    if (locker === 'database' && values.lease !== undefined) {
-      throw new UsageError('--lease applies only to --locker lease-database');
-    }
-    if (locker === 'lease-database' && values['acquire-interval'] !== undefined) {
-      throw new UsageError(
-        '--acquire-interval does not apply to --locker lease-database: it retries when the lease expires (--lease)',
-      );
-    }
-    options.db = db;
-    const table = str('table');
-    if (table !== undefined) options.table = table;
-  }
-  const lease = duration(str('lease'), '--lease', false);
-  const renew = duration(str('renew'), '--renew', false);
-  const interval = duration(str('acquire-interval'), '--acquire-interval', false);
-  if (lease !== undefined) options.leaseMs = lease;
-  if (renew !== undefined) options.renewMs = renew;
-  if (interval !== undefined) options.acquireIntervalMs = interval;
-  try {
-    checkLeaseRules(
-      { kind: locker, leaseMs: options.leaseMs, renewMs: options.renewMs },
-      { lease: '--lease', renew: '--renew', leaseText: str('lease'), renewText: str('renew') },
-    );
-  } catch (err) {
-    throw new UsageError((err as Error).message);
   }
   return options;
 }
+
+/** How elect names the locker flags (serve names two of them differently). */
+const ELECT_FLAG_NAMES: LockerFlagNames = {
+  kind: '--locker',
+  table: '--table',
+  sharedFileOnly: ['--dir'],
+};
 
 /**
  * The locker elect runs under (silent but for `logger`: elect reports role changes itself,
@@ -148,77 +118,7 @@ export function parseElectOptions(args: string[]): ElectOptions {
  * only names this contender in elect's lines.
  */
 function lockerOptions(options: ElectOptions, logger: StoreLogger): CreateLockerOptions {
-  const { locker, acquireIntervalMs, failIfLocked } = options;
-  if (locker === 'shared-file') {
-    const directory = options.dir as string;
-    return { kind: locker, directory, acquireIntervalMs, failIfLocked, logger };
-  }
-  const database = { database: options.db as string, lockTableName: options.table };
-  return locker === 'database'
-    ? { kind: locker, ...database, acquireIntervalMs, failIfLocked, logger }
-    : {
-        kind: locker,
-        ...database,
-        leaseHolderId: options.id,
-        leaseMs: options.leaseMs,
-        failIfLocked,
-        logger,
-      };
-}
-
-const DURATION_OPTIONS = ['--lease', '--renew', '--acquire-interval', '--grace'];
-
-/**
- * `--renew -1s` would otherwise surface as parseArgs' three-line "argument is ambiguous"
- * message; name the actual mistake instead, in one line.
- */
-function rejectNegativeDurations(args: string[]): void {
-  const end = args.indexOf('--');
-  const options = end === -1 ? args : args.slice(0, end);
-  for (const [i, arg] of options.entries()) {
-    const next = options[i + 1];
-    if (DURATION_OPTIONS.includes(arg) && next !== undefined && /^-\d/.test(next)) {
-      throw new UsageError(`Invalid ${arg} ${JSON.stringify(next)}: durations cannot be negative`);
-    }
-  }
-}
-
-/**
- * A duration option: undefined when absent. It needs a unit (`10` is refused with an example:
- * 10 ms and 10 s are both plausible readings, and picking one flipped masters hundreds of
- * times in seconds), lies within 1 ms .. {@link MAX_DURATION_MS} (Node's longest timer: a
- * longer one fires at once), and is 0 only where `zeroAllowed`.
- */
-function duration(
-  value: string | undefined,
-  what: string,
-  zeroAllowed: boolean,
-): number | undefined {
-  if (value === undefined) return undefined;
-  const text = JSON.stringify(value);
-  if (/^\s*\d+(?:\.\d+)?\s*$/.test(value)) {
-    throw new UsageError(
-      `Invalid ${what} ${text}: a duration needs a unit (ms, s, m, h), e.g. ${what} ${value.trim()}s`,
-    );
-  }
-  let ms: number;
-  try {
-    ms = parseDuration(value, what);
-  } catch (err) {
-    if (/longest duration/.test((err as Error).message)) {
-      throw new UsageError(
-        `Invalid ${what} ${text}: longer than the longest duration allowed, ${MAX_DURATION_MS}ms (about 24.8 days)`,
-      );
-    }
-    throw new UsageError((err as Error).message);
-  }
-  if (ms === 0 && !zeroAllowed) {
-    throw new UsageError(`Invalid ${what} ${text}: must be greater than 0`);
-  }
-  if (ms > 0 && ms < 1) {
-    throw new UsageError(`Invalid ${what} ${text}: shorter than 1ms, the shortest duration`);
-  }
-  return ms;
+  return lockerOptionsOf({ ...options, kind: options.locker }, options.dir, options.id, logger);
 }
 
 /**

@@ -1,5 +1,10 @@
 import { readFile, stat } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import type { RoleChange } from '../server/ha-role.js';
 import { LocksmithServer } from '../server/server.js';
+import { createLocker } from '../store/create-locker.js';
+import { describe } from '../store/describe-error.js';
+import type { Locker } from '../store/locker.js';
 import {
   durationOption,
   parseCommandLine,
@@ -7,6 +12,7 @@ import {
   readTokenFile,
   UsageError,
 } from './args.js';
+import { lockerOptionsOf, parseLockerFlags, rejectNegativeDurations } from './locker-flags.js';
 import { USAGES } from './usage.js';
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
@@ -40,10 +46,55 @@ async function readToken(path: string): Promise<string> {
 }
 
 /**
+ * The `ha` option of `--ha <locker>` and its flags (the same parser as `elect`'s): shared-file
+ * locks `<data>/lock`; a database locker's `--db` may be a bare SQLite path. The lease holder
+ * of lease-database is this server (host, pid, port), so every server holds its own lease.
+ */
+async function haOptions(
+  values: Record<string, string | boolean | undefined>,
+  dataDir: string,
+  port: number,
+): Promise<{ locker: Locker; lockKeepAlivePeriodMs?: number; advertise?: string } | undefined> {
+  const flags = parseLockerFlags(values, {
+    kind: '--ha',
+    table: '--lock-table',
+    sharedFileOnly: [],
+  });
+  const advertise = values.advertise as string | undefined;
+  if (flags === undefined) {
+    for (const name of ['db', 'lock-table', 'lease', 'renew', 'acquire-interval', 'advertise']) {
+      if (values[name] !== undefined) throw new UsageError(`--${name} applies only with --ha`);
+    }
+    if (values['fail-if-locked'] !== undefined) {
+      throw new UsageError('--fail-if-locked applies only with --ha');
+    }
+    return undefined;
+  }
+  if (
+    advertise !== undefined &&
+    !/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/.test(advertise)
+  ) {
+    throw new UsageError(`--advertise ${JSON.stringify(advertise)} is not host:port`);
+  }
+  if (flags.db !== undefined && !/^[a-z][a-z0-9+.-]*:/i.test(flags.db)) {
+    flags.db = `sqlite:${flags.db}`; // a bare path: a SQLite file
+  }
+  const holder = `${hostname()}-${process.pid}-${advertise ?? port}`;
+  const quiet = { info: () => {}, debug: () => {}, warn: () => {} };
+  const locker = await createLocker(lockerOptionsOf(flags, dataDir, holder, quiet));
+  return {
+    locker,
+    ...(flags.renewMs === undefined ? {} : { lockKeepAlivePeriodMs: flags.renewMs }),
+    ...(advertise === undefined ? {} : { advertise }),
+  };
+}
+
+/**
  * `locksmith serve`: runs a {@link LocksmithServer} until SIGINT or SIGTERM, then closes it
  * (every session ends and releases its locks; tables are closed cleanly) and exits 0.
  */
 export async function run(args: string[]): Promise<number> {
+  rejectNegativeDurations(args);
   const { values, positionals, command } = parseCommandLine(args, USAGES.serve.flags);
   if (positionals.length > 0 || command !== undefined) {
     throw new UsageError(`serve takes no arguments, got ${JSON.stringify(positionals[0] ?? '--')}`);
@@ -69,6 +120,7 @@ export async function run(args: string[]): Promise<number> {
     certPath === undefined || keyPath === undefined
       ? undefined
       : { cert: await readFile(certPath), key: await readFile(keyPath) };
+  const ha = await haOptions(values, dataDir, port);
 
   const server = await LocksmithServer.listen({
     dataDir,
@@ -84,13 +136,41 @@ export async function run(args: string[]): Promise<number> {
     ...(token === undefined ? {} : { token }),
     ...(tls === undefined ? {} : { tls }),
     ...(httpPort === undefined ? {} : { httpPort }),
+    ...(ha === undefined ? {} : { ha }),
   });
   const scheme = tls === undefined ? 'locksmith' : 'locksmiths';
   const where = server.host.includes(':') ? `[${server.host}]` : server.host;
-  const tables = server.catalog.size;
+  const tables =
+    server.role === 'standalone'
+      ? `${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
+      : `--ha ${values.ha as string}`;
   process.stdout.write(
-    `locksmith serve: listening on ${scheme}://${where}:${server.port} (data ${dataDir}, ${tables} table${tables === 1 ? '' : 's'}${token === undefined ? '' : ', token required'}${server.httpPort === undefined ? '' : `, status on http://${where}:${server.httpPort}/status`})\n`,
+    `locksmith serve: listening on ${scheme}://${where}:${server.port} (data ${dataDir}, ${tables}${token === undefined ? '' : ', token required'}${server.httpPort === undefined ? '' : `, status on http://${where}:${server.httpPort}/status`})\n`,
   );
+  if (ha !== undefined) {
+    // The role now (it may be master already), then every change.
+    const address = ha.advertise ?? `${where}:${server.port}`;
+    const say = (change: RoleChange) =>
+      process.stdout.write(
+        change.role === 'master'
+          ? `locksmith serve: master (token ${change.token}) on ${address}\n`
+          : `locksmith serve: slave: waiting for ${change.locker}${change.reason === undefined ? '' : ` (was master: ${change.reason})`}\n`,
+      );
+    const now = server.status().ha as { token: number | null };
+    say(
+      server.role === 'master'
+        ? { role: 'master', token: now.token ?? 0, locker: ha.locker.name }
+        : { role: 'slave', locker: ha.locker.name },
+    );
+    server.on('role', say);
+  }
+  let status = 0;
+  server.once('failed', (reason) => {
+    status = 1;
+    process.stdout.write(
+      `locksmith serve: stopped: ${ha?.locker.failIfLocked ? 'another server is master (--fail-if-locked): ' : ''}${describe(reason)}\n`,
+    );
+  });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -104,5 +184,5 @@ export async function run(args: string[]): Promise<number> {
   await server.done;
   for (const signal of STOP_SIGNALS) process.off(signal, stop);
   process.stdout.write('locksmith serve: closed\n');
-  return 0;
+  return status;
 }

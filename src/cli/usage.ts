@@ -174,7 +174,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--ha shared-file|database|lease-database [--db <url>] [--lock-table <name>] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -188,9 +188,18 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--tls-cert <path>           PEM certificate: serve TLS only (with --tls-key)',
       '--tls-key <path>            PEM private key of the certificate',
       '--http-port <port>          serve GET /status and GET /metrics on this port (default: none)',
+      '--ha <locker>               master/slave with other servers on the same --data: shared-file (a lock file in it), database or lease-database (default: standalone)',
+      '--db <url>                  the lock database: a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers)',
+      '--lock-table <name>         the lock table (default: ACTIVEMQ_LOCK)',
+      '--lease <duration>          the lease (lease-database only; default: 10s)',
+      "--renew <duration>          keep-alive period (default: the locker's; lease-database: 1/4 of the lease)",
+      '--acquire-interval <duration> retry period while a slave (default: 10s; not lease-database)',
+      '--fail-if-locked            exit 1 at once if another server is master (default: wait as a slave)',
+      '--advertise <host:port>     where clients reach this server, told by slaves (default: --host:--port)',
     ],
     notes: [
       'Prints "locksmith serve: listening on locksmith://<host>:<port> ..." once it accepts clients.',
+      'With --ha it then prints each change of role: "locksmith serve: slave: waiting for ..." and "locksmith serve: master (token <n>) on <host:port>".',
       EXIT_CODES,
     ],
     flags: {
@@ -204,6 +213,14 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'http-port': { type: 'string' },
+      ha: { type: 'string' },
+      db: { type: 'string' },
+      'lock-table': { type: 'string' },
+      lease: { type: 'string' },
+      renew: { type: 'string' },
+      'acquire-interval': { type: 'string' },
+      'fail-if-locked': { type: 'boolean' },
+      advertise: { type: 'string' },
     },
   },
   lock: {

@@ -7,6 +7,7 @@ import {
   ConnectionLostError,
   LockLostError,
   type LocksmithError,
+  NotMasterError,
   ProtocolError,
 } from '../core/errors.js';
 import { decode, encode } from '../wire/codec.js';
@@ -20,12 +21,17 @@ import {
   ServerKind,
 } from '../wire/messages.js';
 import { fromWireError } from '../wire/wire-error.js';
+import { parseMasterAddress, type ServerAddress } from './server-address.js';
+import { sessionContinuity, welcomeEpoch } from './session-continuity.js';
 
 export interface ClientConnectionOptions {
-  host: string;
-  port: number;
+  /**
+   * The servers to find the master among, tried in order (at least one). A `NOT_MASTER`
+   * refusal naming the master sends the next attempt there.
+   */
+  addresses: readonly ServerAddress[];
   token?: string | undefined;
-  /** TLS options (`ca`, `servername`, ...): the connection then speaks TLS. */
+  /** TLS options (`ca`, `servername`, ...) for the addresses that speak TLS. */
   tls?: TlsOptions | undefined;
   /** The session's lease; 0 or absent: the server's default. */
   sessionLeaseMs?: number | undefined;
@@ -49,6 +55,11 @@ export interface SessionInfo {
   rowLockWaitMs: number;
   maxInFlight: number;
   server: string;
+  /** `host:port` of the server that holds the session (the master). */
+  address: string;
+  /** The master's epoch (its mastership token); 0 for a standalone server. */
+  epoch: number;
+  role: 'standalone' | 'master';
 }
 
 export interface CallOptions {
@@ -81,6 +92,12 @@ export interface ClientConnectionEvents {
   connected: [info: SessionInfo, resumed: boolean, heldLocks: [string, string][]];
   /** The connection dropped; the client is reconnecting. */
   disconnected: [reason: LocksmithError];
+  /**
+   * The session now lives on another master than the last one that welcomed this client
+   * (another address or another epoch). Emitted after the old session's loss, before
+   * `connected`.
+   */
+  failover: [from: string, to: string, epoch: number];
 }
 
 /**
@@ -94,6 +111,14 @@ export interface ClientConnectionEvents {
  * released its locks to anyone else. A call in flight when the connection drops fails with
  * `CONNECTION_LOST` (it may or may not have been applied), unless it is idempotent, in which
  * case it is sent again on the next connection. Calls made while reconnecting wait for it.
+ *
+ * It follows the master among several servers: each attempt goes to the next address of the
+ * list (after a dropped connection, first to the server it was on), a `NOT_MASTER` refusal
+ * that names the master sends the next attempt there, and a round of the list that found no
+ * master waits the backoff before the next. The session belongs to one master: resuming it
+ * sends the epoch of the WELCOME that opened it, and a server of another epoch, or one that
+ * answers `MASTER_CHANGED`, means it is gone (`sessionLost` with code `MASTER_CHANGED`, every
+ * lock with it); a fresh session is opened on the new master (`failover`, then `connected`).
  */
 export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   readonly #options: ClientConnectionOptions;
@@ -122,11 +147,38 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   #helloSentAt = 0;
   /** Why the last attempt to connect failed, for the message of a `connect()` that gives up. */
   #lastFailure: ConnectionLostError | undefined;
+  /** Why each address tried since the last WELCOME failed (`host:port` → message), in order. */
+  readonly #failures = new Map<string, string>();
+  /** The address of the current (or last) attempt. */
+  #address: ServerAddress;
+  /** Index in the list of the address to try next (unless a redirect or a retry comes first). */
+  #cursor = 0;
+  /** Where a `NOT_MASTER` refusal said the master is: the next attempt goes there. */
+  #redirect: ServerAddress | undefined;
+  /** A connection that was up dropped: try its server again first (the session lives there). */
+  #retryCurrent = false;
+  /** Attempts since the last WELCOME or backoff: a round of the list goes without waiting. */
+  #roundAttempts = 0;
+  /** The server of the last WELCOME, and its epoch: a change of either is a failover. */
+  #master: { address: string; epoch: number } | undefined;
 
   constructor(options: ClientConnectionOptions) {
     super();
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
+    const first = options.addresses[0];
+    if (first === undefined) throw new TypeError('ClientConnection: no server address');
+    this.#address = first;
+  }
+
+  /** `host:port` of the master this client last connected to (undefined before the first). */
+  get master(): string | undefined {
+    return this.#master?.address;
+  }
+
+  /** The epoch of that master (0: a standalone server). */
+  get epoch(): number | undefined {
+    return this.#master?.epoch;
   }
 
   get session(): SessionInfo | undefined {
@@ -147,12 +199,12 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         const last = this.#lastFailure;
-        fail(
-          new ConnectionLostError(
-            `Could not connect to ${this.#options.host}:${this.#options.port} within ${this.#options.connectTimeoutMs} ms${last === undefined ? '' : `; last attempt: ${last.message}`}`,
-            { cause: last },
-          ),
-        );
+        const { addresses, connectTimeoutMs } = this.#options;
+        const message =
+          addresses.length === 1 && this.#failures.size <= 1
+            ? `Could not connect to ${this.#address.label} within ${connectTimeoutMs} ms${last === undefined ? '' : `; last attempt: ${last.message}`}`
+            : `Could not connect to a master among ${addresses.map((a) => a.label).join(', ')} within ${connectTimeoutMs} ms${this.#failures.size === 0 ? '' : `; tried: ${[...this.#failures].map(([label, why]) => `${label}: ${why}`).join('; ')}`}`;
+        fail(new ConnectionLostError(message, { cause: last }));
       }, this.#options.connectTimeoutMs);
       const onAbort = () =>
         fail(new AbortedError('connect() was aborted', { cause: signal?.reason }));
@@ -234,9 +286,30 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
 
   // ---- connecting ------------------------------------------------------------------------
 
+  /** The address of the next attempt: where a refusal pointed, the server just lost, or the next. */
+  #nextAddress(): ServerAddress {
+    const redirect = this.#redirect;
+    this.#redirect = undefined;
+    if (redirect !== undefined) {
+      this.#retryCurrent = false;
+      return redirect;
+    }
+    if (this.#retryCurrent) {
+      this.#retryCurrent = false;
+      return this.#address;
+    }
+    const { addresses } = this.#options;
+    const address = addresses[this.#cursor % addresses.length] as ServerAddress;
+    this.#cursor = (this.#cursor + 1) % addresses.length;
+    return address;
+  }
+
   #dial(): void {
     if (this.#closed) return;
-    const { host, port, tls } = this.#options;
+    const address = this.#nextAddress();
+    this.#address = address;
+    const { host, port, label } = address;
+    const tls = address.tls ? (this.#options.tls ?? {}) : undefined;
     const socket =
       tls === undefined ? netConnect({ host, port }) : tlsConnect({ host, port, ...tls });
     this.#socket = socket;
@@ -264,7 +337,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       // A certificate the client does not trust will not become trusted by retrying.
       if (tls !== undefined && this.#firstConnect !== undefined && isCertificateError(err)) {
         this.#fatal = new ConnectionLostError(
-          `TLS: the certificate of ${host}:${port} is not trusted: ${err.message} (for a private certificate, pass tls: { ca })`,
+          `TLS: the certificate of ${label} is not trusted: ${err.message} (for a private certificate, pass tls: { ca })`,
           { cause: err },
         );
       }
@@ -285,11 +358,20 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
             : ' (before the handshake: if the server does not speak TLS, use locksmith://)';
       const reason = new ConnectionLostError(
         helloSent
-          ? `The connection to ${host}:${port} closed${this.#lastError ? `: ${this.#lastError.message}` : ''}${hint}`
-          : `Could not connect to ${host}:${port}${this.#lastError ? `: ${this.#lastError.message.trim()}` : ''}${hint}`,
+          ? `The connection to ${label} closed${this.#lastError ? `: ${this.#lastError.message}` : ''}${hint}`
+          : `Could not connect to ${label}${this.#lastError ? `: ${this.#lastError.message.trim()}` : ''}${hint}`,
         { cause: this.#lastError },
       );
-      if (!wasReady) this.#lastFailure = reason;
+      if (!wasReady) {
+        this.#lastFailure = reason;
+        const why = this.#lastError?.message.trim();
+        this.#failures.set(
+          label,
+          `${why ?? (helloSent ? 'the connection closed before the handshake' : 'no connection')}${hint}`,
+        );
+      } else {
+        this.#retryCurrent = true;
+      }
       this.#lastError = undefined;
       this.#failInFlight(reason);
       if (this.#closed) return;
@@ -302,12 +384,26 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     });
   }
 
+  /**
+   * The next attempt: at once while a round of the list is not over (a `NOT_MASTER` naming the
+   * master may lengthen it to two rounds, no more, so two servers naming each other cannot
+   * spin), after the backoff otherwise.
+   */
   #scheduleReconnect(): void {
     if (this.#closed) return;
-    const { reconnectMinMs, reconnectMaxMs } = this.#options;
-    const base = Math.min(reconnectMaxMs, reconnectMinMs * 2 ** Math.min(this.#attempt, 20));
-    this.#attempt++;
-    const delay = base / 2 + Math.random() * (base / 2);
+    const { reconnectMinMs, reconnectMaxMs, addresses } = this.#options;
+    this.#roundAttempts++;
+    const n = addresses.length;
+    let delay = 0;
+    if (
+      this.#roundAttempts >= n &&
+      (this.#redirect === undefined || this.#roundAttempts >= 2 * n)
+    ) {
+      this.#roundAttempts = 0;
+      const base = Math.min(reconnectMaxMs, reconnectMinMs * 2 ** Math.min(this.#attempt, 20));
+      this.#attempt++;
+      delay = base / 2 + Math.random() * (base / 2);
+    }
     this.#reconnectTimer = setTimeout(() => this.#dial(), delay);
     // Reconnecting alone does not keep the process alive (a call waiting for it has its own timer).
     this.#reconnectTimer.unref();
@@ -322,11 +418,23 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       case ServerKind.RESULT:
       case ServerKind.ERROR: {
         if (message.id === 0 && message.kind === ServerKind.ERROR) {
-          this.#connectionError(socket, message.code, message.message);
+          this.#connectionError(socket, message.code, message.message, message.details);
           return;
         }
         const pending = this.#pending.get(message.id);
         if (pending === undefined) return;
+        if (
+          message.kind === ServerKind.ERROR &&
+          message.code === 'NOT_MASTER' &&
+          !pending.settled
+        ) {
+          // Refused before it ran (the server is no longer master): safe to send again, to the
+          // master, which this connection's end goes to find.
+          pending.sentAt = 0;
+          this.#queued.push(message.id);
+          this.#notMaster(socket, message.message, message.details);
+          return;
+        }
         this.#pending.delete(message.id);
         // Any answer proves the session alive at the time the call was sent.
         this.#sessionAliveAt(pending.sentAt);
@@ -354,6 +462,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     if (protocol !== PROTOCOL_VERSION || typeof w.session !== 'string') {
       throw new ProtocolError(`Unexpected WELCOME (protocol ${protocol})`);
     }
+    const epoch = welcomeEpoch(w.epoch);
+    const address = this.#address.label;
     const info: SessionInfo = {
       id: w.session,
       leaseMs: Number(w.sessionLeaseMs),
@@ -361,17 +471,46 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       rowLockWaitMs: Number(w.rowLockWaitMs),
       maxInFlight: Number(w.maxInFlight),
       server: String(w.server),
+      address,
+      epoch,
+      role: w.role === 'master' ? 'master' : 'standalone',
     };
-    const resumed = w.resumed === true;
+    const continuity = sessionContinuity(this.#session, { resumed: w.resumed === true, epoch });
+    if (continuity === 'masterChanged') {
+      const had = this.#session as SessionInfo;
+      this.#loseSession(
+        new LockLostError(
+          `Session lost: the master changed (${had.address} epoch ${had.epoch} → ${address} epoch ${epoch}); row locks and sessions do not survive a change of master`,
+          { code: 'MASTER_CHANGED' },
+        ),
+      );
+    } else if (continuity === 'sessionExpired') {
+      this.#loseSession(
+        new LockLostError(`Session lost: ${address} opened a new session instead of resuming it`, {
+          code: 'SESSION_EXPIRED',
+        }),
+      );
+    }
+    const resumed = continuity === 'resumed';
     const held = (Array.isArray(w.locks) ? w.locks : []).filter(
       (l): l is [string, string] =>
         Array.isArray(l) && typeof l[0] === 'string' && typeof l[1] === 'string',
     );
+    const previous = this.#master;
+    this.#master = { address, epoch };
     this.#session = info;
     this.#ready = true;
     this.#attempt = 0;
+    this.#roundAttempts = 0;
+    this.#failures.clear();
+    // The next round starts after this server: if it is lost, the others are tried next.
+    const at = this.#options.addresses.findIndex((a) => a.label === address);
+    if (at >= 0) this.#cursor = (at + 1) % this.#options.addresses.length;
     this.#sessionAliveAt(this.#helloSentAt);
     this.#startKeepAlive();
+    if (previous !== undefined && (previous.address !== address || previous.epoch !== epoch)) {
+      this.emit('failover', previous.address, address, epoch);
+    }
     this.emit('connected', info, resumed, held);
     this.#firstConnect?.resolve();
     const queued = this.#queued;
@@ -383,16 +522,37 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   }
 
   /** An ERROR for the whole connection (call id 0). */
-  #connectionError(socket: Socket, code: unknown, message: unknown): void {
+  #connectionError(
+    socket: Socket,
+    code: unknown,
+    message: unknown,
+    details: Record<string, unknown> | undefined,
+  ): void {
     const err = fromWireError(code, message);
-    if (code === 'SESSION_EXPIRED') {
-      // Refused resume (handshake still open) or expiry while connected: a new session next.
-      this.#loseSession(new LockLostError(err.message, { code: 'SESSION_EXPIRED' }));
+    if (code === 'SESSION_EXPIRED' || code === 'MASTER_CHANGED') {
+      // Refused resume (handshake still open), expiry while connected, or a master that
+      // stepped down (it ends every session, then closes): a new session next.
+      if (!this.#ready && this.#session === undefined) {
+        // A HELLO that resumed nothing cannot be refused this way: a confused server.
+        this.#lastError = err;
+        socket.destroy();
+        return;
+      }
+      this.#loseSession(new LockLostError(err.message, { code }));
       if (!this.#ready) {
         this.#session = undefined;
         // The server keeps the handshake open for a fresh HELLO.
         this.#sendHello(socket);
+      } else if (code === 'MASTER_CHANGED') {
+        // This server no longer serves: find the master (it names it when asked again).
+        this.#session = undefined;
+        this.#lastError = err;
+        socket.destroy();
       }
+      return;
+    }
+    if (code === 'NOT_MASTER') {
+      this.#notMaster(socket, message, details);
       return;
     }
     if (code === 'UNAUTHENTICATED' || (code === 'PROTOCOL_ERROR' && !this.#ready)) {
@@ -403,12 +563,31 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#lastError = err;
   }
 
-  /** HELLO: resumes the session this client has, or asks for a new one. */
+  /**
+   * The server is not the master: the next attempt goes to the master it names, if that is a
+   * well-formed `host:port` other than this server (else to the next address of the list).
+   */
+  #notMaster(socket: Socket, message: unknown, details: Record<string, unknown> | undefined): void {
+    const from = this.#address;
+    const master = parseMasterAddress(details?.master, from.tls);
+    const named = master !== undefined && master.label !== from.label ? master : undefined;
+    this.#redirect = named;
+    const text = typeof message === 'string' ? message : 'not the master';
+    this.#lastError = new NotMasterError(
+      `${text} (NOT_MASTER; ${named === undefined ? 'it named no usable master address' : `it names the master ${named.label}`})`,
+      { master: named?.label },
+    );
+    socket.destroy();
+  }
+
+  /** HELLO: resumes the session this client has (on its master's epoch), or asks for a new one. */
   #sendHello(socket: Socket): void {
     const hello: HelloOptions = {};
     if (this.#options.token !== undefined) hello.token = this.#options.token;
-    if (this.#session !== undefined) hello.session = this.#session.id;
-    else {
+    if (this.#session !== undefined) {
+      hello.session = this.#session.id;
+      hello.epoch = this.#session.epoch;
+    } else {
       if (this.#options.sessionLeaseMs !== undefined) {
         hello.sessionLeaseMs = this.#options.sessionLeaseMs;
       }

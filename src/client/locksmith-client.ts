@@ -15,11 +15,12 @@ import { wireInteger } from '../wire/rows-codec.js';
 import { ClientConnection, type SessionInfo } from './client-connection.js';
 import { RemoteRowLock } from './remote-row-lock.js';
 import { RemoteTable, type TableClient } from './remote-table.js';
+import { parseServerAddresses } from './server-address.js';
 
 export interface ConnectOptions {
   /** The server's token (`locksmith serve --token-file`). */
   token?: string | undefined;
-  /** TLS options for a `locksmiths://` address (`ca` for a private certificate, ...). */
+  /** TLS options for `locksmiths://` addresses (`ca` for a private certificate, ...). */
   tls?: TlsOptions | undefined;
   /** The session's lease: how long the server keeps it, and its locks, after losing touch. */
   sessionLeaseMs?: number | undefined;
@@ -29,7 +30,7 @@ export interface ConnectOptions {
   name?: string | undefined;
   /** Round-trip timeout of a call; a lock call adds its wait (default 30 s). */
   callTimeoutMs?: number | undefined;
-  /** How long `connect` keeps trying (default 10 s). */
+  /** How long `connect` keeps trying, over every address given (default 10 s). */
   connectTimeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
   clock?: Clock | undefined;
@@ -59,33 +60,25 @@ export interface LocksmithClientEvents {
   /** Connected (again): `resumed` tells whether the old session, and its locks, survived. */
   connected: [resumed: boolean];
   disconnected: [reason: Error];
+  /**
+   * The client now talks to another master (a failover, or another server of the list after
+   * the first went away). The old session is gone (`sessionLost` came first, its locks'
+   * signals aborted, `MASTER_CHANGED` when the new master said so or has another epoch); a
+   * fresh session is open on `to`.
+   */
+  failover: [event: FailoverEvent];
 }
 
-/** Parses `locksmith://host:port` (or `locksmiths://` for TLS); the port defaults to 7420. */
-export function parseServerUrl(url: string): { host: string; port: number; tls: boolean } {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new InvalidArgumentError(
-      `Invalid server address ${describeValue(url)}: expected locksmith://host:port`,
-    );
-  }
-  if (parsed.protocol !== 'locksmith:' && parsed.protocol !== 'locksmiths:') {
-    throw new InvalidArgumentError(
-      `Invalid server address ${url}: the scheme must be locksmith:// or locksmiths://`,
-    );
-  }
-  if (parsed.pathname !== '' && parsed.pathname !== '/') {
-    throw new InvalidArgumentError(`Invalid server address ${url}: no path expected`);
-  }
-  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
-  if (host === '') throw new InvalidArgumentError(`Invalid server address ${url}: no host`);
-  return {
-    host,
-    port: parsed.port === '' ? 7420 : Number(parsed.port),
-    tls: parsed.protocol === 'locksmiths:',
-  };
+export { parseServerUrl } from './server-address.js';
+
+/** What the `failover` event tells: the session moved from one master to another. */
+export interface FailoverEvent {
+  /** `host:port` of the previous master. */
+  from: string;
+  /** `host:port` of the new one. */
+  to: string;
+  /** The new master's epoch (its mastership token; 0 for a standalone server). */
+  epoch: number;
 }
 
 /**
@@ -167,6 +160,7 @@ export class LocksmithClient
       this.emit('sessionLost', reason);
     });
     connection.on('disconnected', (reason) => this.emit('disconnected', reason));
+    connection.on('failover', (from, to, epoch) => this.emit('failover', { from, to, epoch }));
     connection.on('connected', (_info, resumed, held) => {
       const stillHeld = new Set(held.map(([lockId]) => lockId));
       for (const lock of [...this.#locks.values()]) {
@@ -187,9 +181,15 @@ export class LocksmithClient
     });
   }
 
-  /** Connects to `url` and opens a session. */
-  static async connect(url: string, options: ConnectOptions = {}): Promise<LocksmithClient> {
-    const { host, port, tls } = parseServerUrl(url);
+  /**
+   * Connects and opens a session: to `url`, or to the master among several servers
+   * (`'locksmith://h1:p1,h2:p2'` or an array of addresses), the first that welcomes the client.
+   */
+  static async connect(
+    url: string | readonly string[],
+    options: ConnectOptions = {},
+  ): Promise<LocksmithClient> {
+    const addresses = parseServerAddresses(url);
     const opts = checkOptionsObject(options, 'connect options');
     const known = new Set([
       'token',
@@ -218,10 +218,9 @@ export class LocksmithClient
         ? 30_000
         : checkDuration(opts.callTimeoutMs, 'callTimeoutMs');
     const connection = new ClientConnection({
-      host,
-      port,
+      addresses,
       token: opts.token,
-      tls: tls ? (opts.tls ?? {}) : undefined,
+      tls: opts.tls,
       sessionLeaseMs:
         opts.sessionLeaseMs === undefined
           ? undefined
@@ -252,6 +251,19 @@ export class LocksmithClient
 
   get connected(): boolean {
     return this.#connection.connected;
+  }
+
+  /**
+   * `host:port` of the master this client talks to (the server of its session; the last one
+   * while reconnecting).
+   */
+  get master(): string {
+    return this.#connection.master ?? '';
+  }
+
+  /** The epoch of that master (its mastership token; 0 for a standalone server). */
+  get epoch(): number {
+    return this.#connection.epoch ?? 0;
   }
 
   /** Row locks this client holds now. */
@@ -350,7 +362,13 @@ export class LocksmithClient
   }
 }
 
-/** Connects to a locksmith server: `await connect('locksmith://127.0.0.1:7420')`. */
-export function connect(url: string, options?: ConnectOptions): Promise<LocksmithClient> {
+/**
+ * Connects to a locksmith server: `await connect('locksmith://127.0.0.1:7420')`, or to the
+ * master among several: `connect('locksmith://h1:7420,h2:7420')`, `connect([url1, url2])`.
+ */
+export function connect(
+  url: string | readonly string[],
+  options?: ConnectOptions,
+): Promise<LocksmithClient> {
   return LocksmithClient.connect(url, options);
 }

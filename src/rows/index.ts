@@ -58,7 +58,12 @@ export {
   MAX_VALUE_BYTES,
 } from './row-input.js';
 export { RowLock } from './row-lock.js';
-export type { RowLockOwner } from './row-lock-manager.js';
+export type {
+  DeadlockRecord,
+  RowLockActivity,
+  RowLockOwner,
+  RowLockWaitInfo,
+} from './row-lock-manager.js';
 export type {
   BatchStatus,
   RowLockRef,
@@ -66,3 +71,4 @@ export type {
   TableCallOptions,
   TableRowLock,
 } from './table.js';
+export type { WaitStep } from './wait-for-graph.js';

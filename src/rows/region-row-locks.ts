@@ -4,6 +4,7 @@ import { RowFencing } from './row-fencing.js';
 import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
 import {
   type AcquireOptions,
+  type RowLockActivity,
   type RowLockGrant,
   RowLockManager,
   type RowLockOwner,
@@ -108,6 +109,11 @@ export class RegionRowLocks {
   /** Refuses a mutation of `row` carrying a token older than the row's newest explicit grant. */
   checkToken(row: string, token: number | undefined): void {
     this.#fencing.check(row, token);
+  }
+
+  /** Waits and deadlocks now, for status pages (see `RowLockManager.activity`). */
+  activity(limit?: number): RowLockActivity {
+    return this.#manager.activity(limit);
   }
 
   /** An implicit lock on `row` for one mutation if it is free now; null otherwise. */

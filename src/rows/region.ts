@@ -37,7 +37,7 @@ import type { RegionStorage } from './region-storage.js';
 import { Result } from './result.js';
 import { type BytesInput, checkRow } from './row-input.js';
 import type { RowLock } from './row-lock.js';
-import type { RowLockOwner } from './row-lock-manager.js';
+import type { RowLockActivity, RowLockOwner } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
 import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
@@ -219,6 +219,14 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   /** Renews a lock's lease without an operation. */
   async renewLease(lock: RowLockRef): Promise<void> {
     this.#locks.renewLease(lock);
+  }
+
+  /**
+   * For status pages: the requests waiting for rows now (at most `limit`, default 100), with
+   * each row's holder, and the deadlocks caught so far with the last cycle.
+   */
+  rowLockActivity(limit?: number): RowLockActivity {
+    return this.#locks.activity(limit);
   }
 
   // ---- reads -----------------------------------------------------------------------------

@@ -18,13 +18,41 @@ import {
 import { LeaseQueue } from './lease-queue.js';
 import { newLockId } from './lock-id.js';
 import { checkRowKey } from './row-input.js';
-import { describeOwner, type PendingWait, WaitForGraph } from './wait-for-graph.js';
+import { describeOwner, type PendingWait, WaitForGraph, type WaitStep } from './wait-for-graph.js';
 
 /**
  * Identity of a client or session, compared with `===`. Requests without an owner are
  * anonymous: each is its own owner, holding nothing else while it waits.
  */
 export type RowLockOwner = object | string;
+
+/** A request waiting for a row, as {@link RowLockManager.activity} reports it. */
+export interface RowLockWaitInfo {
+  readonly row: string;
+  /** Who waits (`undefined`: an anonymous call). */
+  readonly owner: RowLockOwner | undefined;
+  /** Who holds the row now (`undefined`: an anonymous call's implicit lock). */
+  readonly holder: RowLockOwner | undefined;
+  /** An explicit `lockRow` (true) or a mutation's implicit lock (false). */
+  readonly explicit: boolean;
+  readonly waitedMs: number;
+}
+
+/** A deadlock caught: when (wall clock, ms) and the cycle the refused request would have closed. */
+export interface DeadlockRecord {
+  readonly at: number;
+  readonly cycle: readonly WaitStep[];
+}
+
+/** See {@link RowLockManager.activity}. */
+export interface RowLockActivity {
+  readonly waits: RowLockWaitInfo[];
+  /** Requests waiting in all (`waits` stops at its limit). */
+  readonly waiting: number;
+  /** Deadlocks caught (requests refused with `DeadlockError`) since the manager started. */
+  readonly deadlocks: number;
+  readonly lastDeadlock: DeadlockRecord | undefined;
+}
 
 /** What a holder has. */
 export interface RowLockGrant {
@@ -141,6 +169,8 @@ class Waiter implements PendingWait {
   next: Waiter | undefined = undefined;
   /** Wait limit on the monotonic clock, when finite. */
   deadline = Number.POSITIVE_INFINITY;
+  /** When the wait began, on the monotonic clock (status pages show how long it waited). */
+  since = 0;
   settled = false;
   resolve: (grant: Hold) => void = noop;
   reject: (err: Error) => void = noop;
@@ -219,6 +249,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   #lastToken: number | undefined;
   #grants = 0;
   #waiting = 0;
+  #deadlocks = 0;
+  #lastDeadlock: DeadlockRecord | undefined;
   #closed = false;
 
   constructor(options: RowLockManagerOptions = {}) {
@@ -275,6 +307,40 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   /** Requests waiting for a row. */
   get waitingCount(): number {
     return this.#waiting;
+  }
+
+  /**
+   * What an operator sees of the row locks now: the requests waiting (at most `limit`, walked
+   * row by row, each row's queue in FIFO order, with the row's holder), how many wait in all,
+   * and the deadlocks caught since the start (with the last cycle). Costs one pass over the
+   * held rows; meant for status pages, not hot paths.
+   */
+  activity(limit = 100): RowLockActivity {
+    if (!Number.isSafeInteger(limit) || limit < 0) {
+      throw new InvalidArgumentError(
+        `activity limit must be an integer >= 0, got ${String(limit)}`,
+      );
+    }
+    const waits: RowLockWaitInfo[] = [];
+    const now = this.#clock.monotonic();
+    for (const hold of this.#rows.values()) {
+      for (let w = hold.queue?.head; w !== undefined && waits.length < limit; w = w.next) {
+        waits.push({
+          row: w.row,
+          owner: w.owner,
+          holder: hold.owner,
+          explicit: w.explicit,
+          waitedMs: Math.max(0, now - w.since),
+        });
+      }
+      if (waits.length >= limit) break;
+    }
+    return {
+      waits,
+      waiting: this.#waiting,
+      deadlocks: this.#deadlocks,
+      lastDeadlock: this.#lastDeadlock,
+    };
   }
 
   /**
@@ -530,6 +596,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     if (waitMs === 0) return Promise.reject(timedOut(row));
     holder.queue ??= new WaitQueue();
     const waiter = new Waiter(row, owner, explicit, holder.queue, signal, this.#onAbort);
+    waiter.since = this.#clock.monotonic();
     this.#waiting++;
     if (owner !== undefined) {
       const named = waiter as Waiter & { owner: RowLockOwner };
@@ -537,6 +604,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       const cycle = this.#graph.findCycle(named);
       if (cycle !== undefined) {
         this.#finishWait(waiter);
+        this.#deadlocks++;
+        this.#lastDeadlock = { at: this.#clock.wall(), cycle };
         return Promise.reject(deadlock(cycle));
       }
     }
@@ -545,7 +614,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       waiter.reject = reject;
     });
     if (waitMs !== Number.POSITIVE_INFINITY) {
-      waiter.deadline = this.#clock.monotonic() + waitMs;
+      waiter.deadline = waiter.since + waitMs;
       this.#waitLimits.add(waiter);
     }
     signal?.addEventListener('abort', waiter);

@@ -6,6 +6,7 @@ import {
   LimitExceededError,
   LockLostError,
   type LocksmithError,
+  NotMasterError,
   ProtocolError,
   UnauthenticatedError,
   UnsupportedOperationError,
@@ -29,10 +30,25 @@ import type { Lane } from './lane.js';
 import type { Session, SessionSink } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
 
-/** What a connection needs of its server. */
-export interface ConnectionHost {
+/**
+ * The data side a session lives in: the standalone server's, or one mastership's (each
+ * master opens its own, with the mastership token as its epoch; it ends with the mastership).
+ */
+export interface ServingData {
   readonly sessions: SessionRegistry;
   readonly dispatcher: Dispatcher;
+  /** The mastership token (0 standalone): WELCOME's `epoch`; a resume of another epoch is refused. */
+  readonly epoch: number;
+  readonly role: 'standalone' | 'master';
+}
+
+/** What a connection needs of its server. */
+export interface ConnectionHost {
+  /**
+   * The data side a HELLO opens or resumes its session in; a {@link NotMasterError} (with
+   * the master's address when known) on a server that is not master now.
+   */
+  serving(): ServingData | NotMasterError;
   readonly lanes: { readonly handler: Lane; readonly priority: Lane };
   readonly limits: ConnectionLimits;
   /** SHA-256 of the token, when the server has one. */
@@ -95,6 +111,8 @@ export class Connection implements SessionSink {
   readonly #reader: FrameReader;
   readonly #inFlight = new Map<number, InFlight>();
   #session: Session | undefined;
+  /** The data side of {@link #session} (set with it at HELLO). */
+  #data: ServingData | undefined;
   #handshakeTimer: NodeJS.Timeout | undefined;
   #closed = false;
   #corked = false;
@@ -143,11 +161,16 @@ export class Connection implements SessionSink {
     this.#send([ServerKind.NOTICE, notice, data]);
   }
 
-  sessionEnded(code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED', message: string): void {
+  sessionEnded(
+    code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED' | 'MASTER_CHANGED',
+    message: string,
+  ): void {
     this.#session = undefined;
     this.#send([ServerKind.ERROR, 0, code, message, false]);
     this.#flush();
     this.socket.end();
+    // A change of master leaves nothing for this connection to do: its session is gone.
+    if (code === 'MASTER_CHANGED') this.socket.destroySoon();
   }
 
   // ---- input -----------------------------------------------------------------------------
@@ -170,7 +193,7 @@ export class Connection implements SessionSink {
         this.#fail(err as LocksmithError);
         return;
       }
-      if (this.#session !== undefined) this.#host.sessions.touch(this.#session);
+      if (this.#session !== undefined) this.#data?.sessions.touch(this.#session);
       switch (message.kind) {
         case ClientKind.HELLO:
           this.#hello(message.protocol, message.options);
@@ -220,11 +243,38 @@ export class Connection implements SessionSink {
         return;
       }
     }
+    const data = this.#host.serving();
+    if (data instanceof NotMasterError) {
+      // A slave (or a master between two masterships): say where the master is, and close.
+      const details = data.master === undefined ? {} : { master: data.master };
+      this.#send([ServerKind.ERROR, 0, data.code, data.message, true, details]);
+      this.#flush();
+      this.socket.end();
+      this.socket.destroySoon();
+      this.#closed = true;
+      this.#cleanup();
+      return;
+    }
+    if (
+      options.session !== undefined &&
+      options.epoch !== undefined &&
+      options.epoch !== data.epoch
+    ) {
+      // Sessions do not survive a change of master; the client may open a new one here.
+      this.#send([
+        ServerKind.ERROR,
+        0,
+        'MASTER_CHANGED',
+        `The session was opened by the master of epoch ${options.epoch}; this is epoch ${data.epoch}: its session and row locks are gone`,
+        false,
+      ]);
+      return;
+    }
     let session: Session;
     let resumed = false;
     try {
       if (options.session !== undefined) {
-        const found = this.#host.sessions.get(options.session);
+        const found = data.sessions.get(options.session);
         if (found === undefined) {
           // The connection stays in its handshake: the client may open a new session.
           this.#send([
@@ -242,7 +292,7 @@ export class Connection implements SessionSink {
         const previous = session.sink;
         if (previous instanceof Connection && previous !== this) previous.#detachFor(this);
       } else {
-        session = this.#host.sessions.open(
+        session = data.sessions.open(
           options.sessionLeaseMs,
           options.releaseOnDisconnect ?? false,
           options.client ?? '',
@@ -255,10 +305,11 @@ export class Connection implements SessionSink {
     clearTimeout(this.#handshakeTimer);
     this.#handshakeTimer = undefined;
     this.#session = session;
+    this.#data = data;
     session.sink = this;
     // One listener per connection, not per call: the session's end aborts every call in flight.
     session.signal.addEventListener('abort', this.#onSessionEnd, { once: true });
-    this.#host.sessions.touch(session);
+    data.sessions.touch(session);
     const welcome: Welcome = {
       session: session.id,
       resumed,
@@ -269,14 +320,15 @@ export class Connection implements SessionSink {
       maxInFlight: this.#host.limits.maxInFlight,
       server: this.#host.serverName,
       locks: [...session.locks].map(([lockId, held]): [string, string] => [lockId, held.table]),
-      epoch: 0,
-      role: 'standalone',
+      epoch: data.epoch,
+      role: data.role,
     };
     this.#send([ServerKind.WELCOME, PROTOCOL_VERSION, welcome]);
   }
 
   #call(session: Session, id: number, method: string, args: unknown[]): void {
-    if (session.ended) {
+    const dispatcher = this.#data?.dispatcher;
+    if (session.ended || dispatcher === undefined) {
       this.#send([
         ServerKind.ERROR,
         id,
@@ -316,7 +368,7 @@ export class Connection implements SessionSink {
       METHODS[method] === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
     lane
       .run((slot) =>
-        this.#host.dispatcher.call(method, args, {
+        dispatcher.call(method, args, {
           session,
           slot,
           get signal() {
@@ -334,7 +386,11 @@ export class Connection implements SessionSink {
           this.#inFlight.delete(id);
           this.#host.record(method, false);
           const wire = toWireError(err);
-          this.#send([ServerKind.ERROR, id, wire.code, wire.message, wire.retryable]);
+          const answer: unknown[] = [ServerKind.ERROR, id, wire.code, wire.message, wire.retryable];
+          if (err instanceof NotMasterError && err.master !== undefined) {
+            answer.push({ master: err.master });
+          }
+          this.#send(answer);
         },
       );
   }
@@ -407,12 +463,13 @@ export class Connection implements SessionSink {
     const lost = new ConnectionLostError('The connection closed');
     for (const call of this.#inFlight.values()) call.abort(lost);
     const session = this.#session;
+    const data = this.#data;
     this.#session = undefined;
     session?.signal.removeEventListener('abort', this.#onSessionEnd);
     if (session !== undefined && session.sink === this) {
       session.sink = undefined;
       if (session.releaseOnDisconnect) {
-        this.#host.sessions.end(
+        data?.sessions.end(
           session,
           new LockLostError(
             `Session ${session.label} ended with its connection (releaseOnDisconnect)`,

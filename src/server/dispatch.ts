@@ -65,6 +65,8 @@ export class Dispatcher {
   readonly #status: () => unknown;
   readonly #notifyLost: (session: Session, lockId: string, reason: Error) => void;
   readonly #handlers: Record<Method, Handler>;
+  readonly #check: () => void;
+  readonly #onFenced: (err: unknown) => void;
 
   constructor(options: {
     catalog: TableCatalog;
@@ -74,7 +76,13 @@ export class Dispatcher {
     lockLeaseMs: number;
     status: () => unknown;
     notifyLost: (session: Session, lockId: string, reason: Error) => void;
+    /** Run before every call but `status`: throws (`NOT_MASTER`) once mastership is over. */
+    check?: (() => void) | undefined;
+    /** A call failed with `FENCED`: the storage refused this master (a newer one exists). */
+    onFenced?: ((err: unknown) => void) | undefined;
   }) {
+    this.#check = options.check ?? (() => undefined);
+    this.#onFenced = options.onFenced ?? (() => undefined);
     this.#catalog = options.catalog;
     this.#sessions = options.sessions;
     this.#scanners = options.scanners;
@@ -193,9 +201,19 @@ export class Dispatcher {
     };
   }
 
-  /** Runs one call; resolves with the wire value of its result. */
+  /**
+   * Runs one call; resolves with the wire value of its result. A master's calls (all but
+   * `status`) first check the mastership (no I/O); a `FENCED` refusal is reported before it
+   * is passed on.
+   */
   async call(method: Method, args: unknown[], ctx: CallContext): Promise<unknown> {
-    return await this.#handlers[method](args, ctx);
+    if (method !== 'status') this.#check();
+    try {
+      return await this.#handlers[method](args, ctx);
+    } catch (err) {
+      if ((err as { code?: unknown } | null)?.code === 'FENCED') this.#onFenced(err);
+      throw err;
+    }
   }
 
   #region(table: unknown): Region {

@@ -2,6 +2,10 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
+import { DASHBOARD_HTML, DASHBOARD_ICON } from './dashboard-page.js';
+import { DASHBOARD_JS } from './dashboard-script.js';
+import { DASHBOARD_CSS } from './dashboard-style.js';
+import { allowedHost, SECURITY_HEADERS } from './http-guard.js';
 
 /** What the status endpoint reads from its server. */
 export interface StatusSource {
@@ -23,12 +27,27 @@ export interface ServerMetrics {
   calls: { method: string; outcome: 'ok' | 'error'; count: number }[];
 }
 
+/** The dashboard's files: static, the same for everyone, so served without the token. */
+const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
+  '/': { type: 'text/html; charset=utf-8', body: DASHBOARD_HTML },
+  '/index.html': { type: 'text/html; charset=utf-8', body: DASHBOARD_HTML },
+  '/dashboard.js': { type: 'text/javascript; charset=utf-8', body: DASHBOARD_JS },
+  '/dashboard.css': { type: 'text/css; charset=utf-8', body: DASHBOARD_CSS },
+  '/favicon.svg': { type: 'image/svg+xml', body: DASHBOARD_ICON },
+  '/favicon.ico': { type: 'image/svg+xml', body: DASHBOARD_ICON },
+};
+
 /**
- * `GET /status` (JSON) and `GET /metrics` (Prometheus text format, through prom-client) on
- * their own HTTP port. Read-only: no request changes anything. With a token, both need
- * `Authorization: Bearer <token>` (compared in constant time); the session ids they show are
- * cut short, so nothing on them lets a reader act as a client. Labels are few (lane, method,
- * outcome): prom-client's scrape time grows with label count.
+ * `GET /status` (JSON), `GET /metrics` (Prometheus text format, through prom-client) and the
+ * operators' dashboard (`GET /`, a page that polls `/status`) on their own HTTP port.
+ * Read-only: only GET and HEAD are served (others 405) and no request changes anything. With
+ * a token, `/status` and `/metrics` need `Authorization: Bearer <token>` (compared in constant
+ * time); the dashboard's page and script hold no data and load without it, then ask the
+ * operator for the token. The session ids shown are cut short, so nothing here lets a reader
+ * act as a client. A Host header that is not an IP literal, `localhost` or the listening host
+ * is refused with 421 (DNS rebinding); every answer carries {@link SECURITY_HEADERS} and no
+ * CORS header. Labels are few (lane, method, outcome): prom-client's scrape time grows with
+ * label count.
  */
 export class HttpStatus {
   readonly port: number;
@@ -131,15 +150,26 @@ export class HttpStatus {
     };
     const server = createServer((req: IncomingMessage, res: ServerResponse) => {
       const send = (code: number, type: string, body: string) => {
-        res.writeHead(code, {
-          'content-type': type,
-          'cache-control': 'no-store',
-          'x-content-type-options': 'nosniff',
-        });
+        res.writeHead(code, { ...SECURITY_HEADERS, 'content-type': type });
         res.end(body);
       };
+      if (!allowedHost(req.headers.host, host)) {
+        send(
+          421,
+          'text/plain; charset=utf-8',
+          'Misdirected request: the Host header must be an IP address, localhost or the host this server listens on\n',
+        );
+        return;
+      }
       if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.setHeader('allow', 'GET, HEAD');
         send(405, 'text/plain; charset=utf-8', 'Only GET: this endpoint is read-only\n');
+        return;
+      }
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      const asset = Object.hasOwn(ASSETS, path) ? ASSETS[path] : undefined;
+      if (asset !== undefined) {
+        send(200, asset.type, asset.body);
         return;
       }
       if (!authorized(req)) {
@@ -151,7 +181,6 @@ export class HttpStatus {
         );
         return;
       }
-      const path = (req.url ?? '/').split('?')[0];
       if (path === '/status') {
         send(
           200,
@@ -166,7 +195,11 @@ export class HttpStatus {
             send(500, 'text/plain; charset=utf-8', `metrics failed: ${(err as Error).message}\n`),
         );
       } else {
-        send(404, 'text/plain; charset=utf-8', 'Not found: GET /status or GET /metrics\n');
+        send(
+          404,
+          'text/plain; charset=utf-8',
+          'Not found: GET / (dashboard), /status or /metrics\n',
+        );
       }
     });
     server.on('clientError', (_err, socket) => socket.destroy());

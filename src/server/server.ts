@@ -1,22 +1,30 @@
 import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { hostname } from 'node:os';
 import { createServer as createTlsServer } from 'node:tls';
 import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
-import { ConnectionLostError, InvalidArgumentError, LockLostError } from '../core/errors.js';
-import { checkClock, checkOptionsObject, describeValue } from '../core/options.js';
-import { FSDirectory } from '../directory/fs-directory.js';
-import type { Lock } from '../directory/lock.js';
+import {
+  ConnectionLostError,
+  InvalidArgumentError,
+  LockLostError,
+  NotMasterError,
+} from '../core/errors.js';
+import { checkClock, checkOptionsObject, describeValue, hasMethods } from '../core/options.js';
+import type { Locker } from '../store/locker.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
 import { CallStats } from './call-stats.js';
 import { Connection, type ConnectionHost, type ConnectionLimits } from './connection.js';
-import { Dispatcher, type DispatchLimits } from './dispatch.js';
+import { DataService, type DataSettings } from './data-service.js';
+import type { DispatchLimits } from './dispatch.js';
+import { type HaOptions, HaRole, type HaStatus, type RoleChange } from './ha-role.js';
 import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
-import { ScannerRegistry } from './scanner-registry.js';
-import type { Session } from './session.js';
-import { SessionRegistry } from './session-registry.js';
-import { TableCatalog } from './table-catalog.js';
+import { lockWaitStatus } from './lock-wait-status.js';
+import type { ScannerRegistry } from './scanner-registry.js';
+import type { SessionRegistry } from './session-registry.js';
+import type { TableCatalog } from './table-catalog.js';
 
 export interface ServerOptions {
   /** Where tables live; guarded by `write.lock` (a native lock), so one server per directory. */
@@ -52,6 +60,13 @@ export interface ServerOptions {
   /** Serve `GET /status` and `GET /metrics` on this port (same host; 0: any free port). */
   httpPort?: number | undefined;
   clock?: Clock | undefined;
+  /**
+   * Master/slave on a shared data directory (docs/server.md, "Master/slave"): the locker
+   * decides which server is master; only the master opens the tables and serves sessions.
+   * The locker's `validUntil` must be on `clock`'s monotonic time (the system clock unless
+   * both are given another).
+   */
+  ha?: HaOptions | undefined;
 }
 
 const DEFAULTS = {
@@ -91,6 +106,7 @@ const KNOWN = new Set([
   'handshakeTimeoutMs',
   'httpPort',
   'clock',
+  'ha',
 ]);
 
 function count(value: unknown, what: string, fallback: number, max = 1_000_000): number {
@@ -103,6 +119,41 @@ function count(value: unknown, what: string, fallback: number, max = 1_000_000):
   return value;
 }
 
+const ADVERTISE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/;
+
+/** Checks the `ha` option: a Locker, an optional keep-alive period, an optional `host:port`. */
+function checkHa(value: unknown): HaOptions | undefined {
+  if (value === undefined) return undefined;
+  const o = checkOptionsObject(value as HaOptions, 'ha');
+  for (const key of Object.keys(o)) {
+    if (key !== 'locker' && key !== 'lockKeepAlivePeriodMs' && key !== 'advertise') {
+      throw new InvalidArgumentError(
+        `ha: unknown option ${JSON.stringify(key)} (known: locker, lockKeepAlivePeriodMs, advertise)`,
+      );
+    }
+  }
+  const locker = o.locker as Locker | undefined;
+  if (!hasMethods(locker, 'start', 'stop', 'keepAlive', 'on', 'off')) {
+    throw new InvalidArgumentError(
+      `ha.locker must be a Locker (createLocker of locksmith/store), got ${describeValue(locker)}`,
+    );
+  }
+  const advertise = o.advertise;
+  if (advertise !== undefined && (typeof advertise !== 'string' || !ADVERTISE.test(advertise))) {
+    throw new InvalidArgumentError(
+      `ha.advertise must be host:port (how clients reach this server), got ${describeValue(advertise)}`,
+    );
+  }
+  return {
+    locker: locker as Locker,
+    lockKeepAlivePeriodMs:
+      o.lockKeepAlivePeriodMs === undefined
+        ? undefined
+        : checkDuration(o.lockKeepAlivePeriodMs, 'ha.lockKeepAlivePeriodMs'),
+    advertise,
+  };
+}
+
 function duration(value: unknown, what: string, fallback: number): number {
   return value === undefined ? fallback : checkDuration(value as number, what);
 }
@@ -113,21 +164,27 @@ function duration(value: unknown, what: string, fallback: number): number {
  * locks and scanners. `listen()` resolves once the port is bound; `close()` ends every
  * session (releasing their locks), closes every table and releases the directory; `done`
  * resolves when it is all over and never rejects.
+ *
+ * With `ha`, several servers share `dataDir` (docs/server.md, "Master/slave"): each listens
+ * and serves its status in every role, but only the master (chosen by the locker) opens the
+ * tables and serves sessions; a slave refuses HELLO with `NOT_MASTER`, naming the master. The
+ * `role` event tells each change of role; `failed` (then the server closes) that a locker
+ * with `failIfLocked` found another master, or could not start.
  */
-export class LocksmithServer {
+export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: [unknown] }> {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
   readonly done: Promise<void>;
-  readonly sessions: SessionRegistry;
-  readonly scanners: ScannerRegistry;
-  readonly catalog: TableCatalog;
   readonly lanes: { readonly handler: Lane; readonly priority: Lane };
   readonly calls = new CallStats();
   readonly startedAt = Date.now();
   readonly #server: Server;
   readonly #connections = new Set<Connection>();
-  readonly #dataLock: Lock;
+  /** The data side of a standalone server (for its whole life). */
+  #standalone: DataService | undefined;
+  /** The master/slave role of a server with `ha`. */
+  #ha: HaRole | undefined;
   #http: HttpStatus | undefined;
   #closing: Promise<void> | undefined;
   #resolveDone: () => void = () => undefined;
@@ -136,21 +193,14 @@ export class LocksmithServer {
     server: Server;
     address: AddressInfo;
     dataDir: string;
-    sessions: SessionRegistry;
-    scanners: ScannerRegistry;
-    catalog: TableCatalog;
     lanes: { handler: Lane; priority: Lane };
-    dataLock: Lock;
   }) {
+    super();
     this.#server = parts.server;
     this.host = parts.address.address;
     this.port = parts.address.port;
     this.dataDir = parts.dataDir;
-    this.sessions = parts.sessions;
-    this.scanners = parts.scanners;
-    this.catalog = parts.catalog;
     this.lanes = parts.lanes;
-    this.#dataLock = parts.dataLock;
     this.done = new Promise((resolve) => {
       this.#resolveDone = resolve;
     });
@@ -166,7 +216,42 @@ export class LocksmithServer {
     return this.#connections;
   }
 
-  /** Opens the data directory (recovering every table), then listens. */
+  /** `standalone` (no `ha`), or `master`/`slave` now. */
+  get role(): 'standalone' | 'master' | 'slave' {
+    return this.#ha?.role ?? 'standalone';
+  }
+
+  /** The tables; a slave has none (`NOT_MASTER`). */
+  get catalog(): TableCatalog {
+    return this.#serving().catalog;
+  }
+
+  /** The sessions; a slave has none (`NOT_MASTER`). */
+  get sessions(): SessionRegistry {
+    return this.#serving().sessions;
+  }
+
+  /** The scanners; a slave has none (`NOT_MASTER`). */
+  get scanners(): ScannerRegistry {
+    return this.#serving().scanners;
+  }
+
+  get #data(): DataService | undefined {
+    return this.#standalone ?? this.#ha?.data;
+  }
+
+  #serving(): DataService {
+    const data = this.#data;
+    if (data === undefined) {
+      throw new NotMasterError(`This server is a ${this.role}: it serves no tables`);
+    }
+    return data;
+  }
+
+  /**
+   * Standalone: opens the data directory (recovering every table), then listens. With `ha`:
+   * listens (and serves status) at once, and waits for mastership in the background.
+   */
   static async listen(options: ServerOptions): Promise<LocksmithServer> {
     const opts = checkOptionsObject(options, 'LocksmithServer.listen options');
     for (const key of Object.keys(opts)) {
@@ -288,128 +373,137 @@ export class LocksmithServer {
       tls = { cert, key };
     }
 
-    // The data directory is this server's alone: a second server on it fails here.
-    const directory = await FSDirectory.open(dataDir);
-    const dataLock = await directory.obtainLock('write.lock');
-    let catalog: TableCatalog | undefined;
+    const ha = checkHa(opts.ha);
+    const lanes = {
+      handler: new Lane('handler', handlers),
+      priority: new Lane('priority', priorityHandlers),
+    };
+    let self: LocksmithServer | undefined;
+    const settings: DataSettings = {
+      dataDir,
+      leasePeriodMs,
+      rowLockWaitMs,
+      durability,
+      clock,
+      sessionLimits: {
+        defaultLeaseMs: sessionLeaseMs,
+        minLeaseMs: minSessionLeaseMs,
+        maxLeaseMs: maxSessionLeaseMs,
+      },
+      dispatchLimits,
+      status: () => self?.status(),
+    };
+    // Standalone, the tables open before the port: a server that listens serves them.
+    const standalone =
+      ha === undefined
+        ? await DataService.open(settings, undefined, () => {
+            void self?.close();
+          })
+        : undefined;
+    let server: Server | undefined;
     try {
-      catalog = await TableCatalog.open(dataDir, {
-        leasePeriodMs,
-        rowLockWaitMs,
-        durability,
-        clock,
-      });
-      const lanes = {
-        handler: new Lane('handler', handlers),
-        priority: new Lane('priority', priorityHandlers),
-      };
-      const scanners = new ScannerRegistry(clock, leasePeriodMs, 100);
-      let self: LocksmithServer | undefined;
-      const sessions = new SessionRegistry(
-        clock,
-        {
-          defaultLeaseMs: sessionLeaseMs,
-          minLeaseMs: minSessionLeaseMs,
-          maxLeaseMs: maxSessionLeaseMs,
-        },
-        (session, reason) => {
-          if (self !== undefined) self.#endSession(session, reason);
-        },
-      );
-      const server =
+      server =
         tls === undefined ? createServer() : createTlsServer({ cert: tls.cert, key: tls.key });
+      const listening = server;
       await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
+        listening.once('error', reject);
+        listening.listen(port, host, () => {
+          listening.off('error', reject);
           resolve();
         });
       });
-      self = new LocksmithServer({
-        server,
-        address: server.address() as AddressInfo,
-        dataDir,
-        sessions,
-        scanners,
-        catalog,
-        lanes,
-        dataLock,
-      });
-      const created = self;
-      const dispatcher = new Dispatcher({
-        catalog,
-        sessions,
-        scanners,
-        limits: dispatchLimits,
-        lockLeaseMs: leasePeriodMs,
-        status: () => created.status(),
-        notifyLost: (session, lockId, reason) =>
-          session.sink?.notify('lockLost', [
-            lockId,
-            (reason as { code?: string }).code ?? 'LOCK_LOST',
-            reason.message,
-          ]),
-      });
-      const host_: ConnectionHost = {
-        sessions,
-        dispatcher,
-        lanes,
-        limits: connectionLimits,
-        tokenDigest: token === undefined ? undefined : createHash('sha256').update(token).digest(),
-        lockLeaseMs: leasePeriodMs,
-        rowLockWaitMs,
-        serverName: 'locksmith/0.1.0',
-        record: (method, ok) => created.calls.record(method, ok),
-        forget: (connection) => created.#connections.delete(connection),
-      };
-      server.on(tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => {
-        if (created.#closing !== undefined) {
-          socket.destroy();
-          return;
-        }
-        created.#connections.add(new Connection(socket, host_));
-      });
-      // A failed TLS handshake is the client's problem, never the server's.
-      server.on('tlsClientError', () => undefined);
-      dataLock.once('lost', () => {
-        void created.close();
-      });
-      if (httpPort !== undefined) {
-        try {
-          created.#http = await HttpStatus.listen(created, host, httpPort, host_.tokenDigest);
-        } catch (err) {
-          await created.close();
-          throw err;
-        }
-      }
-      return created;
     } catch (err) {
-      await catalog?.close();
-      await dataLock.close();
+      await standalone?.close(new LockLostError('The server did not start', { code: 'LOCK_LOST' }));
       throw err;
     }
+    self = new LocksmithServer({
+      server,
+      address: server.address() as AddressInfo,
+      dataDir,
+      lanes,
+    });
+    const created = self;
+    created.#standalone = standalone;
+    if (ha !== undefined) {
+      const where = created.host.includes(':') ? `[${created.host}]` : created.host;
+      const address = ha.advertise ?? `${where}:${created.port}`;
+      const role = new HaRole({
+        id: `${hostname()}-${process.pid}-${created.port}`.replace(/[^A-Za-z0-9_.-]/g, '_'),
+        address,
+        dataDir,
+        options: ha,
+        clock,
+        open: (mastership) =>
+          DataService.open(settings, mastership, (reason) => mastership.lost(reason)),
+      });
+      role.on('role', (change) => created.emit('role', change));
+      role.once('failed', (reason) => {
+        created.emit('failed', reason);
+        void created.close();
+      });
+      created.#ha = role;
+    }
+    const host_: ConnectionHost = {
+      serving: () =>
+        created.#standalone ??
+        created.#ha?.serving() ??
+        new NotMasterError('The server is shutting down'),
+      lanes,
+      limits: connectionLimits,
+      tokenDigest: token === undefined ? undefined : createHash('sha256').update(token).digest(),
+      lockLeaseMs: leasePeriodMs,
+      rowLockWaitMs,
+      serverName: 'locksmith/0.1.0',
+      record: (method, ok) => created.calls.record(method, ok),
+      forget: (connection) => created.#connections.delete(connection),
+    };
+    server.on(tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => {
+      if (created.#closing !== undefined) {
+        socket.destroy();
+        return;
+      }
+      created.#connections.add(new Connection(socket, host_));
+    });
+    // A failed TLS handshake is the client's problem, never the server's.
+    server.on('tlsClientError', () => undefined);
+    if (httpPort !== undefined) {
+      try {
+        created.#http = await HttpStatus.listen(created, host, httpPort, host_.tokenDigest);
+      } catch (err) {
+        await created.close();
+        throw err;
+      }
+    }
+    created.#ha?.start();
+    return created;
   }
 
   /** A snapshot for status pages and the `status` call (no secrets: session ids are cut). */
   status(): Record<string, unknown> {
     const now = Date.now();
-    const sessions = [...this.sessions.all()].map((s) => ({
+    const data = this.#data;
+    const all = data === undefined ? [] : [...data.sessions.all()];
+    const sessions = all.map((s) => ({
       session: s.label,
       client: s.client,
       connected: s.sink !== undefined,
       leaseMs: s.leaseMs,
+      leaseRemainingMs: Math.round(data?.sessions.leaseRemainingMs(s) ?? 0),
       locks: s.locks.size,
       waiting: s.waiting,
       scanners: s.scanners.size,
       ageMs: now - s.openedAt,
     }));
-    const tables = [...this.catalog.entries()].map(([name, { descriptor, region }]) => ({
-      name,
-      families: descriptor.families.map((f) => f.name),
-      rows: region.rowCount,
-      cells: region.cellCount,
-    }));
-    const locks = [...this.sessions.all()].flatMap((s) =>
+    const tables =
+      data === undefined
+        ? []
+        : [...data.catalog.entries()].map(([name, { descriptor, region }]) => ({
+            name,
+            families: descriptor.families.map((f) => f.name),
+            rows: region.rowCount,
+            cells: region.cellCount,
+          }));
+    const locks = all.flatMap((s) =>
       [...s.locks.values()].map(({ table, lock }) => ({
         table,
         row: lock.resource,
@@ -434,21 +528,37 @@ export class LocksmithServer {
       tables,
       sessions,
       locks,
-      scanners: this.scanners.size,
+      scanners: data?.scanners.size ?? 0,
       handlers: { handler: lane(this.lanes.handler), priority: lane(this.lanes.priority) },
       calls: {
         ok: Object.fromEntries(this.calls.ok),
         failed: Object.fromEntries(this.calls.failed),
         perSecond: this.calls.perSecond(60),
       },
+      rates: this.calls.rates(),
+      ...lockWaitStatus(data?.catalog.entries() ?? []),
+      ha: this.#haStatus(),
+    };
+  }
+
+  #haStatus(): HaStatus {
+    if (this.#ha !== undefined) return this.#ha.status();
+    return {
+      role: 'standalone',
+      since: this.startedAt,
+      token: 0,
+      address: `${this.host}:${this.port}`,
+      peers: [],
+      failovers: [],
     };
   }
 
   /** The numbers of `GET /metrics`. */
   metrics(): ServerMetrics {
+    const data = this.#data;
     let locksHeld = 0;
     let lockWaiters = 0;
-    for (const s of this.sessions.all()) {
+    for (const s of data?.sessions.all() ?? []) {
       locksHeld += s.locks.size;
       lockWaiters += s.waiting;
     }
@@ -461,13 +571,13 @@ export class LocksmithServer {
     });
     return {
       connections: this.#connections.size,
-      sessions: this.sessions.size,
-      sessionsExpired: this.sessions.expired,
+      sessions: data?.sessions.size ?? 0,
+      sessionsExpired: data?.sessions.expired ?? 0,
       locksHeld,
       lockWaiters,
-      scanners: this.scanners.size,
-      scannersExpired: this.scanners.expired,
-      tables: this.catalog.size,
+      scanners: data?.scanners.size ?? 0,
+      scannersExpired: data?.scanners.expired ?? 0,
+      tables: data?.catalog.size ?? 0,
       lanes: [lane(this.lanes.handler), lane(this.lanes.priority)],
       calls: [
         ...[...this.calls.ok].map(([method, count]) => ({ method, outcome: 'ok' as const, count })),
@@ -480,17 +590,20 @@ export class LocksmithServer {
     };
   }
 
-  /** Stops: no new connections, every session ended (locks released), tables and directory closed. */
+  /**
+   * Stops: no new connections, every session ended (locks released), tables and directory
+   * closed; with `ha`, the mastership given back (a slave takes over).
+   */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
       await this.#http?.close();
       const bye = new ConnectionLostError('The server is shutting down');
       for (const connection of [...this.#connections]) connection.close(bye);
-      this.sessions.close(new LockLostError('The server shut down', { code: 'LOCK_LOST' }));
-      this.scanners.shutdown();
-      await this.catalog.close();
-      await this.#dataLock.close().catch(() => undefined);
+      await this.#standalone?.close(
+        new LockLostError('The server shut down', { code: 'LOCK_LOST' }),
+      );
+      await this.#ha?.close();
       for (const connection of [...this.#connections]) connection.socket.destroy();
       await closed;
       this.#resolveDone();
@@ -500,21 +613,5 @@ export class LocksmithServer {
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
-  }
-
-  #endSession(session: Session, reason: LockLostError): void {
-    this.scanners.closeAll(session);
-    for (const [lockId, { table, lock }] of [...session.locks]) {
-      session.removeLock(lockId);
-      // The unlock runs at once; a refusal comes later: its lease ran out or its table was
-      // dropped meanwhile (the handle knows already).
-      (async () => this.catalog.region(table).unlockRow(lockId))().catch(() =>
-        lock.close().catch(() => undefined),
-      );
-    }
-    const sink = session.sink;
-    session.sink = undefined;
-    if (sink !== undefined && reason.code === 'SESSION_EXPIRED')
-      sink.sessionEnded('SESSION_EXPIRED', reason.message);
   }
 }

@@ -86,6 +86,11 @@ export class SessionRegistry {
     if (!session.ended) session.deadline = this.#clock.monotonic() + session.leaseMs;
   }
 
+  /** What is left of the session's lease, in ms (0 once it ran out). */
+  leaseRemainingMs(session: Session): number {
+    return Math.max(0, session.deadline - this.#clock.monotonic());
+  }
+
   /** Ends the session now, releasing everything it holds; idempotent. */
   end(session: Session, reason: LockLostError): void {
     this.#end(session, reason, false);

@@ -12,7 +12,10 @@ export interface HeldLock {
 export interface SessionSink {
   notify(notice: string, data: unknown): void;
   /** The session ended: the connection says why and closes. */
-  sessionEnded(code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED', message: string): void;
+  sessionEnded(
+    code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED' | 'MASTER_CHANGED',
+    message: string,
+  ): void;
 }
 
 /**

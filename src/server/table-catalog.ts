@@ -24,6 +24,16 @@ export interface CatalogRegionOptions {
   clock: Clock;
 }
 
+/** What a master adds to its catalog: the epoch its regions write under, a validity check. */
+export interface CatalogMastership {
+  /** The mastership token: the epoch of every region this catalog opens (0: standalone). */
+  epoch: number;
+  /** Throws (`NOT_MASTER`) once the mastership is no longer certain; run before admin writes. */
+  check(): void;
+}
+
+const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
+
 const TABLE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 const DESCRIPTOR = '.table.json';
 
@@ -76,20 +86,33 @@ export function checkTableDescriptor(
 export class TableCatalog {
   readonly #dir: string;
   readonly #regionOptions: CatalogRegionOptions;
+  readonly #mastership: CatalogMastership;
   readonly #tables = new Map<string, { descriptor: TableDescriptor; region: Region }>();
   #admin: Promise<unknown> = Promise.resolve();
   #closed = false;
 
-  private constructor(dir: string, regionOptions: CatalogRegionOptions) {
+  private constructor(
+    dir: string,
+    regionOptions: CatalogRegionOptions,
+    mastership: CatalogMastership,
+  ) {
     this.#dir = dir;
     this.#regionOptions = regionOptions;
+    this.#mastership = mastership;
   }
 
-  /** Opens (recovering) every table under `<dataDir>/tables`. */
-  static async open(dataDir: string, regionOptions: CatalogRegionOptions): Promise<TableCatalog> {
+  /**
+   * Opens (recovering) every table under `<dataDir>/tables`. A master passes its
+   * `mastership`: its token is the epoch of every region, and `create`/`drop` check it first.
+   */
+  static async open(
+    dataDir: string,
+    regionOptions: CatalogRegionOptions,
+    mastership: CatalogMastership = STANDALONE,
+  ): Promise<TableCatalog> {
     const dir = join(dataDir, 'tables');
     await makeDirectories(dir);
-    const catalog = new TableCatalog(dir, regionOptions);
+    const catalog = new TableCatalog(dir, regionOptions, mastership);
     try {
       await catalog.#load();
     } catch (err) {
@@ -97,6 +120,11 @@ export class TableCatalog {
       throw err;
     }
     return catalog;
+  }
+
+  /** The epoch the regions of this catalog write under (the mastership token; 0 standalone). */
+  get epoch(): number {
+    return this.#mastership.epoch;
   }
 
   get size(): number {
@@ -131,6 +159,7 @@ export class TableCatalog {
 
   create(descriptor: TableDescriptor): Promise<TableDescriptor> {
     return this.#serially(async () => {
+      this.#mastership.check();
       if (this.#tables.has(descriptor.name)) {
         throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
       }
@@ -162,6 +191,7 @@ export class TableCatalog {
 
   drop(name: unknown): Promise<void> {
     return this.#serially(async () => {
+      this.#mastership.check();
       const region = this.region(name);
       const table = name as string;
       this.#tables.delete(table);
@@ -229,6 +259,7 @@ export class TableCatalog {
       rowLockWaitMs,
       timestampOnArrival: descriptor.timestampOnArrival,
       clock,
+      // HA-EPOCH: pass epoch to Region.open once RegionOptions has it
     });
   }
 

@@ -34,7 +34,12 @@ export interface WireError {
  * without anything else changing. `CONNECTION_LOST` is not here: whether a call the server
  * may have applied can be repeated depends on the call, and the client decides that.
  */
-const RETRYABLE = new Set<LocksmithErrorCode>(['LOCK_TIMEOUT', 'DEADLOCK', 'LIMIT_EXCEEDED']);
+const RETRYABLE = new Set<LocksmithErrorCode>([
+  'LOCK_TIMEOUT',
+  'DEADLOCK',
+  'LIMIT_EXCEEDED',
+  'NOT_MASTER',
+]);
 
 /** The error class for each code, so a remote error is the same class as a local one. */
 const MAKERS: Record<LocksmithErrorCode, (message: string) => LocksmithError> = {

@@ -11,26 +11,22 @@
 // the lock file, our supervisor's state, the broker's log) and records any moment where both
 // sides held it. Without Java, the jars or PostgreSQL the tests skip with a message.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
-import pg from 'pg';
 import { DatabaseLocker } from '../../src/store/database-locker.js';
 import { LeaseDatabaseLocker } from '../../src/store/lease-database-locker.js';
 import type { Locker } from '../../src/store/locker.js';
 import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
-import { redactUrl } from '../../src/store/sql/database-url.js';
 import { Supervisor } from '../../src/store/supervisor.js';
-import { POSTGRES_URL } from '../fixtures/db-servers.js';
-import { eventually, exitOf, orphanProof, repoRoot, sleep, tempDir } from '../helpers.js';
-
-const ACTIVEMQ_HOME = process.env.LOCKSMITH_ACTIVEMQ_HOME ?? '/usr/share/activemq';
-const ACTIVEMQ_JAR = join(ACTIVEMQ_HOME, 'bin/activemq.jar');
-const PG_JDBC_JAR = process.env.LOCKSMITH_PG_JDBC_JAR ?? '/usr/share/java/postgresql.jar';
-const FIXTURES = join(repoRoot, 'test/fixtures/activemq');
-const INSTALL = 'apt-get install activemq libpostgresql-jdbc-java';
+import {
+  Broker,
+  brokerMissing,
+  createDatabase,
+  postgresMissing,
+  type TestDatabase,
+} from '../fixtures/activemq-broker.js';
+import { eventually, sleep, tempDir } from '../helpers.js';
 
 /** Broker timing: the lease (= acquire poll) and the renewal / keep-alive period, in ms. */
 const AMQ_LEASE = 1000;
@@ -49,33 +45,6 @@ const OBSERVE = 3000;
 /** A JVM on a busy 2-core machine: time to start a broker. */
 const BROKER_START = 30_000;
 
-/** Why the broker cannot run here, or undefined. */
-function brokerMissing(needJdbc: boolean): string | undefined {
-  const java = spawnSync('java', ['-version'], { stdio: 'ignore' });
-  if (java.error !== undefined || java.status !== 0) {
-    return `ActiveMQ not installed (no java): ${INSTALL}`;
-  }
-  if (!existsSync(ACTIVEMQ_JAR)) return `ActiveMQ not installed (${ACTIVEMQ_JAR}): ${INSTALL}`;
-  if (needJdbc && !existsSync(PG_JDBC_JAR)) {
-    return `PostgreSQL JDBC driver not installed (${PG_JDBC_JAR}): ${INSTALL}`;
-  }
-  return undefined;
-}
-
-async function postgresMissing(): Promise<string | undefined> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return undefined;
-  } catch (err) {
-    return `PostgreSQL not answering at ${redactUrl(POSTGRES_URL)}: ${(err as Error).message}`;
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
-
 /** Skips `t` (and returns true) when the broker or PostgreSQL is not available. */
 async function skipUnlessAvailable(t: TestContext, needPostgres: boolean): Promise<boolean> {
   const reason =
@@ -83,144 +52,6 @@ async function skipUnlessAvailable(t: TestContext, needPostgres: boolean): Promi
   if (reason === undefined) return false;
   t.skip(reason);
   return true;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The broker
-
-interface LogLine {
-  /** When the line reached us (Date.now()). */
-  readonly received: number;
-  /** The broker's own timestamp of the line (it runs with -Duser.timezone=UTC). */
-  readonly logged: number | undefined;
-  readonly text: string;
-}
-
-/** `2026-12-02 13:53:33,411 INFO ...` (UTC) → epoch ms. */
-function logTime(text: string): number | undefined {
-  const m = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d),(\d{3}) /.exec(text);
-  return m === null ? undefined : Date.parse(`${m[1]}T${m[2]}.${m[3]}Z`);
-}
-
-/**
- * An ActiveMQ broker in a child JVM (the Debian package's `activemq.jar` launcher, in the
- * foreground), its log kept line by line. `masterLine` is the log line that says it now acts as
- * master; "giving up being a master" is ActiveMQ's line when it loses the lock.
- */
-class Broker {
-  readonly proc: ChildProcess;
-  readonly lines: LogLine[] = [];
-  readonly name: string;
-  readonly spawnedAt = Date.now();
-  readonly #masterLine: RegExp;
-  /** Set once the test stops or kills it: from then on not counted as a settled master. */
-  #leaving = false;
-  #spawnFailed = false;
-
-  constructor(
-    config: string,
-    dir: string,
-    props: Record<string, string | number>,
-    masterLine: RegExp,
-  ) {
-    this.name = String(props.brokerName);
-    this.#masterLine = masterLine;
-    const data = join(dir, 'broker-data');
-    mkdirSync(data, { recursive: true });
-    const args = [
-      '-Xmx160m',
-      '-XX:+UseSerialGC',
-      '-XX:TieredStopAtLevel=1',
-      '-Duser.timezone=UTC',
-      `-Dlog4j.configuration=file:${join(FIXTURES, 'log4j.properties')}`,
-      `-Dactivemq.classpath=${PG_JDBC_JAR}`,
-      `-Dactivemq.home=${ACTIVEMQ_HOME}`,
-      `-Dactivemq.base=${dir}`,
-      `-Dactivemq.conf=${dir}`,
-      `-Dactivemq.data=${data}`,
-      `-Dlocksmith.dataDirectory=${data}`,
-      ...Object.entries(props).map(([k, v]) => `-Dlocksmith.${k}=${v}`),
-      '-jar',
-      ACTIVEMQ_JAR,
-      'start',
-      `xbean:file:${join(FIXTURES, config)}?validate=false`,
-    ];
-    this.proc = orphanProof(spawn('java', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] }));
-    // A failed spawn shows up as a broker that exits before the awaited line, with this line.
-    this.proc.on('error', (err) => {
-      this.#spawnFailed = true;
-      this.lines.push({ received: Date.now(), logged: undefined, text: `spawn: ${err.message}` });
-    });
-    for (const stream of [this.proc.stdout, this.proc.stderr]) {
-      let buffer = '';
-      stream?.on('data', (chunk: Buffer) => {
-        const received = Date.now();
-        buffer += chunk.toString();
-        const parts = buffer.split('\n');
-        buffer = parts.pop() ?? '';
-        for (const text of parts) this.lines.push({ received, logged: logTime(text), text });
-      });
-    }
-  }
-
-  get alive(): boolean {
-    return !this.#spawnFailed && this.proc.exitCode === null && this.proc.signalCode === null;
-  }
-
-  /** Master by its own log (the master line seen, no give-up line), and not being stopped. */
-  get master(): boolean {
-    return (
-      !this.#leaving &&
-      this.alive &&
-      this.find(this.#masterLine) !== undefined &&
-      this.find(/giving up being a master/) === undefined
-    );
-  }
-
-  find(pattern: RegExp, from = 0): LogLine | undefined {
-    for (let i = from; i < this.lines.length; i++) {
-      const line = this.lines[i];
-      if (line !== undefined && pattern.test(line.text)) return line;
-    }
-    return undefined;
-  }
-
-  count(pattern: RegExp, from = 0): number {
-    return this.lines.slice(from).filter((l) => pattern.test(l.text)).length;
-  }
-
-  /** The first line from `from` on matching `pattern`; rejects at once if the broker exits. */
-  waitFor(pattern: RegExp, timeoutMs: number, from = 0): Promise<LogLine> {
-    return eventually(
-      () => {
-        const line = this.find(pattern, from);
-        if (line === undefined && !this.alive) {
-          throw new Error(`broker exited before ${pattern}\n${this.tail()}`);
-        }
-        return line;
-      },
-      timeoutMs,
-      () => `${pattern}\n${this.tail()}`,
-      5, // each look scans the whole log
-    );
-  }
-
-  /** The last lines of its log, without stack frames, for assertion messages. */
-  tail(n = 40): string {
-    return this.lines
-      .filter((l) => !/^\s+at |^\s+\.\.\. \d+ more/.test(l.text))
-      .slice(-n)
-      .map((l) => l.text)
-      .join('\n');
-  }
-
-  /** Sends `signal` (SIGKILL unless told) and waits for the exit; harmless once gone. */
-  async kill(signal: NodeJS.Signals = 'SIGKILL') {
-    this.#leaving = true;
-    if (this.#spawnFailed) return { code: null, signal: null };
-    if (this.alive) this.proc.kill(signal);
-    return exitOf(this.proc);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,52 +173,6 @@ function witness(
     async stop() {
       running = false;
       await loop;
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// PostgreSQL: a database per test
-
-interface TestDatabase {
-  name: string;
-  /** For our locker (`pg`). */
-  url: string;
-  /** For the broker (PGSimpleDataSource). */
-  jdbcUrl: string;
-  user: string;
-  /** A pool for the test's own reads of the lock row. */
-  pool: pg.Pool;
-  drop(): Promise<void>;
-}
-
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
-async function createDatabase(): Promise<TestDatabase> {
-  const name = `locksmith_amq_${randomBytes(5).toString('hex')}`;
-  await adminQuery(`CREATE DATABASE ${name}`);
-  const url = new URL(POSTGRES_URL);
-  url.pathname = `/${name}`;
-  const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
-  pool.on('error', () => {});
-  return {
-    name,
-    url: url.toString(),
-    jdbcUrl: `jdbc:postgresql://${url.hostname}:${url.port === '' ? '5432' : url.port}/${name}`,
-    user: decodeURIComponent(url.username) || 'postgres',
-    pool,
-    async drop() {
-      await pool.end().catch(() => {});
-      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
 }

@@ -1,0 +1,258 @@
+/**
+ * The linearizability proof of issue 11: three `locksmith serve --ha` servers on one data
+ * directory, workload clients incrementing counters and writing and reading registers through
+ * them, while the master is killed (kill -9, then restarted), paused past its lease (SIGSTOP,
+ * then SIGCONT) and, with the lease-database locker, the lock database crashed and restarted.
+ * The clients' histories then pass the checker (linearizability.ts): no acknowledged increment
+ * lost or applied twice, no read back in time; and several failovers happened.
+ *
+ * The lock database is a private PostgreSQL server (its own data directory and port), so
+ * crashing it never touches the shared one on 5432; without PostgreSQL binaries, the
+ * lease-database runs use SQLite and no database fault.
+ *
+ * Broken fencing: the same scenario with `LOCKSMITH_UNSAFE_SKIP_FENCING=1` given to the
+ * servers (storage epoch checks off) must make the checker report violations: a paused
+ * ex-master that resumes mid-write then acknowledges increments the new master never sees.
+ * What the switch turns off decides whether it shows: tried on a merge of the server and
+ * client branches, a resumed ex-master without storage checks and without the per-call
+ * mastership check still gave no violation (it demotes itself on resume before it answers
+ * anything: its calls end CONNECTION_LOST, indeterminate); one that kept serving 3 s after
+ * losing its lease gave thousands (duplicate values, lost acknowledged increments).
+ *
+ * The runs skip until `serve --help` mentions `--ha` (and, for the broken-fencing run,
+ * `LOCKSMITH_UNSAFE_SKIP_FENCING`): they run by themselves once those land.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, it, type TestContext } from 'node:test';
+import { connect } from '../../src/client/locksmith-client.js';
+import { PrivateDatabaseServer, privateServerUnavailable } from '../fixtures/private-db-server.js';
+import { cliPath, sleep, tempDir } from '../helpers.js';
+import { Cluster, runWorkload } from './cluster.js';
+import { readHistories } from './history.js';
+import { type CheckResult, checkHistory, formatViolations, summarize } from './linearizability.js';
+
+const serveHelp = spawnSync(process.execPath, [cliPath, 'serve', '--help'], {
+  encoding: 'utf8',
+}).stdout;
+const haMissing = /--ha\b/.test(serveHelp ?? '') ? undefined : 'needs serve --ha';
+// TODO(lead): the server honours LOCKSMITH_UNSAFE_SKIP_FENCING=1 (storage epoch checks off)
+// and `serve --help` names it in a line; until then the broken-fencing run is skipped.
+const unsafeMissing =
+  haMissing ??
+  (/LOCKSMITH_UNSAFE_SKIP_FENCING/.test(serveHelp ?? '')
+    ? undefined
+    : 'needs LOCKSMITH_UNSAFE_SKIP_FENCING in serve (named in serve --help)');
+const postgresMissing = privateServerUnavailable('postgres');
+
+const LEASE_MS = 2_000;
+const CLIENTS = 4;
+const DURATION_MS = 20_000;
+
+type Fault = 'kill' | 'pause' | 'database';
+
+/**
+ * With the lease-database locker, a slave tries for the lease once per lease: a master paused
+ * (or down) for lease + 1 s may well take it back itself when it resumes. Paused (down) for two
+ * leases + 1 s, a slave takes over first, so a new master writes while the old one is stopped.
+ */
+const LEASE_FAULTS = {
+  pauseMs: 2 * LEASE_MS + 1_000,
+  downMs: 2 * LEASE_MS + 1_000,
+  durationMs: 30_000,
+};
+
+interface Scenario {
+  /** `--ha …` flags of every server. */
+  ha: string[];
+  /** The faults, in turn, for as long as the clients run. */
+  faults: Fault[];
+  /** How long a paused master stays paused. */
+  pauseMs: number;
+  /** The pause after each fault before the next one (default 1.5 s). */
+  settleMs?: number;
+  /** How long a killed master stays down before it is started again (default 1 s). */
+  downMs?: number;
+  /** The clients' per-operation timeout (default 5 s). */
+  opTimeoutMs?: number;
+  /** How long the clients run (default {@link DURATION_MS}). */
+  durationMs?: number;
+  clients?: number;
+  env?: Record<string, string>;
+  database?: PrivateDatabaseServer;
+}
+
+interface Outcome {
+  result: CheckResult;
+  /** Distinct master tokens seen, minus one. */
+  failovers: number;
+  faults: string[];
+  output: string;
+}
+
+async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promise<Outcome> {
+  await using cluster = await Cluster.start({
+    size: 3,
+    dataDir: join(dataDir, 'data'),
+    args: scenario.ha,
+    ...(scenario.env === undefined ? {} : { env: scenario.env }),
+  });
+  const durationMs = scenario.durationMs ?? DURATION_MS;
+  const tokens = new Set<number | undefined>();
+  const servers = new Set<number>();
+  const first = await cluster.master(30_000);
+  tokens.add(first.token);
+  servers.add(first.index);
+  {
+    await using client = await connect(first.url);
+    await client.createTable('chaos', ['f']);
+  }
+  const names = Array.from({ length: scenario.clients ?? CLIENTS }, (_, i) => `w${i}`);
+  const common = ['--addresses', cluster.addresses, '--table', 'chaos', '--keys', '4'];
+  const files = names.map((name) => join(dataDir, `${name}.jsonl`));
+  const clients = names.map((name, i) =>
+    runWorkload([
+      ...common,
+      ...['--client', name, '--duration', String(durationMs), '--out', files[i] as string],
+      ...['--peers', names.join(','), '--seed', String(i + 1)],
+      ...['--op-timeout', String(scenario.opTimeoutMs ?? 5_000)],
+    ]),
+  );
+  const faults: string[] = [];
+  const end = Date.now() + durationMs - 2_000;
+  await sleep(1_500);
+  for (let n = 0; Date.now() < end; n++) {
+    const fault = scenario.faults[n % scenario.faults.length] as Fault;
+    const master = await cluster.master(30_000);
+    tokens.add(master.token);
+    servers.add(master.index);
+    faults.push(`${fault} ${master.index} (token ${master.token})`);
+    if (fault === 'kill') {
+      await cluster.kill9(master.index);
+      await sleep(scenario.downMs ?? 1_000);
+      await cluster.restart(master.index);
+    } else if (fault === 'pause') {
+      cluster.pause(master.index);
+      await sleep(scenario.pauseMs);
+      cluster.resume(master.index);
+    } else if (scenario.database !== undefined) {
+      await scenario.database.kill();
+      await sleep(1_000);
+      await scenario.database.start();
+    }
+    await sleep(scenario.settleMs ?? 1_500);
+  }
+  const outputs = await Promise.all(clients);
+  const last = await cluster.master(30_000);
+  tokens.add(last.token);
+  servers.add(last.index);
+  const finalFile = join(dataDir, 'final.jsonl');
+  await runWorkload([...common, '--client', 'final', '--out', finalFile, '--final']);
+  const result = checkHistory(readHistories([...files, finalFile]), {
+    clockSlackMs: 1,
+    requireFinalReads: true,
+  });
+  const outcome = {
+    result,
+    failovers: tokens.size - 1,
+    faults,
+    output: `${outputs.join('')}\n${cluster.output(15)}`,
+  };
+  t.diagnostic(
+    `faults: ${faults.join(', ')}; failovers ${outcome.failovers}; masters were servers ${[...servers].join(', ')}`,
+  );
+  t.diagnostic(summarize(result).replaceAll('\n', '; '));
+  return outcome;
+}
+
+function assertLinearizable(outcome: Outcome, minFailovers: number): void {
+  const { result, failovers } = outcome;
+  assert.deepEqual(
+    result.violations,
+    [],
+    `${formatViolations(result.violations)}\n${summarize(result)}\n${outcome.output}`,
+  );
+  assert.ok(
+    failovers >= minFailovers,
+    `only ${failovers} failovers (${outcome.faults.join(', ')})\n${outcome.output}`,
+  );
+  const acknowledged = [...result.counters.values()].reduce((sum, c) => sum + c.ok, 0);
+  assert.ok(acknowledged >= 50, `only ${acknowledged} increments acknowledged\n${outcome.output}`);
+}
+
+/**
+ * `chaos` with the lease-database locker: on a private PostgreSQL server, whose crash and
+ * restart joins `faults` as `database`; on SQLite in `dir` without one.
+ */
+async function leaseDatabaseChaos(
+  t: TestContext,
+  dir: string,
+  scenario: Omit<Scenario, 'ha' | 'database'>,
+): Promise<Outcome> {
+  const database =
+    postgresMissing === undefined ? await PrivateDatabaseServer.create('postgres') : undefined;
+  try {
+    const url = database?.url ?? `sqlite:${join(dir, 'lock.db')}`;
+    const lease = ['--lease', `${LEASE_MS}ms`, '--renew', '500ms'];
+    return await chaos(t, dir, {
+      ...scenario,
+      ha: ['--ha', 'lease-database', '--db', url, ...lease],
+      faults: scenario.faults.filter((f) => f !== 'database' || database !== undefined),
+      ...(database === undefined ? {} : { database }),
+    });
+  } finally {
+    await database?.[Symbol.asyncDispose]();
+  }
+}
+
+describe('linearizability through failovers (issue 11)', { concurrency: false }, () => {
+  it('shared-file: kill -9 and SIGSTOP of the master; histories are linearizable', {
+    skip: haMissing,
+    timeout: 180_000,
+  }, async (t) => {
+    using dir = tempDir();
+    const outcome = await chaos(t, dir.path, {
+      ha: ['--ha', 'shared-file', '--acquire-interval', '250ms'],
+      faults: ['kill', 'pause'],
+      pauseMs: 3_000,
+    });
+    assertLinearizable(outcome, 2);
+  });
+
+  it(`lease-database (${postgresMissing === undefined ? 'private PostgreSQL' : 'SQLite'}): kill -9, SIGSTOP past the lease, database crash; histories are linearizable`, {
+    skip: haMissing,
+    timeout: 180_000,
+  }, async (t) => {
+    using dir = tempDir();
+    const outcome = await leaseDatabaseChaos(t, dir.path, {
+      faults: ['kill', 'pause', 'database'],
+      ...LEASE_FAULTS,
+    });
+    assertLinearizable(outcome, 3);
+  });
+
+  it('broken fencing (LOCKSMITH_UNSAFE_SKIP_FENCING=1): the checker reports violations', {
+    skip: unsafeMissing,
+    timeout: 180_000,
+  }, async (t) => {
+    using dir = tempDir();
+    // Pauses only, as many as fit: the ex-master resuming mid-write is what fencing is for.
+    // More clients, so that the master has calls in flight when it stops, and a timeout longer
+    // than the pause, so that they still wait for the answer when it resumes.
+    const outcome = await leaseDatabaseChaos(t, dir.path, {
+      faults: ['pause'],
+      ...LEASE_FAULTS,
+      settleMs: 500,
+      clients: 8,
+      opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
+      env: { LOCKSMITH_UNSAFE_SKIP_FENCING: '1' },
+    });
+    for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
+      t.diagnostic(line);
+    assert.ok(
+      outcome.result.violations.length > 0,
+      `broken fencing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
+    );
+  });
+});
