@@ -68,7 +68,9 @@ export class GroupCommitLog {
   #running: Promise<void> | undefined;
   #poison: LockIOError | FencedError | undefined;
   readonly #epoch: number;
-  readonly #fence: EpochFence | undefined;
+  /** The fence checked: the one given, unless a test turned the checks off. */
+  #fence: EpochFence | undefined;
+  readonly #givenFence: EpochFence | undefined;
   readonly stats: LogStats = {
     records: 0,
     batches: 0,
@@ -90,7 +92,13 @@ export class GroupCommitLog {
     this.#sync = durability === 'fsync';
     this.#segmentBytes = segmentBytes;
     this.#fence = fence;
+    this.#givenFence = fence;
     this.#epoch = fence?.epoch ?? 0;
+  }
+
+  /** Test seam (RowStorage's): stops or resumes the epoch checks. */
+  setFenceChecks(on: boolean): void {
+    this.#fence = on ? this.#givenFence : undefined;
   }
 
   /** The error that poisoned the log, if any. */

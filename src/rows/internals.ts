@@ -6,12 +6,24 @@ import type { InsertPace } from './write-path.js';
  */
 export const rowsInternals: unique symbol = Symbol('locksmith.rows.internals');
 
-/** The two places a Region lets a test bend it; `undefined` restores production behaviour. */
+/** The places a Region lets a test bend it; `undefined` restores production behaviour. */
 export interface RegionSeams {
   /** Replaces the write path's insert pacing. */
   setInsertPace(pace: InsertPace | undefined): void;
   /** Replaces the read point new reads take (the MVCC read point). */
   setReadPoint(readPoint: (() => number) | undefined): void;
+  /** Turns the storage's epoch checks off or back on (see {@link StorageSeams}). */
+  setFenceChecks(on: boolean): void;
+}
+
+/**
+ * What a storage lets a test bend, through `storage[rowsInternals]` (RowStorage has it):
+ * `setFenceChecks(false)` stops the epoch checks of a storage opened with an epoch (per
+ * batch, segment creation, snapshot publish, deletion), so a deposed writer acknowledges what
+ * no one will read back: a broken fence on purpose, for checkers that must notice it.
+ */
+export interface StorageSeams {
+  setFenceChecks(on: boolean): void;
 }
 
 /**
@@ -22,6 +34,9 @@ export interface RegionSeams {
  *   undefined), so tests can interleave readers with a half-inserted write.
  * - `readAll` makes reads opened from now on take "everything" as their read point, which
  *   breaks MVCC on purpose so a test can show its checks fail.
+ * - `fenceChecks = false` turns off the epoch checks of the region's storage (opened with
+ *   `epoch`), which breaks fencing on purpose (a deposed master's writes are acknowledged and
+ *   then lost), so a test or a checker can show it notices.
  */
 export class RegionTestHooks {
   readonly #seams: RegionSeams;
@@ -36,5 +51,9 @@ export class RegionTestHooks {
 
   set readAll(on: boolean) {
     this.#seams.setReadPoint(on ? () => Number.MAX_SAFE_INTEGER : undefined);
+  }
+
+  set fenceChecks(on: boolean) {
+    this.#seams.setFenceChecks(on);
   }
 }
