@@ -1,10 +1,9 @@
 import { readFile, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import type { RoleChange } from '../server/ha-role.js';
+import type { HaOptions, RoleChange } from '../server/ha-role.js';
 import { LocksmithServer } from '../server/server.js';
 import { createLocker } from '../store/create-locker.js';
 import { describe } from '../store/describe-error.js';
-import type { Locker } from '../store/locker.js';
 import {
   durationOption,
   parseCommandLine,
@@ -54,7 +53,7 @@ async function haOptions(
   values: Record<string, string | boolean | undefined>,
   dataDir: string,
   port: number,
-): Promise<{ locker: Locker; lockKeepAlivePeriodMs?: number; advertise?: string } | undefined> {
+): Promise<HaOptions | undefined> {
   const flags = parseLockerFlags(values, {
     kind: '--ha',
     table: '--lock-table',
@@ -82,10 +81,17 @@ async function haOptions(
   const holder = `${hostname()}-${process.pid}-${advertise ?? port}`;
   const quiet = { info: () => {}, debug: () => {}, warn: () => {} };
   const locker = await createLocker(lockerOptionsOf(flags, dataDir, holder, quiet));
+  const unsafeSkipFencing = process.env.LOCKSMITH_UNSAFE_SKIP_FENCING === '1';
+  if (unsafeSkipFencing) {
+    process.stderr.write(
+      'locksmith serve: UNSAFE: LOCKSMITH_UNSAFE_SKIP_FENCING=1: fencing is off; acknowledged writes can be lost\n',
+    );
+  }
   return {
     locker,
     ...(flags.renewMs === undefined ? {} : { lockKeepAlivePeriodMs: flags.renewMs }),
     ...(advertise === undefined ? {} : { advertise }),
+    ...(unsafeSkipFencing ? { unsafeSkipFencing } : {}),
   };
 }
 

@@ -29,6 +29,8 @@ export interface DataMastership {
   token: number;
   /** Throws `NOT_MASTER` once the mastership is no longer certain (no I/O). */
   check(): void;
+  /** {@link HaOptions.unsafeSkipFencing}: the regions open with their fence checks off. */
+  unsafeSkipFencing?: boolean | undefined;
   /**
    * The mastership is over as far as the data side can tell: the storage refused a write
    * (`FENCED`) or the data directory's lock was taken over.
@@ -94,7 +96,11 @@ export class DataService implements ServingData {
         { leasePeriodMs, rowLockWaitMs, durability, clock },
         mastership === undefined
           ? undefined
-          : { epoch: mastership.token, check: () => mastership.check() },
+          : {
+              epoch: mastership.token,
+              check: () => mastership.check(),
+              unsafeSkipFencing: mastership.unsafeSkipFencing === true,
+            },
       );
       const scanners = new ScannerRegistry(clock, leasePeriodMs, 100);
       let self: DataService | undefined;

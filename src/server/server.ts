@@ -11,7 +11,13 @@ import {
   LockLostError,
   NotMasterError,
 } from '../core/errors.js';
-import { checkClock, checkOptionsObject, describeValue, hasMethods } from '../core/options.js';
+import {
+  checkBoolean,
+  checkClock,
+  checkOptionsObject,
+  describeValue,
+  hasMethods,
+} from '../core/options.js';
 import type { Locker } from '../store/locker.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
 import { CallStats } from './call-stats.js';
@@ -119,6 +125,7 @@ function count(value: unknown, what: string, fallback: number, max = 1_000_000):
   return value;
 }
 
+const HA_KEYS = ['locker', 'lockKeepAlivePeriodMs', 'advertise', 'unsafeSkipFencing'];
 const ADVERTISE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/;
 
 /** Checks the `ha` option: a Locker, an optional keep-alive period, an optional `host:port`. */
@@ -126,9 +133,9 @@ function checkHa(value: unknown): HaOptions | undefined {
   if (value === undefined) return undefined;
   const o = checkOptionsObject(value as HaOptions, 'ha');
   for (const key of Object.keys(o)) {
-    if (key !== 'locker' && key !== 'lockKeepAlivePeriodMs' && key !== 'advertise') {
+    if (!HA_KEYS.includes(key)) {
       throw new InvalidArgumentError(
-        `ha: unknown option ${JSON.stringify(key)} (known: locker, lockKeepAlivePeriodMs, advertise)`,
+        `ha: unknown option ${JSON.stringify(key)} (known: ${HA_KEYS.join(', ')})`,
       );
     }
   }
@@ -151,6 +158,7 @@ function checkHa(value: unknown): HaOptions | undefined {
         ? undefined
         : checkDuration(o.lockKeepAlivePeriodMs, 'ha.lockKeepAlivePeriodMs'),
     advertise,
+    unsafeSkipFencing: checkBoolean(o.unsafeSkipFencing ?? false, 'ha.unsafeSkipFencing'),
   };
 }
 

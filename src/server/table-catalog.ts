@@ -6,6 +6,7 @@ import { InvalidArgumentError, LockIOError, TableError } from '../core/errors.js
 import { checkBoolean, checkOptionsObject, describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from '../rows/column-family.js';
+import { rowsInternals } from '../rows/internals.js';
 import { Region } from '../rows/region.js';
 
 /** A table as `createTable` takes it and `describeTable` returns it. */
@@ -30,6 +31,8 @@ export interface CatalogMastership {
   epoch: number;
   /** Throws (`NOT_MASTER`) once the mastership is no longer certain; run before admin writes. */
   check(): void;
+  /** UNSAFE (a checker's negative control): regions open with their storage fence checks off. */
+  unsafeSkipFencing?: boolean | undefined;
 }
 
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
@@ -249,9 +252,9 @@ export class TableCatalog {
     }
   }
 
-  #openRegion(descriptor: TableDescriptor): Promise<Region> {
+  async #openRegion(descriptor: TableDescriptor): Promise<Region> {
     const { leasePeriodMs, rowLockWaitMs, durability, clock } = this.#regionOptions;
-    return Region.open({
+    const region = await Region.open({
       families: descriptor.families,
       dir: join(this.#dir, descriptor.name),
       durability,
@@ -259,8 +262,10 @@ export class TableCatalog {
       rowLockWaitMs,
       timestampOnArrival: descriptor.timestampOnArrival,
       clock,
-      // HA-EPOCH: pass epoch to Region.open once RegionOptions has it
+      ...(this.#mastership.epoch > 0 ? { epoch: this.#mastership.epoch } : {}),
     });
+    if (this.#mastership.unsafeSkipFencing === true) region[rowsInternals].fenceChecks = false;
+    return region;
   }
 
   async #syncDir(): Promise<void> {

@@ -37,8 +37,8 @@ const serveHelp = spawnSync(process.execPath, [cliPath, 'serve', '--help'], {
   encoding: 'utf8',
 }).stdout;
 const haMissing = /--ha\b/.test(serveHelp ?? '') ? undefined : 'needs serve --ha';
-// TODO(lead): the server honours LOCKSMITH_UNSAFE_SKIP_FENCING=1 (storage epoch checks off)
-// and `serve --help` names it in a line; until then the broken-fencing run is skipped.
+// LOCKSMITH_UNSAFE_SKIP_FENCING=1 turns the server's fencing off (per-call mastership check,
+// storage epoch and guard checks) and keeps a deposed master serving 3 s: the negative control.
 const unsafeMissing =
   haMissing ??
   (/LOCKSMITH_UNSAFE_SKIP_FENCING/.test(serveHelp ?? '')
