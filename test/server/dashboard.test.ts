@@ -9,10 +9,13 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, it, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
+import { connect } from '../../src/client/locksmith-client.js';
 import { DeadlockError, Put } from '../../src/rows/index.js';
-import { eventually, repoRoot } from '../helpers.js';
+import { LocksmithServer } from '../../src/server/server.js';
+import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
+import { eventually, repoRoot, tempDir } from '../helpers.js';
 import { client, startServer } from './server-fixture.js';
 
 const CHROMIUM = process.env.LOCKSMITH_CHROMIUM ?? '/usr/bin/chromium';
@@ -32,6 +35,16 @@ async function openPage(browser: Browser, url: string): Promise<{ page: Page; er
   });
   await page.goto(url);
   return { page, errors };
+}
+
+/** Waits until the page shows `role` (it polls /status by itself: no reload). */
+async function roleShown(page: Page, role: string): Promise<void> {
+  await eventually(
+    async () => (await text(page, '#role')).toLowerCase() === role,
+    20_000,
+    `role ${role}`,
+    50,
+  );
 }
 
 /** The text an operator sees (rendered: hidden parts excluded). */
@@ -161,6 +174,81 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     await page.close();
     await lock.close();
   });
-});
 
-test.todo('dashboard on a slave (needs serve --ha)');
+  it('on a master and a slave of one data directory: roles, the master a slave names, peers, and the takeover live', async () => {
+    using data = tempDir('locksmith-dashboard-ha-');
+    const ha = () => ({
+      locker: new SharedFileLocker({ directory: data.path, lockAcquireSleepInterval: 200 }),
+      lockKeepAlivePeriodMs: 200,
+    });
+    const first = await LocksmithServer.listen({
+      dataDir: data.path,
+      port: 0,
+      httpPort: 0,
+      durability: 'none',
+      ha: ha(),
+    });
+    let second: LocksmithServer | undefined;
+    try {
+      await eventually(() => first.role === 'master', 15_000, 'first server master');
+      second = await LocksmithServer.listen({
+        dataDir: data.path,
+        port: 0,
+        httpPort: 0,
+        durability: 'none',
+        ha: ha(),
+      });
+      await using c = await connect(`locksmith://127.0.0.1:${first.port}`, { name: 'ha-app' });
+      await c.createTable('ha_table', ['f']);
+      const masterAddress = `127.0.0.1:${first.port}`;
+
+      const master = await openPage(browser, `http://127.0.0.1:${first.httpPort}/`);
+      await roleShown(master.page, 'master');
+      assert.match(await text(master.page, '#tables'), /ha_table/);
+      assert.match(
+        await text(master.page, '#overview'),
+        new RegExp(`${(first.status().ha as { token: number }).token}`),
+      );
+      await master.page.screenshot({
+        path: join(ARTIFACTS, 'dashboard-master.png'),
+        fullPage: true,
+      });
+
+      const slave = await openPage(browser, `http://127.0.0.1:${second.httpPort}/`);
+      await roleShown(slave.page, 'slave');
+      // The slave names the master and lists it among the servers it has seen.
+      await eventually(
+        async () => (await text(slave.page, '#headline')).includes(`master at ${masterAddress}`),
+        15_000,
+        'the slave names the master',
+      );
+      await eventually(
+        async () => (await text(slave.page, '#servers')).includes(masterAddress),
+        15_000,
+        'the slave lists the master among the servers seen',
+      );
+      assert.match(await text(slave.page, '#tables'), /serves no tables/);
+      await slave.page.screenshot({ path: join(ARTIFACTS, 'dashboard-slave.png'), fullPage: true });
+
+      // The master stops: the slave's page turns to master, without a reload, with its history.
+      await first.close();
+      await roleShown(slave.page, 'master');
+      assert.match(await text(slave.page, '#failovers'), /master/);
+      assert.match(await text(slave.page, '#tables'), /ha_table/);
+      await slave.page.screenshot({
+        path: join(ARTIFACTS, 'dashboard-slave-took-over.png'),
+        fullPage: true,
+      });
+      assert.deepEqual(
+        master.errors.filter((e) => !/Failed to fetch|ERR_CONNECTION/.test(e)),
+        [],
+      );
+      assert.deepEqual(slave.errors, []);
+      await master.page.close();
+      await slave.page.close();
+    } finally {
+      await second?.close();
+      await first.close();
+    }
+  });
+});
