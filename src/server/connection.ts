@@ -79,6 +79,10 @@ class InFlight {
   #reason: unknown;
   #aborted = false;
 
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
   get signal(): AbortSignal {
     this.#controller ??= new AbortController();
     if (this.#aborted && !this.#controller.signal.aborted) this.#controller.abort(this.#reason);
@@ -373,6 +377,9 @@ export class Connection implements SessionSink {
           slot,
           get signal() {
             return call.signal;
+          },
+          get aborted() {
+            return call.aborted;
           },
         }),
       )
