@@ -5,6 +5,7 @@ import {
   UnknownRowLockError,
 } from '../core/errors.js';
 import type { CallOptions } from '../rows/call-options.js';
+import { deferredSignal } from '../rows/deferred-signal.js';
 import type { Region } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import type { RowLock } from '../rows/row-lock.js';
@@ -46,7 +47,7 @@ export interface CallContext {
   readonly slot: Slot;
   /** Aborts when the client cancels the call, its connection closes, or its session ends. */
   readonly signal: AbortSignal;
-  /** Whether {@link signal} has aborted, without making the signal (see `lockRow`). */
+  /** Whether {@link signal} has aborted, without making the signal (see `deferred-signal.ts`). */
   readonly aborted: boolean;
 }
 
@@ -222,11 +223,14 @@ export class Dispatcher {
     return this.#catalog.region(table);
   }
 
-  /** The region's options for a call: the session owns the wait; `wait` is the wire's waitMs. */
+  /**
+   * The region's options for a call: the session owns the wait; `wait` is the wire's waitMs.
+   * The call's signal is deferred: made only if the call waits for a row.
+   */
   #opts(ctx: CallContext, wait?: unknown): CallOptions {
     const options: CallOptions = {
       owner: ctx.session,
-      signal: ctx.signal,
+      [deferredSignal]: ctx,
       // A call waiting for a row gives its handler back (see Lane).
       onWait: () => ctx.slot.yield(),
     };
@@ -282,21 +286,11 @@ export class Dispatcher {
         `Session ${session.label} has ${session.waiting} row lock waits in flight; the limit is ${this.#limits.maxWaitersPerSession}`,
       );
     }
-    const key = bytes(row, 'row');
-    const wait = waitMs === null || waitMs === undefined ? undefined : waitArg(waitMs);
-    if (!ctx.aborted) {
-      // A free row is granted at once, exactly as the region's lockRow would grant it, without
-      // the call's abort signal (made only for a wait: an AbortController per lock call was a
-      // visible share of the server's CPU). A held or awaited row takes the full path below.
-      const lock = await region.tryLockRow(key, { owner: session });
-      if (lock !== null) return this.#hold(session, table as string, lock);
-    }
-    const options = this.#opts(ctx);
-    if (wait !== undefined) options.waitMs = wait;
+    const options = this.#opts(ctx, waitMs);
     session.waiting++;
     let lock: RowLock;
     try {
-      lock = await region.lockRow(key, options);
+      lock = await region.lockRow(bytes(row, 'row'), options);
     } finally {
       session.waiting--;
     }
