@@ -117,9 +117,7 @@ export class LocksmithClient
     const control = {
       clock,
       sessionValidUntil: () => connection.sessionValidUntil,
-      unlock: async (table: string, lockId: string) => {
-        await connection.call('unlockRow', [table, lockId]);
-      },
+      unlock: (table: string, lockId: string) => connection.call('unlockRow', [table, lockId]),
       forget: (lock: RemoteRowLock) => {
         if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
         this.#forgetId(lock.lockId);
