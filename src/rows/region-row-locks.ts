@@ -83,9 +83,11 @@ export class RegionRowLocks {
     });
   }
 
-  async lockRow(row: string, options: AcquireOptions): Promise<RowLock> {
-    return this.#handle(await this.#manager.lockRow(row, options));
+  lockRow(row: string, options: AcquireOptions): Promise<RowLock> {
+    return this.#manager.lockRow(row, options).then(this.#toHandle);
   }
+
+  readonly #toHandle = (grant: RowLockGrant): RowLock => this.#handle(grant);
 
   tryLockRow(row: string, owner: RowLockOwner | undefined): RowLock | null {
     const grant = this.#manager.tryLockRow(row, owner);
