@@ -83,11 +83,9 @@ export class RegionRowLocks {
     });
   }
 
-  lockRow(row: string, options: AcquireOptions): Promise<RowLock> {
-    return this.#manager.lockRow(row, options).then(this.#toHandle);
+  async lockRow(row: string, options: AcquireOptions): Promise<RowLock> {
+    return this.#handle(await this.#manager.lockRow(row, options));
   }
-
-  readonly #toHandle = (grant: RowLockGrant): RowLock => this.#handle(grant);
 
   tryLockRow(row: string, owner: RowLockOwner | undefined): RowLock | null {
     const grant = this.#manager.tryLockRow(row, owner);

@@ -43,8 +43,6 @@ import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
 import { WritePath } from './write-path.js';
 
-const RESOLVED: Promise<void> = Promise.resolve();
-
 export type { CallOptions } from './call-options.js';
 export type { RegionOptions } from './region-options.js';
 export type { BatchStatus } from './table.js';
@@ -182,17 +180,11 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
    * holders (FIFO). The {@link RowLock} is a lock handle: its `signal` aborts by itself when
    * the lease runs out (`LEASE_EXPIRED`).
    */
-  lockRow(row: BytesInput, options?: CallOptions): Promise<RowLock> {
-    // No async function here nor in unlockRow (a lock cycle's frames cost more than its
-    // work); a refusal is a rejection, as in every other method.
-    try {
-      const key = checkRow(row);
-      const checked = checkCallOptions(options, 'lockRow');
-      this.#checkOpen();
-      return this.#locks.lockRow(key, checked);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async lockRow(row: BytesInput, options?: CallOptions): Promise<RowLock> {
+    const key = checkRow(row);
+    const checked = checkCallOptions(options, 'lockRow');
+    this.#checkOpen();
+    return this.#locks.lockRow(key, checked);
   }
 
   /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
@@ -224,13 +216,8 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   }
 
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
-  unlockRow(lock: RowLockRef): Promise<void> {
-    try {
-      this.#locks.unlockRow(lock);
-      return RESOLVED;
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async unlockRow(lock: RowLockRef): Promise<void> {
+    this.#locks.unlockRow(lock);
   }
 
   /** Renews a lock's lease without an operation. */
