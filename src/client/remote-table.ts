@@ -52,8 +52,6 @@ export interface TableClient {
 
 const latin1 = (s: string) => Buffer.from(s, 'latin1');
 
-function nothing(): void {}
-
 /** A wait on the wire: milliseconds, or -1 for forever. */
 function wireWait(ms: number): number {
   return Number.isFinite(ms) ? Math.ceil(ms) : -1;
@@ -68,16 +66,6 @@ function noOwner(owner: unknown, what: string): void {
   }
 }
 
-const NO_OPTIONS: { signal?: AbortSignal; waitMs?: number } = Object.freeze({});
-
-/** A call's round-trip options: its signal, if any, and its timeout. */
-function roundTrip(
-  signal: AbortSignal | undefined,
-  timeoutMs: number,
-): { signal?: AbortSignal; timeoutMs: number } {
-  return signal === undefined ? { timeoutMs } : { signal, timeoutMs };
-}
-
 /**
  * The region's own option check (same names, same messages), then what only a process can
  * give: an `owner` (the session is the owner) and an `onWait` hook (the wait is on the server).
@@ -86,7 +74,6 @@ function callOptions(
   options: TableCallOptions | undefined,
   what: string,
 ): { signal?: AbortSignal; waitMs?: number } {
-  if (options === undefined) return NO_OPTIONS;
   const { owner, onWait, ...rest } = checkCallOptions(options as CallOptions | undefined, what);
   noOwner(owner, what);
   if (onWait !== undefined) {
@@ -111,29 +98,20 @@ export class RemoteTable implements Table {
     this.#client = client;
   }
 
-  lockRow(row: BytesInput, options?: TableCallOptions): Promise<TableRowLock> {
-    // No async function here nor in put, unlockRow: a fast call's frames cost more than its
-    // own work. A refused argument is a rejection, as before.
-    let key: string;
-    let checked: { signal?: AbortSignal; waitMs?: number };
-    try {
-      key = checkRow(row);
-      checked = callOptions(options, 'lockRow');
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    const { signal, waitMs } = checked;
+  async lockRow(row: BytesInput, options?: TableCallOptions): Promise<TableRowLock> {
+    const key = checkRow(row);
+    const { signal, waitMs } = callOptions(options, 'lockRow');
     const wait = waitMs ?? this.#client.rowLockWaitMs;
     const sentAt = this.#client.now();
-    // One buffer for the request and the handle: a call is never sent again once sent.
-    const rowBytes = latin1(key);
-    return this.#client
-      .call(
-        'lockRow',
-        [this.name, rowBytes, waitMs === undefined ? null : wireWait(waitMs)],
-        roundTrip(signal, Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0),
-      )
-      .then((grant) => this.#client.granted(this.name, rowBytes, grant, sentAt));
+    const grant = await this.#client.call(
+      'lockRow',
+      [this.name, latin1(key), waitMs === undefined ? null : wireWait(waitMs)],
+      {
+        ...(signal === undefined ? {} : { signal }),
+        timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
+      },
+    );
+    return this.#client.granted(this.name, latin1(key), grant, sentAt);
   }
 
   /** As `Region.tryLockRow`; the `owner` option is refused (the session owns the lock). */
@@ -164,17 +142,11 @@ export class RemoteTable implements Table {
     return withHandle(await this.lockRow(row, options), fn);
   }
 
-  unlockRow(lock: RowLockRef): Promise<void> {
-    let id: string;
-    try {
-      id = rowLockIdOf(lock);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.#client.call('unlockRow', [this.name, id]).then(() => {
-      // The server released it: the handle closes without a second round trip.
-      this.#client.heldLock(id)?.released();
-    });
+  async unlockRow(lock: RowLockRef): Promise<void> {
+    const id = rowLockIdOf(lock);
+    await this.#client.call('unlockRow', [this.name, id]);
+    // The server released it: the handle closes without a second round trip.
+    this.#client.heldLock(id)?.released();
   }
 
   async renewLease(lock: RowLockRef): Promise<void> {
@@ -221,15 +193,9 @@ export class RemoteTable implements Table {
     }
   }
 
-  put(put: Put, options?: TableCallOptions): Promise<void> {
-    try {
-      if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
-      return this.#mutate('put', put.rowLock?.lockId, [this.name, encodePut(put)], options).then(
-        nothing,
-      );
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async put(put: Put, options?: TableCallOptions): Promise<void> {
+    if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
+    await this.#mutate('put', put.rowLock?.lockId, [this.name, encodePut(put)], options);
   }
 
   async delete(del: Delete, options?: TableCallOptions): Promise<void> {
@@ -398,11 +364,11 @@ export class RemoteTable implements Table {
     const { signal, waitMs } = callOptions(options, method);
     const wait = lockId !== undefined ? 0 : (waitMs ?? this.#client.rowLockWaitMs);
     const withWait = waitMs === undefined ? args : [...args, wireWait(waitMs)];
-    const timeoutMs = Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0;
-    if (lockId === undefined)
-      return this.#client.call(method, withWait, roundTrip(signal, timeoutMs));
     return this.#using(lockId, () =>
-      this.#client.call(method, withWait, roundTrip(signal, timeoutMs)),
+      this.#client.call(method, withWait, {
+        ...(signal === undefined ? {} : { signal }),
+        timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
+      }),
     );
   }
 

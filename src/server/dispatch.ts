@@ -336,8 +336,7 @@ export class Dispatcher {
       });
     }
     session.addLock(lock.lockId, { table, lock });
-    // `on`, not `once`: a handle reports its loss once (its contract), and `once` wraps.
-    lock.on('lost', (reason) => {
+    lock.once('lost', (reason) => {
       if (session.locks.get(lock.lockId)?.lock === lock) {
         session.removeLock(lock.lockId);
         this.#notifyLost(session, lock.lockId, reason);
