@@ -78,7 +78,10 @@ interface Pending {
   readonly reject: (err: LocksmithError) => void;
   /** Monotonic time the call was last sent; a reply proves the session was alive then. */
   sentAt: number;
-  timer: NodeJS.Timeout | undefined;
+  /** `performance.now()` past which the call gives up (Infinity: never). */
+  deadline: number;
+  /** Its round-trip timeout, for the message. */
+  timeoutMs: number;
   settled: boolean;
   onAbort: (() => void) | undefined;
 }
@@ -139,6 +142,14 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   #lastHeard = 0;
   #attempt = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
+  /**
+   * One timer for every call's timeout, armed for the earliest deadline it knows of (a timer
+   * per call was a visible share of a fast call's cost). It keeps the process alive only
+   * while some call with a deadline is unsettled ({@link #timedCalls}).
+   */
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #deadlineAt = Number.POSITIVE_INFINITY;
+  #timedCalls = 0;
   #firstConnect: { resolve: () => void; reject: (err: LocksmithError) => void } | undefined;
   /** The last socket error, for the message of the close that follows. */
   #lastError: Error | undefined;
@@ -251,19 +262,17 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
         resolve,
         reject,
         sentAt: 0,
-        timer: undefined,
+        deadline: Number.POSITIVE_INFINITY,
+        timeoutMs: options.timeoutMs ?? this.#options.callTimeoutMs,
         settled: false,
         onAbort: undefined,
       };
       this.#pending.set(id, pending);
-      const timeoutMs = options.timeoutMs ?? this.#options.callTimeoutMs;
+      const { timeoutMs } = pending;
       if (timeoutMs > 0 && Number.isFinite(timeoutMs)) {
-        pending.timer = setTimeout(() => {
-          this.#cancel(
-            id,
-            new ConnectionLostError(`${method} got no answer within ${timeoutMs} ms`),
-          );
-        }, timeoutMs);
+        pending.deadline = performance.now() + timeoutMs;
+        if (++this.#timedCalls === 1) this.#deadlineTimer?.ref();
+        if (pending.deadline < this.#deadlineAt) this.#armDeadline(pending.deadline);
       }
       if (signal !== undefined) {
         pending.onAbort = () =>
@@ -687,6 +696,34 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     socket.write(frame(encode([ClientKind.CALL, id, pending.method, pending.args])));
   }
 
+  /** (Re)arms the one timeout timer for `at` (a `performance.now()` time). */
+  #armDeadline(at: number): void {
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineAt = at;
+    this.#deadlineTimer = setTimeout(() => this.#onDeadline(), Math.max(0, at - performance.now()));
+    if (this.#timedCalls === 0) this.#deadlineTimer.unref();
+  }
+
+  /** Gives up on every call past its deadline, and re-arms for the earliest one left. */
+  #onDeadline(): void {
+    this.#deadlineTimer = undefined;
+    this.#deadlineAt = Number.POSITIVE_INFINITY;
+    const now = performance.now();
+    let next = Number.POSITIVE_INFINITY;
+    for (const [id, pending] of [...this.#pending]) {
+      if (pending.settled) continue;
+      if (pending.deadline <= now) {
+        this.#cancel(
+          id,
+          new ConnectionLostError(`${pending.method} got no answer within ${pending.timeoutMs} ms`),
+        );
+      } else if (pending.deadline < next) {
+        next = pending.deadline;
+      }
+    }
+    if (next !== Number.POSITIVE_INFINITY && !this.#closed) this.#armDeadline(next);
+  }
+
   /** The caller gives up on a call (timeout, abort): the server is asked to cancel it. */
   #cancel(id: number, err: LocksmithError): void {
     const pending = this.#pending.get(id);
@@ -703,7 +740,10 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
 
   #settle(pending: Pending): void {
     pending.settled = true;
-    clearTimeout(pending.timer);
+    if (pending.deadline !== Number.POSITIVE_INFINITY) {
+      pending.deadline = Number.POSITIVE_INFINITY;
+      if (--this.#timedCalls === 0) this.#deadlineTimer?.unref();
+    }
     if (pending.onAbort !== undefined) {
       pending.options.signal?.removeEventListener('abort', pending.onAbort);
     }
@@ -738,6 +778,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#ready = false;
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#sessionTimer);
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = undefined;
     this.#stopKeepAlive();
     for (const pending of this.#pending.values()) {
       if (!pending.settled) {

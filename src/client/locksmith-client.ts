@@ -71,6 +71,9 @@ export interface LocksmithClientEvents {
 
 export { parseServerUrl } from './server-address.js';
 
+/** Ids of closed or lost locks a client remembers (see `LocksmithClient`'s `#gone`). */
+const GONE_KEPT = 4096;
+
 /** What the `failover` event tells: the session moved from one master to another. */
 export interface FailoverEvent {
   /** `host:port` of the previous master. */
@@ -98,6 +101,12 @@ export class LocksmithClient
    * even while the server (whose lease outlasts the client's conservative one) still holds it.
    */
   readonly #gone = new Set<string>();
+  /**
+   * The ids of {@link #gone} in the order added, as a ring of {@link GONE_KEPT}: the oldest is
+   * found in O(1) (taking a Set's first value skips every deleted entry before it).
+   */
+  readonly #goneOrder: (string | undefined)[] = new Array(GONE_KEPT);
+  #goneNext = 0;
   readonly #tables = new Map<string, RemoteTable>();
   readonly #tableClient: TableClient;
 
@@ -108,14 +117,10 @@ export class LocksmithClient
     const control = {
       clock,
       sessionValidUntil: () => connection.sessionValidUntil,
-      unlock: async (table: string, lockId: string) => {
-        await connection.call('unlockRow', [table, lockId]);
-      },
+      unlock: (table: string, lockId: string) => connection.call('unlockRow', [table, lockId]),
       forget: (lock: RemoteRowLock) => {
         if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
-        this.#gone.add(lock.lockId);
-        // Bounded: the oldest ids go first (a very old id then reaches the server, which refuses it).
-        if (this.#gone.size > 4096) this.#gone.delete(this.#gone.values().next().value as string);
+        this.#forgetId(lock.lockId);
       },
     };
     this.#tableClient = {
@@ -359,6 +364,17 @@ export class LocksmithClient
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
+  }
+
+  /** Counts `lockId` as gone. Bounded: the oldest ids go first (a very old id then reaches
+   * the server, which refuses it). */
+  #forgetId(lockId: string): void {
+    if (this.#gone.has(lockId)) return;
+    const oldest = this.#goneOrder[this.#goneNext];
+    if (oldest !== undefined) this.#gone.delete(oldest);
+    this.#goneOrder[this.#goneNext] = lockId;
+    this.#goneNext = (this.#goneNext + 1) % GONE_KEPT;
+    this.#gone.add(lockId);
   }
 }
 

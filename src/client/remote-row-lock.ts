@@ -12,7 +12,7 @@ export interface RemoteLockControl {
    * every lock of a session whose lease ran out, whatever the lock's own lease says.
    */
   sessionValidUntil(): number;
-  unlock(table: string, lockId: string): Promise<void>;
+  unlock(table: string, lockId: string): Promise<unknown>;
   forget(lock: RemoteRowLock): void;
 }
 
@@ -55,6 +55,16 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
     this.leaseMs = leaseMs;
     this.#control = control;
     this.#validUntil = sentAt + leaseMs;
+  }
+
+  /**
+   * Someone can now notice a loss (the handle's `signal` was read, or a `lost` listener
+   * added): from here a timer reports the lease's end by itself. Until then a lapsed lease is
+   * found by `ensureValid()` (every call carrying the lock makes it first) or by the server's
+   * notice, so a lock nobody watches costs no timer (a timer per lock was a visible share of a
+   * lock cycle's cost).
+   */
+  protected override observed(): void {
     this.#arm();
   }
 

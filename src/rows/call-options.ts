@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
+import { type DeferredSignal, deferredSignal } from './deferred-signal.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 
 /** Per call: who is asking (for deadlock detection), and how to give up waiting for a row. */
@@ -16,6 +17,8 @@ export interface CallOptions {
    * occupies none. It must not throw.
    */
   onWait?: (() => void) | undefined;
+  /** Internal: the server's per-call cancellation (see `deferred-signal.ts`). */
+  [deferredSignal]?: DeferredSignal | undefined;
 }
 
 /** {@link CallOptions} once checked: every member is of its declared type or absent. */
@@ -24,6 +27,7 @@ export interface CheckedCallOptions {
   owner?: RowLockOwner;
   waitMs?: number;
   onWait?: () => void;
+  [deferredSignal]?: DeferredSignal;
 }
 
 const NONE: CheckedCallOptions = Object.freeze({});
@@ -58,6 +62,8 @@ export function checkCallOptions(
   if (waitMs !== undefined) checked.waitMs = checkWaitMs(waitMs, `${what} option waitMs`);
   const hook = checkCallback(onWait, `${what} option onWait`);
   if (hook !== undefined) checked.onWait = hook;
+  const deferred = (opts as CallOptions)[deferredSignal];
+  if (deferred !== undefined) checked[deferredSignal] = deferred;
   return checked;
 }
 

@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FencedError, LockIOError } from '../core/errors.js';
@@ -6,6 +7,15 @@ import { encodeFrame, FILE_HEADER_BYTES, type Seal } from './record-codec.js';
 import type { EpochFence } from './storage-epoch.js';
 
 export type Durability = 'fsync' | 'none';
+
+/**
+ * With durability `none`, a batch up to this size is written with a synchronous `write(2)`
+ * from the event loop: a few µs for a page-cache write, where a trip through libuv's pool
+ * (and the promise of its answer) cost more than the write itself. Larger batches still go
+ * through the pool, so a huge mutation never stalls the loop. With `fsync` every batch goes
+ * through the pool (its `fdatasync` would block the loop for milliseconds).
+ */
+const SYNC_WRITE_MAX_BYTES = 64 * 1024;
 
 /** Counters for tests and benchmarks; they only ever grow. */
 export interface LogStats {
@@ -38,7 +48,8 @@ interface Batch {
 /**
  * The write-ahead log's writer: appends are framed and queued synchronously (call order is log
  * order) and written by one loop, one batch at a time, on libuv's pool (`FileHandle.write` and
- * `datasync`), never blocking the event loop.
+ * `datasync`), never blocking the event loop for long: only a small batch of a log without
+ * `fsync` is written from the loop itself (see {@link SYNC_WRITE_MAX_BYTES}).
  *
  * Group commit: every record queued while a batch is being written and synced goes out in the
  * next batch, as a single `write(2)` of the concatenated frames followed by a single
@@ -264,15 +275,17 @@ export class GroupCommitLog {
     if (batch.frames.length === 0) return;
     const data =
       batch.frames.length === 1 ? (batch.frames[0] as Buffer) : Buffer.concat(batch.frames);
-    const path = join(this.#dir, segmentName(batch.seq));
     try {
-      await writeFully(open.handle, data, open.size);
+      if (!this.#sync && data.length <= SYNC_WRITE_MAX_BYTES)
+        writeFullySync(open.handle, data, open.size);
+      else await writeFully(open.handle, data, open.size);
       open.size += data.length;
       if (this.#sync) {
         await open.handle.datasync();
         this.stats.fileSyncs++;
       }
     } catch (err) {
+      const path = join(this.#dir, segmentName(batch.seq));
       throw new LockIOError(`Cannot append to log segment ${path}: ${message(err)}`, {
         cause: err,
       });
@@ -328,6 +341,16 @@ export class GroupCommitLog {
         `(${this.#poison?.message}); reopen it to recover`,
       { cause: this.#poison },
     );
+  }
+}
+
+/** {@link writeFully} on the event loop: `write(2)` until all of `buf` is at `position`. */
+function writeFullySync(handle: FileHandle, buf: Buffer, position: number): void {
+  let done = 0;
+  while (done < buf.length) {
+    const written = writeSync(handle.fd, buf, done, buf.length - done, position + done);
+    if (written <= 0) throw new Error(`write returned ${written}`);
+    done += written;
   }
 }
 

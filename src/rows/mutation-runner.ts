@@ -38,34 +38,69 @@ export class MutationRunner {
    * Runs one mutation of `row`: `build` turns it into cells under the lock and returns what
    * the caller gets back; it may throw to refuse (nothing is written then).
    */
-  async mutate<T>(
+  mutate<T>(
     row: string,
     rowLock: Mutation['rowLock'],
     token: number | undefined,
     options: CheckedCallOptions,
     build: (now: number) => { cells: Draft[]; result: T },
   ): Promise<T> {
+    // No async function: a small put's frames and awaits cost more than its own work. A
+    // synchronous failure is a rejection, as it was.
     const { locks, times } = this.#options;
-    this.#options.checkOpen();
-    const arrival = this.#options.timestampOnArrival ? times.timeFor(row) : undefined;
-    locks.checkToken(row, token);
-    let implicit: RowLockGrant | undefined;
-    if (rowLock !== undefined) {
-      locks.use(rowLock, row);
-    } else {
-      implicit =
-        locks.tryAcquireImplicit(row, options.owner) ?? (await locks.acquireImplicit(row, options));
+    let arrival: number | undefined;
+    let implicit: RowLockGrant | null | undefined;
+    try {
+      this.#options.checkOpen();
+      arrival = this.#options.timestampOnArrival ? times.timeFor(row) : undefined;
+      locks.checkToken(row, token);
+      if (rowLock !== undefined) locks.use(rowLock, row);
+      else implicit = locks.tryAcquireImplicit(row, options.owner);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    return this.#track(async () => {
-      try {
-        if (implicit !== undefined) locks.checkToken(row, token);
-        const { cells, result } = build(arrival ?? times.timeFor(row));
-        if (cells.length > 0) await this.#options.apply(cells);
-        return result;
-      } finally {
+    if (implicit === null) {
+      return locks
+        .acquireImplicit(row, options)
+        .then((grant) => this.#track(this.#write(row, token, grant, arrival, build)));
+    }
+    return this.#track(this.#write(row, token, implicit, arrival, build));
+  }
+
+  /** Builds and applies one mutation under its lock; an implicit lock is released at the end. */
+  #write<T>(
+    row: string,
+    token: number | undefined,
+    implicit: RowLockGrant | undefined,
+    arrival: number | undefined,
+    build: (now: number) => { cells: Draft[]; result: T },
+  ): Promise<T> {
+    const { locks, times } = this.#options;
+    let result: T;
+    let applied: Promise<void> | undefined;
+    try {
+      if (implicit !== undefined) locks.checkToken(row, token);
+      const built = build(arrival ?? times.timeFor(row));
+      result = built.result;
+      if (built.cells.length > 0) applied = this.#options.apply(built.cells);
+    } catch (err) {
+      if (implicit !== undefined) locks.releaseImplicit(implicit);
+      return Promise.reject(err);
+    }
+    if (applied === undefined) {
+      if (implicit !== undefined) locks.releaseImplicit(implicit);
+      return Promise.resolve(result);
+    }
+    return applied.then(
+      () => {
         if (implicit !== undefined) locks.releaseImplicit(implicit);
-      }
-    });
+        return result;
+      },
+      (err: unknown) => {
+        if (implicit !== undefined) locks.releaseImplicit(implicit);
+        throw err;
+      },
+    );
   }
 
   /**
@@ -81,28 +116,28 @@ export class MutationRunner {
     const rows = [...new Set(mutations.map((m) => m.row))];
     for (const m of mutations) locks.checkToken(m.row, m.token);
     const grants = await locks.acquireImplicitMany(rows, options);
-    return this.#track(async () => {
-      try {
-        for (const m of mutations) locks.checkToken(m.row, m.token);
-        const cells = mutations.flatMap((m) => cellsOf(m, times.timeFor(m.row)));
-        if (cells.length > 0) await this.#options.apply(cells);
-      } finally {
-        for (const grant of grants) locks.releaseImplicit(grant);
-      }
-    });
+    return this.#track(
+      (async () => {
+        try {
+          for (const m of mutations) locks.checkToken(m.row, m.token);
+          const cells = mutations.flatMap((m) => cellsOf(m, times.timeFor(m.row)));
+          if (cells.length > 0) await this.#options.apply(cells);
+        } finally {
+          for (const grant of grants) locks.releaseImplicit(grant);
+        }
+      })(),
+    );
   }
 
   async settled(): Promise<void> {
     await Promise.allSettled([...this.#inflight]);
   }
 
-  async #track<T>(write: () => Promise<T>): Promise<T> {
-    const work = write();
+  /** Counts `work` in {@link settled} until it settles. */
+  #track<T>(work: Promise<T>): Promise<T> {
     this.#inflight.add(work);
-    try {
-      return await work;
-    } finally {
-      this.#inflight.delete(work);
-    }
+    const untrack = () => this.#inflight.delete(work);
+    work.then(untrack, untrack);
+    return work;
   }
 }

@@ -263,14 +263,20 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
 
   // ---- mutations -------------------------------------------------------------------------
 
-  async put(put: Put, options?: CallOptions): Promise<void> {
-    if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
-    const checked = checkCallOptions(options, 'put');
-    this.#schema.checkPut(put);
-    await this.#runner.mutate(put.row, put.rowLock, put.token, checked, (now) => ({
-      cells: this.#cells.of(put, now),
-      result: undefined,
-    }));
+  put(put: Put, options?: CallOptions): Promise<void> {
+    // No async function (a small put's frame cost more than its checks); a synchronous
+    // refusal is a rejection, as in every other method.
+    try {
+      if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
+      const checked = checkCallOptions(options, 'put');
+      this.#schema.checkPut(put);
+      return this.#runner.mutate(put.row, put.rowLock, put.token, checked, (now) => ({
+        cells: this.#cells.of(put, now),
+        result: undefined,
+      }));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   async delete(del: Delete, options?: CallOptions): Promise<void> {

@@ -15,6 +15,7 @@ import {
   checkOwner as checkOwnerOption,
   checkWaitMs as checkWaitMsOption,
 } from './call-options.js';
+import { type DeferredSignal, deferredSignal } from './deferred-signal.js';
 import { LeaseQueue } from './lease-queue.js';
 import { newLockId } from './lock-id.js';
 import { checkRowKey } from './row-input.js';
@@ -104,6 +105,8 @@ export interface AcquireOptions {
   owner?: RowLockOwner;
   /** Called once the caller is queued behind the row's holder, before it waits. */
   onWait?: () => void;
+  /** Internal: a cancellation whose signal is made only for a wait (see `deferred-signal.ts`). */
+  [deferredSignal]?: DeferredSignal;
 }
 
 export interface RowLockManagerEvents {
@@ -475,8 +478,11 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     const owner = options.owner ?? {};
     checkOwner(owner);
     checkSignal(options.signal);
-    if (options.signal?.aborted) {
-      throw new AbortedError('Wait for row locks aborted', { cause: options.signal.reason });
+    const deferred = options.signal === undefined ? options[deferredSignal] : undefined;
+    if (options.signal?.aborted || deferred?.aborted) {
+      throw new AbortedError('Wait for row locks aborted', {
+        cause: (options.signal ?? deferred?.signal)?.reason,
+      });
     }
     const sorted = [...new Set(rows)].sort();
     const deadline = this.#clock.monotonic() + waitMs;
@@ -488,6 +494,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
           const remaining = Math.max(0, deadline - this.#clock.monotonic());
           const rowOptions: AcquireOptions = { owner, waitMs: remaining };
           if (options.signal !== undefined) rowOptions.signal = options.signal;
+          if (deferred !== undefined) rowOptions[deferredSignal] = deferred;
           if (options.onWait !== undefined) rowOptions.onWait = options.onWait;
           grant = await this.acquireImplicit(row, rowOptions);
         }
@@ -558,6 +565,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     let waitMs = this.#rowLockWaitMs;
     let owner: RowLockOwner | undefined;
     let signal: AbortSignal | undefined;
+    let deferred: DeferredSignal | undefined;
     let onWait: (() => void) | undefined;
     try {
       this.#checkOpen();
@@ -570,9 +578,10 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         // Checked before anything is queued: a waiter whose signal cannot take a listener would
         // be left in the row's queue, breaking the holder's unlock and the wait-limit timer.
         signal = checkSignal(options.signal);
-        if (signal?.aborted) {
+        if (signal === undefined) deferred = options[deferredSignal];
+        if (signal?.aborted || deferred?.aborted) {
           throw new AbortedError(`Wait for row lock row=${toStringBinary(row)} aborted`, {
-            cause: signal.reason,
+            cause: (signal ?? deferred?.signal)?.reason,
           });
         }
       }
@@ -581,7 +590,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     }
     const holder = this.#rows.get(row);
     if (holder === undefined) return Promise.resolve(this.#grant(row, owner, explicit));
-    return this.#wait(holder, owner, explicit, waitMs, signal, onWait);
+    // Only a wait needs the signal: a deferred one is made now.
+    return this.#wait(holder, owner, explicit, waitMs, signal ?? deferred?.signal, onWait);
   }
 
   #wait(

@@ -25,8 +25,8 @@ import {
   type Welcome,
 } from '../wire/messages.js';
 import { toWireError } from '../wire/wire-error.js';
-import type { Dispatcher } from './dispatch.js';
-import type { Lane } from './lane.js';
+import type { CallContext, Dispatcher } from './dispatch.js';
+import type { Lane, Slot } from './lane.js';
 import type { Session, SessionSink } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
 
@@ -70,14 +70,26 @@ export interface ConnectionLimits {
 }
 
 /**
- * A call in flight. Its abort signal is made only when the call asks for it (a lock wait):
- * most calls never do, and an AbortController per call was a visible share of the server's
- * CPU. An abort before that is remembered and the signal is born aborted.
+ * A call in flight, and its context for the dispatcher. Its abort signal is made only when
+ * the call asks for it (a lock wait): most calls never do, and an AbortController per call
+ * was a visible share of the server's CPU. An abort before that is remembered and the signal
+ * is born aborted.
  */
-class InFlight {
+class InFlight implements CallContext {
+  readonly session: Session;
+  /** Set when the call gets a handler of its lane (before the dispatcher sees the call). */
+  slot!: Slot;
   #controller: AbortController | undefined;
   #reason: unknown;
   #aborted = false;
+
+  constructor(session: Session) {
+    this.session = session;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
 
   get signal(): AbortSignal {
     this.#controller ??= new AbortController();
@@ -362,20 +374,15 @@ export class Connection implements SessionSink {
       this.#host.record(method, false);
       return;
     }
-    const call = new InFlight();
+    const call = new InFlight(session);
     this.#inFlight.set(id, call);
     const lane =
       METHODS[method] === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
     lane
-      .run((slot) =>
-        dispatcher.call(method, args, {
-          session,
-          slot,
-          get signal() {
-            return call.signal;
-          },
-        }),
-      )
+      .run((slot) => {
+        call.slot = slot;
+        return dispatcher.call(method, args, call);
+      })
       .then(
         (value) => {
           this.#inFlight.delete(id);

@@ -5,6 +5,7 @@ import {
   UnknownRowLockError,
 } from '../core/errors.js';
 import type { CallOptions } from '../rows/call-options.js';
+import { deferredSignal } from '../rows/deferred-signal.js';
 import type { Region } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import type { RowLock } from '../rows/row-lock.js';
@@ -46,6 +47,8 @@ export interface CallContext {
   readonly slot: Slot;
   /** Aborts when the client cancels the call, its connection closes, or its session ends. */
   readonly signal: AbortSignal;
+  /** Whether {@link signal} has aborted, without making the signal (see `deferred-signal.ts`). */
+  readonly aborted: boolean;
 }
 
 type Handler = (args: unknown[], ctx: CallContext) => unknown;
@@ -206,25 +209,47 @@ export class Dispatcher {
    * `status`) first check the mastership (no I/O); a `FENCED` refusal is reported before it
    * is passed on.
    */
-  async call(method: Method, args: unknown[], ctx: CallContext): Promise<unknown> {
-    if (method !== 'status') this.#check();
-    try {
-      return await this.#handlers[method](args, ctx);
-    } catch (err) {
-      if ((err as { code?: unknown } | null)?.code === 'FENCED') this.#onFenced(err);
-      throw err;
+  call(method: Method, args: unknown[], ctx: CallContext): Promise<unknown> {
+    // No async function (its frame and await cost more than a fast call's own work): a
+    // synchronous throw becomes a rejection here, and only a rejection is looked at.
+    if (method !== 'status') {
+      try {
+        this.#check();
+      } catch (err) {
+        return Promise.reject(err);
+      }
     }
+    let answer: unknown;
+    try {
+      answer = this.#handlers[method](args, ctx);
+    } catch (err) {
+      this.#noteFenced(err);
+      return Promise.reject(err);
+    }
+    return answer instanceof Promise ? answer.catch(this.#rethrowFenced) : Promise.resolve(answer);
   }
+
+  #noteFenced(err: unknown): void {
+    if ((err as { code?: unknown } | null)?.code === 'FENCED') this.#onFenced(err);
+  }
+
+  readonly #rethrowFenced = (err: unknown): never => {
+    this.#noteFenced(err);
+    throw err;
+  };
 
   #region(table: unknown): Region {
     return this.#catalog.region(table);
   }
 
-  /** The region's options for a call: the session owns the wait; `wait` is the wire's waitMs. */
+  /**
+   * The region's options for a call: the session owns the wait; `wait` is the wire's waitMs.
+   * The call's signal is deferred: made only if the call waits for a row.
+   */
   #opts(ctx: CallContext, wait?: unknown): CallOptions {
     const options: CallOptions = {
       owner: ctx.session,
-      signal: ctx.signal,
+      [deferredSignal]: ctx,
       // A call waiting for a row gives its handler back (see Lane).
       onWait: () => ctx.slot.yield(),
     };
@@ -270,7 +295,7 @@ export class Dispatcher {
     }
   }
 
-  async #lockRow(a: unknown[], ctx: CallContext): Promise<unknown> {
+  #lockRow(a: unknown[], ctx: CallContext): Promise<unknown> {
     const [table, row, waitMs] = a;
     const region = this.#region(table);
     const { session } = ctx;
@@ -281,14 +306,25 @@ export class Dispatcher {
       );
     }
     const options = this.#opts(ctx, waitMs);
+    const key = bytes(row, 'row');
     session.waiting++;
-    let lock: RowLock;
+    let granted: Promise<RowLock>;
     try {
-      lock = await region.lockRow(bytes(row, 'row'), options);
-    } finally {
+      granted = region.lockRow(key, options);
+    } catch (err) {
       session.waiting--;
+      throw err;
     }
-    return this.#hold(session, table as string, lock);
+    return granted.then(
+      (lock) => {
+        session.waiting--;
+        return this.#hold(session, table as string, lock);
+      },
+      (err: unknown) => {
+        session.waiting--;
+        throw err;
+      },
+    );
   }
 
   /** Records a granted lock as the session's; the session may have ended while it waited. */

@@ -31,6 +31,8 @@ export function frame(payload: Uint8Array): Buffer {
 export class FrameReader {
   readonly #maxFrameBytes: number;
   #chunks: Buffer[] = [];
+  /** Bytes of `#chunks[0]` already taken: reading at an offset makes no view per header. */
+  #offset = 0;
   #buffered = 0;
   /** Payload length of the frame being received, once its header is complete. */
   #need = -1;
@@ -54,10 +56,11 @@ export class FrameReader {
     for (;;) {
       if (this.#need < 0) {
         if (this.#buffered < FRAME_HEADER_BYTES) break;
-        const n = this.#take(FRAME_HEADER_BYTES).readUInt32BE(0);
+        const n = this.#takeLength();
         if (n === 0 || n > this.#maxFrameBytes) {
           this.#failed = true;
           this.#chunks = [];
+          this.#offset = 0;
           throw new ProtocolError(
             n === 0
               ? 'Received an empty frame (length 0)'
@@ -73,28 +76,52 @@ export class FrameReader {
     return out;
   }
 
+  /** Removes the 4 length bytes of a header and returns the length. */
+  #takeLength(): number {
+    const first = this.#chunks[0] as Buffer;
+    if (first.length - this.#offset >= FRAME_HEADER_BYTES) {
+      const n = first.readUInt32BE(this.#offset);
+      this.#skip(first, FRAME_HEADER_BYTES);
+      return n;
+    }
+    return this.#take(FRAME_HEADER_BYTES).readUInt32BE(0);
+  }
+
   /** Removes and returns the first `n` buffered bytes (a view when one chunk holds them). */
   #take(n: number): Buffer {
-    this.#buffered -= n;
     const first = this.#chunks[0] as Buffer;
-    if (first.length > n) {
-      this.#chunks[0] = first.subarray(n);
-      return first.subarray(0, n);
+    const start = this.#offset;
+    if (first.length - start >= n) {
+      const out = start === 0 && first.length === n ? first : first.subarray(start, start + n);
+      this.#skip(first, n);
+      return out;
     }
-    if (first.length === n) {
-      this.#chunks.shift();
-      return first;
-    }
+    this.#buffered -= n;
     const out = Buffer.allocUnsafe(n);
     let at = 0;
     while (at < n) {
       const chunk = this.#chunks[0] as Buffer;
-      const part = Math.min(chunk.length, n - at);
-      chunk.copy(out, at, 0, part);
+      const from = this.#offset;
+      const part = Math.min(chunk.length - from, n - at);
+      chunk.copy(out, at, from, from + part);
       at += part;
-      if (part === chunk.length) this.#chunks.shift();
-      else this.#chunks[0] = chunk.subarray(part);
+      if (from + part === chunk.length) {
+        this.#chunks.shift();
+        this.#offset = 0;
+      } else {
+        this.#offset = from + part;
+      }
     }
     return out;
+  }
+
+  /** Drops `n` bytes of `first` (the first chunk, which holds at least that many). */
+  #skip(first: Buffer, n: number): void {
+    this.#buffered -= n;
+    this.#offset += n;
+    if (this.#offset === first.length) {
+      this.#chunks.shift();
+      this.#offset = 0;
+    }
   }
 }
