@@ -1,8 +1,7 @@
-import { writeSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FencedError, LockIOError } from '../core/errors.js';
-import { createSegment, segmentName, writeFully } from './log-segment.js';
+import { createSegment, segmentName, writeFully, writeFullySync } from './log-segment.js';
 import { encodeFrame, FILE_HEADER_BYTES, type Seal } from './record-codec.js';
 import type { EpochFence } from './storage-epoch.js';
 
@@ -79,9 +78,7 @@ export class GroupCommitLog {
   #running: Promise<void> | undefined;
   #poison: LockIOError | FencedError | undefined;
   readonly #epoch: number;
-  /** The fence checked: the one given, unless a test turned the checks off. */
-  #fence: EpochFence | undefined;
-  readonly #givenFence: EpochFence | undefined;
+  readonly #fence: EpochFence | undefined;
   readonly stats: LogStats = {
     records: 0,
     batches: 0,
@@ -103,13 +100,7 @@ export class GroupCommitLog {
     this.#sync = durability === 'fsync';
     this.#segmentBytes = segmentBytes;
     this.#fence = fence;
-    this.#givenFence = fence;
     this.#epoch = fence?.epoch ?? 0;
-  }
-
-  /** Test seam (RowStorage's): stops or resumes the epoch checks. */
-  setFenceChecks(on: boolean): void {
-    this.#fence = on ? this.#givenFence : undefined;
   }
 
   /** The error that poisoned the log, if any. */
@@ -239,7 +230,7 @@ export class GroupCommitLog {
         await this.#write(batch);
         // Written (and synced): now, before any of its appends resolves, is this writer still
         // the storage's owner? If it is not, nothing of the batch counts (see storage-epoch.ts).
-        if (this.#fence !== undefined) this.#check('acknowledge an append batch');
+        this.#check('acknowledge an append batch');
       } catch (err) {
         this.#fail(this.#fencedInstead(err), batch);
         return;
@@ -254,7 +245,7 @@ export class GroupCommitLog {
       this.#open = undefined;
       if (open !== undefined) await open.handle.close();
       const path = join(this.#dir, segmentName(batch.seq));
-      if (this.#fence !== undefined) this.#check(`create log segment ${segmentName(batch.seq)}`);
+      this.#check(`create log segment ${segmentName(batch.seq)}`);
       try {
         const handle = await createSegment(path, batch.seq, this.#sync, this.#epoch, batch.seal);
         open = { seq: batch.seq, handle, size: FILE_HEADER_BYTES };
@@ -299,7 +290,7 @@ export class GroupCommitLog {
    * master if there is one: a deposed writer hears `FENCED`, whatever broke first.
    */
   #fencedInstead(err: unknown): unknown {
-    if (this.#fence === undefined || err instanceof FencedError) return err;
+    if (this.#fence?.checking !== true || err instanceof FencedError) return err;
     try {
       this.#fence.check('go on after a failed write');
     } catch (fenced) {
@@ -312,9 +303,11 @@ export class GroupCommitLog {
     return err;
   }
 
+  /** With an epoch whose checks are on (a test may turn them off): the fence's check. */
   #check(what: string): void {
+    if (this.#fence?.checking !== true) return;
     this.stats.fenceChecks++;
-    this.#fence?.check(what);
+    this.#fence.check(what);
   }
 
   #fail(err: unknown, batch: Batch): void {
@@ -341,16 +334,6 @@ export class GroupCommitLog {
         `(${this.#poison?.message}); reopen it to recover`,
       { cause: this.#poison },
     );
-  }
-}
-
-/** {@link writeFully} on the event loop: `write(2)` until all of `buf` is at `position`. */
-function writeFullySync(handle: FileHandle, buf: Buffer, position: number): void {
-  let done = 0;
-  while (done < buf.length) {
-    const written = writeSync(handle.fd, buf, done, buf.length - done, position + done);
-    if (written <= 0) throw new Error(`write returned ${written}`);
-    done += written;
   }
 }
 

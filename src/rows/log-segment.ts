@@ -1,4 +1,4 @@
-import { constants } from 'node:fs';
+import { constants, writeSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import * as fsp from 'node:fs/promises';
 import { isErrno, LockIOError } from '../core/errors.js';
@@ -93,6 +93,16 @@ export async function readFileHeader(path: string, magic: string): Promise<FileH
     });
   } finally {
     await handle?.close().catch(() => {});
+  }
+}
+
+/** {@link writeFully} on the event loop: `write(2)` until all of `buf` is at `position`. */
+export function writeFullySync(handle: FileHandle, buf: Uint8Array, position: number): void {
+  let done = 0;
+  while (done < buf.length) {
+    const written = writeSync(handle.fd, buf, done, buf.length - done, position + done);
+    if (written <= 0) throw new Error(`write returned ${written}`);
+    done += written;
   }
 }
 

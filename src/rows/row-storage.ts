@@ -101,8 +101,6 @@ export class RowStorage implements RegionStorage {
   readonly #log: GroupCommitLog;
   readonly #maxRecordBytes: number;
   readonly #fence: EpochFence | undefined;
-  /** The fence checked: {@link #fence}, unless a test turned the checks off. */
-  #checking: EpochFence | undefined;
   /** The first segment not covered by the newest (possibly still being written) snapshot. */
   #coveredFrom: number;
   #checkpoints = 0;
@@ -128,7 +126,6 @@ export class RowStorage implements RegionStorage {
     this.#maxRecordBytes = maxRecordBytes;
     this.#coveredFrom = coveredFrom;
     this.#fence = fence;
-    this.#checking = fence;
   }
 
   /**
@@ -249,8 +246,7 @@ export class RowStorage implements RegionStorage {
   get [rowsInternals](): StorageSeams {
     return {
       setFenceChecks: (on: boolean) => {
-        this.#checking = on ? this.#fence : undefined;
-        this.#log.setFenceChecks(on);
+        if (this.#fence !== undefined) this.#fence.checking = on;
       },
     };
   }
@@ -451,9 +447,9 @@ export class RowStorage implements RegionStorage {
 
   /** With an epoch: throws `FencedError` (poisoning the log) once this writer is deposed. */
   #checkFence(what: string): void {
-    if (this.#checking === undefined) return;
+    if (this.#fence?.checking !== true) return;
     try {
-      this.#checking.check(what);
+      this.#fence.check(what);
     } catch (err) {
       if (err instanceof FencedError) this.#log.poisonWith(err);
       throw err;
