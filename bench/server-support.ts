@@ -3,8 +3,10 @@
  * protocol session (for opening thousands of sessions cheaply), the rate runner of the
  * connections × pipelining grid, and the machine header. Nothing here measures by itself.
  */
-import { connect as connectTcp, type Socket } from 'node:net';
-import { cpus, release as kernelRelease, loadavg, totalmem } from 'node:os';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, connect as connectTcp, createServer, type Socket } from 'node:net';
+import { cpus, release as kernelRelease, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode } from '../src/wire/codec.js';
 import { FrameReader, frame } from '../src/wire/frame.js';
@@ -215,4 +217,68 @@ export async function machineHeader(versions: readonly string[]): Promise<() => 
         : 'n/a';
     return `load average ${load.toFixed(2)} → ${(loadavg()[0] ?? 0).toFixed(2)}, steal ${steal} of all CPU time`;
   };
+}
+
+/**
+ * A private Redis that persists every write before answering it (`appendonly yes`,
+ * `appendfsync always`) in a temporary directory: the durable baseline for a put that waits
+ * for its fsync. `undefined` where `redis-server` is not installed.
+ */
+export class DurableRedis {
+  readonly #child: ChildProcess;
+  readonly #dir: string;
+  readonly port: number;
+
+  private constructor(child: ChildProcess, dir: string, port: number) {
+    this.#child = child;
+    this.#dir = dir;
+    this.port = port;
+  }
+
+  static async start(): Promise<DurableRedis | undefined> {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'locksmith-bench-redis-'));
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', ''];
+    args.push('--appendonly', 'yes', '--appendfsync', 'always', '--daemonize', 'no');
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      log += d.toString();
+    });
+    const ready = await new Promise<boolean>((resolve) => {
+      child.once('error', () => resolve(false));
+      child.once('exit', () => resolve(false));
+      const poll = setInterval(() => {
+        if (log.includes('Ready to accept connections')) {
+          clearInterval(poll);
+          resolve(true);
+        }
+      }, 20);
+      child.once('exit', () => clearInterval(poll));
+      child.once('error', () => clearInterval(poll));
+    });
+    if (!ready) {
+      rmSync(dir, { recursive: true, force: true });
+      return undefined;
+    }
+    return new DurableRedis(child, dir, port);
+  }
+
+  async close(): Promise<void> {
+    const exited = new Promise((resolve) => this.#child.once('exit', resolve));
+    this.#child.kill('SIGTERM');
+    await exited;
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }

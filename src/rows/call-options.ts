@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import { type DeferredSignal, deferredSignal } from './deferred-signal.js';
+import { durableWait } from './durable-wait.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 
 /** Per call: who is asking (for deadlock detection), and how to give up waiting for a row. */
@@ -19,6 +20,8 @@ export interface CallOptions {
   onWait?: (() => void) | undefined;
   /** Internal: the server's per-call cancellation (see `deferred-signal.ts`). */
   [deferredSignal]?: DeferredSignal | undefined;
+  /** Internal: the server's hook for a write that only waits for its fsync (`durable-wait.ts`). */
+  [durableWait]?: (() => void) | undefined;
 }
 
 /** {@link CallOptions} once checked: every member is of its declared type or absent. */
@@ -28,6 +31,7 @@ export interface CheckedCallOptions {
   waitMs?: number;
   onWait?: () => void;
   [deferredSignal]?: DeferredSignal;
+  [durableWait]?: () => void;
 }
 
 const NONE: CheckedCallOptions = Object.freeze({});
@@ -64,6 +68,8 @@ export function checkCallOptions(
   if (hook !== undefined) checked.onWait = hook;
   const deferred = (opts as CallOptions)[deferredSignal];
   if (deferred !== undefined) checked[deferredSignal] = deferred;
+  const durable = (opts as CallOptions)[durableWait];
+  if (durable !== undefined) checked[durableWait] = durable;
   return checked;
 }
 

@@ -8,11 +8,11 @@ import type { EpochFence } from './storage-epoch.js';
 export type Durability = 'fsync' | 'none';
 
 /**
- * With durability `none`, a batch up to this size is written with a synchronous `write(2)`
- * from the event loop: a few µs for a page-cache write, where a trip through libuv's pool
- * (and the promise of its answer) cost more than the write itself. Larger batches still go
- * through the pool, so a huge mutation never stalls the loop. With `fsync` every batch goes
- * through the pool (its `fdatasync` would block the loop for milliseconds).
+ * A batch up to this size is written with a synchronous `write(2)` from the event loop: a few
+ * µs for a page-cache write, where a trip through libuv's pool (and the promise of its answer)
+ * cost more than the write itself. Larger batches still go through the pool, so a huge
+ * mutation never stalls the loop. With `fsync` the batch's `fdatasync` always goes through
+ * the pool (it would block the loop for a disk's latency).
  */
 const SYNC_WRITE_MAX_BYTES = 64 * 1024;
 
@@ -47,8 +47,8 @@ interface Batch {
 /**
  * The write-ahead log's writer: appends are framed and queued synchronously (call order is log
  * order) and written by one loop, one batch at a time, on libuv's pool (`FileHandle.write` and
- * `datasync`), never blocking the event loop for long: only a small batch of a log without
- * `fsync` is written from the loop itself (see {@link SYNC_WRITE_MAX_BYTES}).
+ * `datasync`), never blocking the event loop for long: only a small batch is written from the
+ * loop itself (see {@link SYNC_WRITE_MAX_BYTES}); its sync still goes through the pool.
  *
  * Group commit: every record queued while a batch is being written and synced goes out in the
  * next batch, as a single `write(2)` of the concatenated frames followed by a single
@@ -267,8 +267,7 @@ export class GroupCommitLog {
     const data =
       batch.frames.length === 1 ? (batch.frames[0] as Buffer) : Buffer.concat(batch.frames);
     try {
-      if (!this.#sync && data.length <= SYNC_WRITE_MAX_BYTES)
-        writeFullySync(open.handle, data, open.size);
+      if (data.length <= SYNC_WRITE_MAX_BYTES) writeFullySync(open.handle, data, open.size);
       else await writeFully(open.handle, data, open.size);
       open.size += data.length;
       if (this.#sync) {

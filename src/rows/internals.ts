@@ -14,6 +14,8 @@ export interface RegionSeams {
   setReadPoint(readPoint: (() => number) | undefined): void;
   /** Turns the storage's epoch checks off or back on (see {@link StorageSeams}). */
   setFenceChecks(on: boolean): void;
+  /** The storage's counters (a copy), if it keeps any. */
+  storageStats(): Readonly<Record<string, number>> | undefined;
 }
 
 /**
@@ -55,5 +57,10 @@ export class RegionTestHooks {
 
   set fenceChecks(on: boolean) {
     this.#seams.setFenceChecks(on);
+  }
+
+  /** The storage's counters (log records, batches, syncs, ...), read-only; none without one. */
+  get storageStats(): Readonly<Record<string, number>> | undefined {
+    return this.#seams.storageStats();
   }
 }

@@ -1,4 +1,5 @@
 import type { CheckedCallOptions } from './call-options.js';
+import { durableWait } from './durable-wait.js';
 import type { Delete, Mutation, Put } from './mutation.js';
 import type { Draft } from './mutation-cells.js';
 import type { RegionRowLocks } from './region-row-locks.js';
@@ -62,9 +63,9 @@ export class MutationRunner {
     if (implicit === null) {
       return locks
         .acquireImplicit(row, options)
-        .then((grant) => this.#track(this.#write(row, token, grant, arrival, build)));
+        .then((grant) => this.#track(this.#write(row, token, grant, arrival, options, build)));
     }
-    return this.#track(this.#write(row, token, implicit, arrival, build));
+    return this.#track(this.#write(row, token, implicit, arrival, options, build));
   }
 
   /** Builds and applies one mutation under its lock; an implicit lock is released at the end. */
@@ -73,6 +74,7 @@ export class MutationRunner {
     token: number | undefined,
     implicit: RowLockGrant | undefined,
     arrival: number | undefined,
+    options: CheckedCallOptions,
     build: (now: number) => { cells: Draft[]; result: T },
   ): Promise<T> {
     const { locks, times } = this.#options;
@@ -91,6 +93,7 @@ export class MutationRunner {
       if (implicit !== undefined) locks.releaseImplicit(implicit);
       return Promise.resolve(result);
     }
+    options[durableWait]?.();
     return applied.then(
       () => {
         if (implicit !== undefined) locks.releaseImplicit(implicit);
@@ -121,7 +124,11 @@ export class MutationRunner {
         try {
           for (const m of mutations) locks.checkToken(m.row, m.token);
           const cells = mutations.flatMap((m) => cellsOf(m, times.timeFor(m.row)));
-          if (cells.length > 0) await this.#options.apply(cells);
+          if (cells.length > 0) {
+            const applied = this.#options.apply(cells);
+            options[durableWait]?.();
+            await applied;
+          }
         } finally {
           for (const grant of grants) locks.releaseImplicit(grant);
         }

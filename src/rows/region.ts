@@ -150,6 +150,10 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
         const storage = this.#storage as Partial<Record<typeof rowsInternals, StorageSeams>>;
         storage?.[rowsInternals]?.setFenceChecks(on);
       },
+      storageStats: () => {
+        const storage = this.#storage as { stats?: Readonly<Record<string, number>> } | undefined;
+        return storage?.stats;
+      },
     });
   }
 

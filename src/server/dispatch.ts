@@ -6,6 +6,7 @@ import {
 } from '../core/errors.js';
 import type { CallOptions } from '../rows/call-options.js';
 import { deferredSignal } from '../rows/deferred-signal.js';
+import { durableWait } from '../rows/durable-wait.js';
 import type { Region } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import type { RowLock } from '../rows/row-lock.js';
@@ -250,8 +251,9 @@ export class Dispatcher {
     const options: CallOptions = {
       owner: ctx.session,
       [deferredSignal]: ctx,
-      // A call waiting for a row gives its handler back (see Lane).
+      // A call waiting for a row, or for its write's fsync, gives its handler back (see Lane).
       onWait: () => ctx.slot.yield(),
+      [durableWait]: () => ctx.slot.yield(),
     };
     if (wait !== null && wait !== undefined) options.waitMs = waitArg(wait);
     return options;

@@ -1,11 +1,13 @@
 /**
  * Handlers (HBase's lesson, HBASE-2584): a call waiting for a row lock occupies no handler, so
  * any number of blocked lockers cannot starve other rows' calls, nor the holder's unlockRow
- * (which runs on the priority lane anyway).
+ * (which runs on the priority lane anyway). Nor does a write waiting for its log batch's fsync:
+ * a handler held through the fsync would cap each group commit at the number of handlers.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Get, Put } from '../../src/rows/index.js';
+import { rowsInternals } from '../../src/rows/internals.js';
 import { client, startServer } from './server-fixture.js';
 
 describe('server handlers', () => {
@@ -51,5 +53,32 @@ describe('server handlers', () => {
     } finally {
       for (const c of blockers) await c.close();
     }
+  });
+
+  it('a write waiting for its fsync holds no handler: one handler, 64 pipelined puts, group-committed together', async () => {
+    await using server = await startServer({ handlers: 1, durability: 'fsync' });
+    await using c = await client(server);
+    await c.createTable('t', ['f']);
+    const stats = () =>
+      server.catalog.region('t')[rowsInternals].storageStats as {
+        records: number;
+        batches: number;
+      };
+    const before = stats();
+    const table = c.table('t');
+    await Promise.all(
+      Array.from({ length: 64 }, (_, i) => table.put(new Put(`r${i}`).add('f', 'q', String(i)))),
+    );
+    const after = stats();
+    assert.equal(after.records - before.records, 64);
+    // Holding the only handler through its fsync, each put made a batch of its own (64); the
+    // puts of one read of the socket now share a batch.
+    const batches = after.batches - before.batches;
+    assert.ok(batches <= 32, `64 puts took ${batches} log batches: puts waited for a handler`);
+    for (let i = 0; i < 64; i += 21) {
+      assert.equal((await table.get(new Get(`r${i}`))).getValue('f', 'q')?.toString(), String(i));
+    }
+    assert.equal(server.lanes.handler.parked, 0);
+    assert.equal(server.lanes.handler.busy, 0);
   });
 });
