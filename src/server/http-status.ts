@@ -113,7 +113,7 @@ export class HttpStatus {
       ['locksmith_calls_queued', 'Calls waiting for a handler', 'queued'],
       [
         'locksmith_calls_parked',
-        'Calls that gave their handler back to wait for a row lock',
+        'Calls that gave their handler back to wait (for a row lock, or for their write to be synced)',
         'parked',
       ],
     ] as const) {

@@ -1,8 +1,8 @@
 /**
  * A lane of handlers: at most `size` calls run at once, the others queue in arrival order
  * (HBase's handler pool and call queue). A call gives its handler back early with
- * {@link Slot.yield} when it starts waiting for a row lock, so no number of blocked lockers can
- * occupy the lane (HBase parked a handler per blocked `lockRow`, and ten of them stopped a
+ * {@link Slot.yield} when it starts waiting for a row lock (or for its write's fsync), so no
+ * number of blocked lockers can occupy the lane (HBase parked a handler per blocked `lockRow`, and ten of them stopped a
  * RegionServer). A call that got its row after waiting finishes without queueing for a handler
  * again: it holds the row, and making it queue would lengthen every other waiter's wait.
  */
@@ -12,7 +12,7 @@ export class Lane {
   #busy = 0;
   #queue: (() => void)[] = [];
   #queueHead = 0;
-  /** Calls that gave their handler back to wait for a row lock and have not finished. */
+  /** Calls that gave their handler back to wait (row lock, fsync) and have not finished. */
   #parked = 0;
   #completed = 0;
 
@@ -31,7 +31,7 @@ export class Lane {
     return this.#queue.length - this.#queueHead;
   }
 
-  /** Calls that gave their handler back while they wait for a row lock. */
+  /** Calls that gave their handler back while they wait (for a row lock or an fsync). */
   get parked(): number {
     return this.#parked;
   }
@@ -114,7 +114,7 @@ export class Slot {
     this.#lane = lane;
   }
 
-  /** Gives the handler back (the call is about to wait for a row lock). Idempotent. */
+  /** Gives the handler back (the call is about to wait for a row lock or an fsync). Idempotent. */
   yield(): void {
     if (this.#state !== 'held') return;
     this.#state = 'parked';
