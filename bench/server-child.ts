@@ -17,8 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { LocksmithServer, type ServerOptions } from '../src/server/server.js';
-import { decode, encode } from '../src/wire/codec.js';
-import { FrameReader, frame } from '../src/wire/frame.js';
+import { decode, encodeFrame } from '../src/wire/codec.js';
+import { FrameReader } from '../src/wire/frame.js';
 
 const WELCOME = {
   session: 'echo',
@@ -45,7 +45,7 @@ function echoConnection(socket: Socket): void {
         socket.uncork();
       });
     }
-    socket.write(frame(encode(message)));
+    socket.write(encodeFrame(message));
   };
   socket.setNoDelay(true);
   socket.on('error', () => undefined);

@@ -10,8 +10,8 @@ import {
   NotMasterError,
   ProtocolError,
 } from '../core/errors.js';
-import { decode, encode } from '../wire/codec.js';
-import { DEFAULT_MAX_FRAME_BYTES, FrameReader, frame } from '../wire/frame.js';
+import { decode, encodeFrame } from '../wire/codec.js';
+import { DEFAULT_MAX_FRAME_BYTES, FrameReader } from '../wire/frame.js';
 import {
   ClientKind,
   type HelloOptions,
@@ -604,7 +604,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     }
     if (this.#options.client !== undefined) hello.client = this.#options.client;
     this.#helloSentAt = this.#clock.monotonic();
-    socket.write(frame(encode([ClientKind.HELLO, PROTOCOL_VERSION, hello])));
+    socket.write(encodeFrame([ClientKind.HELLO, PROTOCOL_VERSION, hello]));
   }
 
   // ---- session lease ---------------------------------------------------------------------
@@ -693,7 +693,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       socket.cork();
       process.nextTick(() => socket.uncork());
     }
-    socket.write(frame(encode([ClientKind.CALL, id, pending.method, pending.args])));
+    socket.write(encodeFrame([ClientKind.CALL, id, pending.method, pending.args]));
   }
 
   /** (Re)arms the one timeout timer for `at` (a `performance.now()` time). */
@@ -732,7 +732,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     pending.reject(err);
     if (pending.sentAt > 0 && this.#ready && this.#socket !== undefined) {
       // The entry stays until the answer, so a lock granted meanwhile is given back.
-      this.#socket.write(frame(encode([ClientKind.CANCEL, id])));
+      this.#socket.write(encodeFrame([ClientKind.CANCEL, id]));
     } else {
       this.#pending.delete(id);
     }

@@ -11,8 +11,8 @@ import {
   UnauthenticatedError,
   UnsupportedOperationError,
 } from '../core/errors.js';
-import { decode, encode } from '../wire/codec.js';
-import { FrameReader, frame } from '../wire/frame.js';
+import { decode, encodeFrame } from '../wire/codec.js';
+import { FrameReader } from '../wire/frame.js';
 import {
   ClientKind,
   type ClientMessage,
@@ -412,7 +412,7 @@ export class Connection implements SessionSink {
       this.socket.cork();
       setImmediate(() => this.#flush());
     }
-    this.socket.write(frame(encode(message)));
+    this.socket.write(encodeFrame(message));
     if (!this.#paused && this.socket.writableLength > this.#host.limits.maxBufferedBytes) {
       // The client is not reading its answers: stop reading its calls until it does.
       this.#paused = true;

@@ -1,4 +1,4 @@
-import { Packr, Unpackr } from 'msgpackr';
+import { Packr, RESERVE_START_SPACE, Unpackr } from 'msgpackr';
 import { ProtocolError } from '../core/errors.js';
 
 /**
@@ -18,6 +18,18 @@ const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsTyp
 
 export function encode(value: unknown): Uint8Array {
   return packr.pack(value);
+}
+
+/**
+ * A whole frame (src/wire/frame.ts): `value`'s MessagePack behind its 4-byte big-endian
+ * length, encoded in place behind space msgpackr reserves, so a message costs no copy and no
+ * buffer of its own (msgpackr packs one message after another into a shared block and never
+ * writes over what it returned). Equal to `frame(encode(value))`.
+ */
+export function encodeFrame(value: unknown): Buffer {
+  const out = packr.pack(value, RESERVE_START_SPACE | 4) as Buffer;
+  out.writeUInt32BE(out.length - 4, 0);
+  return out;
 }
 
 /** One MessagePack value filling `payload` exactly; anything else is a `PROTOCOL_ERROR`. */

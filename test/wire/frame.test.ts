@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ProtocolError } from '../../src/core/errors.js';
+import { decode, encode, encodeFrame } from '../../src/wire/codec.js';
 import { FrameReader, frame } from '../../src/wire/frame.js';
 
 /** A deterministic generator (xorshift), so a failure can be replayed. */
@@ -45,5 +46,25 @@ describe('FrameReader', () => {
     const big = new FrameReader(10);
     assert.deepEqual(big.push(Buffer.from([0, 0])), []);
     assert.throws(() => big.push(Buffer.from([0, 11])), /11 bytes; the limit is 10/);
+  });
+});
+
+describe('encodeFrame', () => {
+  test('is frame(encode(value)), and a frame stays intact while later ones are encoded', () => {
+    const rnd = random(7);
+    const values = Array.from({ length: 5000 }, (_, i) => [
+      1,
+      i,
+      'put',
+      ['t', Buffer.alloc(Math.floor(rnd() * (rnd() < 0.01 ? 20_000 : 200)), i & 0xff), null],
+    ]);
+    // Held frames, as a socket holds what it has not sent yet: msgpackr packs into shared
+    // blocks, so a later message must never land on an earlier one.
+    const held = values.map((v) => encodeFrame(v));
+    for (const [i, v] of values.entries()) {
+      const got = held[i] as Buffer;
+      assert.deepEqual(got, frame(encode(v)), `message ${i}`);
+      assert.deepEqual(decode(new FrameReader(1 << 20).push(got)[0] as Buffer), v);
+    }
   });
 });
