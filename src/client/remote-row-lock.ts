@@ -13,7 +13,12 @@ export interface RemoteLockControl {
    */
   sessionValidUntil(): number;
   unlock(table: string, lockId: string): Promise<unknown>;
-  forget(lock: RemoteRowLock): void;
+  /**
+   * The handle is done: closed (its unlock sent or answered) or `lost`. Only a lost id needs
+   * remembering: the server may still hold it while this side counts it lost, so a later use
+   * must fail here; a closed one's unlock reaches the server ahead of any later use of its id.
+   */
+  forget(lock: RemoteRowLock, lost: boolean): void;
 }
 
 /**
@@ -81,14 +86,14 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
   /** @internal Released through `table.unlockRow`: closed here without another round trip. */
   released(): void {
     clearTimeout(this.#timer);
-    this.#control.forget(this);
+    this.#control.forget(this, false);
     this.markClosed();
   }
 
   /** @internal The server, the session or a reconnect says the lock is gone. */
   lose(reason: LockLostError): void {
     clearTimeout(this.#timer);
-    this.#control.forget(this);
+    this.#control.forget(this, true);
     this.markLost(reason);
   }
 
@@ -118,7 +123,7 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
    */
   protected closeOnce(): void {
     clearTimeout(this.#timer);
-    this.#control.forget(this);
+    this.#control.forget(this, false);
     if (this.lostReason !== undefined) return;
     this.#control.unlock(this.table, this.lockId).catch(() => undefined);
   }
