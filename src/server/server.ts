@@ -494,8 +494,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
    * names at most {@link SESSIONS_LISTED} (most locks held first, then the oldest), counted by
    * `sessionsOpen`; `locks` at most {@link LOCKS_LISTED} (least lease left first, the likeliest
    * to be stuck or about to expire, then the oldest grant), counted by `locksHeld`; `waits` at
-   * most `WAITS_LISTED`, counted by `waiting`. The lists are selected in one pass over the sessions and their locks,
-   * without sorting them all.
+   * most `WAITS_LISTED`, counted by `waiting`. The lists are selected in one pass over the
+   * sessions and their locks, without sorting them all.
    */
   status(): Record<string, unknown> {
     const now = Date.now();
@@ -505,16 +505,16 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       SESSIONS_LISTED,
       (a, b) => b.locks.size - a.locks.size || a.openedAt - b.openedAt,
     );
-    const listedLocks = new Shortlist<{ session: Session; held: HeldLock; leaseMs: number }>(
+    const listedLocks = new Shortlist<{ session: Session; held: HeldLock; leftMs: number }>(
       LOCKS_LISTED,
-      (a, b) => a.leaseMs - b.leaseMs || a.held.lock.token - b.held.lock.token,
+      (a, b) => a.leftMs - b.leftMs || a.held.lock.token - b.held.lock.token,
     );
     let locksHeld = 0;
     for (const session of registry?.all() ?? []) {
       listedSessions.offer(session);
       locksHeld += session.locks.size;
       for (const held of session.locks.values()) {
-        listedLocks.offer({ session, held, leaseMs: held.lock.leaseRemainingMs ?? 0 });
+        listedLocks.offer({ session, held, leftMs: held.lock.leaseRemainingMs ?? 0 });
       }
     }
     const sessions = listedSessions.list().map((s) => ({
@@ -537,13 +537,13 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
             rows: region.rowCount,
             cells: region.cellCount,
           }));
-    const locks = listedLocks.list().map(({ session, held: { table, lock }, leaseMs }) => ({
+    const locks = listedLocks.list().map(({ session, held: { table, lock }, leftMs }) => ({
       table,
       row: lock.resource,
       session: session.label,
       client: session.client,
       token: lock.token,
-      leaseRemainingMs: leaseMs,
+      leaseRemainingMs: leftMs,
     }));
     const lane = (l: Lane) => ({
       size: l.size,
