@@ -538,6 +538,16 @@ interface StatusLane {
   parked: number;
 }
 
+/**
+ * How many in all, and how many of them the status lists when it lists only some (the server
+ * caps its lists and counts all beside them; a server without the count lists all).
+ */
+function counted(all: unknown, listed: number, order: string): string {
+  return typeof all === 'number' && all > listed
+    ? `${all} (${listed} listed, ${order})`
+    : `${listed}`;
+}
+
 /** The server's status in a few lines: tables, sessions, held locks and owners, handlers. */
 function statusSummary(status: Record<string, unknown>): string {
   const tables = (status.tables ?? []) as { name: string; families: string[]; rows: number }[];
@@ -555,12 +565,12 @@ function statusSummary(status: Record<string, unknown>): string {
     `server ${status.server} on ${status.listening}, up ${Math.round(Number(status.uptimeMs) / 1000)}s, ${status.connections} connection(s)`,
     `tables: ${tables.length}`,
     ...tables.map((t) => `  ${t.name}  families ${t.families.join(',')}  ${t.rows} row(s)`),
-    `sessions: ${sessions.length}`,
+    `sessions: ${counted(status.sessionsOpen, sessions.length, 'most locks first')}`,
     ...sessions.map(
       (s) =>
         `  ${s.session}  ${s.client ?? 'unnamed'}  ${s.connected ? 'connected' : 'disconnected'}  ${s.locks} lock(s), ${s.waiting} waiting, ${s.scanners} scanner(s)`,
     ),
-    `locks held: ${locks.length}`,
+    `locks held: ${counted(status.locksHeld, locks.length, 'least lease left first')}`,
     ...locks.map(
       (l) =>
         `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})${l.leaseRemainingMs === undefined ? '' : `  lease ${Math.ceil(l.leaseRemainingMs / 1000)}s left`}`,

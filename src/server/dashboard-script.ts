@@ -110,6 +110,8 @@ export const DASHBOARD_JS = String.raw`'use strict';
     return typeof n === 'number' ? n.toLocaleString() : '—';
   }
   const arr = (v) => (Array.isArray(v) ? v : []);
+  /** How many there are in all: the server's count beside a list it cuts, else the list's length. */
+  const countOf = (count, list) => (typeof count === 'number' ? count : arr(list).length);
 
   // ---- sections ---------------------------------------------------------------------------
   function roleOf(s) {
@@ -147,9 +149,9 @@ export const DASHBOARD_JS = String.raw`'use strict';
       ['locker', ha && ha.locker !== undefined ? (typeof ha.locker === 'string' ? ha.locker : JSON.stringify(ha.locker)) : undefined],
       ['uptime', dur(s.uptimeMs)],
       ['connections', num(s.connections)],
-      ['sessions', num(arr(s.sessions).length)],
-      ['row locks held', num(arr(s.locks).length)],
-      ['waiting for a row', num(typeof s.waiting === 'number' ? s.waiting : arr(s.waits).length)],
+      ['sessions', num(countOf(s.sessionsOpen, s.sessions))],
+      ['row locks held', num(countOf(s.locksHeld, s.locks))],
+      ['waiting for a row', num(countOf(s.waiting, s.waits))],
       ['scanners', num(s.scanners)],
     ];
     const dl = $('overview');
@@ -185,7 +187,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
       typeof x.leaseRemainingMs === 'number' ? withBar(dur(x.leaseRemainingMs) + ' of ' + dur(x.leaseMs), x.leaseRemainingMs, x.leaseMs) : dur(x.leaseMs),
       num(x.locks), num(x.waiting), num(x.scanners), dur(x.ageMs),
     ]);
-    put('sessions', rows.length ? table([{ title: 'client' }, { title: 'session' }, { title: '' }, { title: 'lease remaining' }, { title: 'locks', num: true }, { title: 'waiting', num: true }, { title: 'scanners', num: true }, { title: 'age', num: true }], rows) : empty('No sessions.'));
+    put('sessions', rows.length ? table([{ title: 'client' }, { title: 'session' }, { title: '' }, { title: 'lease remaining' }, { title: 'locks', num: true }, { title: 'waiting', num: true }, { title: 'scanners', num: true }, { title: 'age', num: true }], rows, countOf(s.sessionsOpen, s.sessions)) : empty('No sessions.'));
   }
 
   function renderLocks(s) {
@@ -195,7 +197,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
       l.table, el('span', 'mono', String(l.row).replace(/^row=/, '')), l.client + ' (' + l.session + ')', num(l.token),
       withBar(dur(l.leaseRemainingMs), l.leaseRemainingMs || 0, longest),
     ]);
-    put('locks', rows.length ? table([{ title: 'table' }, { title: 'row' }, { title: 'owner' }, { title: 'fencing token', num: true }, { title: 'lease remaining' }], rows) : empty('No row lock held.'));
+    put('locks', rows.length ? table([{ title: 'table' }, { title: 'row' }, { title: 'owner' }, { title: 'fencing token', num: true }, { title: 'lease remaining' }], rows, countOf(s.locksHeld, locks)) : empty('No row lock held.'));
   }
 
   function renderWaits(s) {
@@ -204,9 +206,8 @@ export const DASHBOARD_JS = String.raw`'use strict';
       w.table, el('span', 'mono', w.row), owner(w.waiter), w.holder ? owner(w.holder) : 'a mutation',
       w.explicit ? 'lockRow' : 'mutation', dur(w.waitedMs),
     ]);
-    const total = typeof s.waiting === 'number' ? s.waiting : waits.length;
     if (rows.length) {
-      put('waits', table([{ title: 'table' }, { title: 'row' }, { title: 'waiter' }, { title: 'held by' }, { title: 'for' }, { title: 'waiting for', num: true }], rows, total));
+      put('waits', table([{ title: 'table' }, { title: 'row' }, { title: 'waiter' }, { title: 'held by' }, { title: 'for' }, { title: 'waiting for', num: true }], rows, countOf(s.waiting, waits)));
     } else if (s.waits === undefined) {
       const count = arr(s.sessions).reduce((n, x) => n + (x.waiting || 0), 0);
       put('waits', empty(count ? count + ' lock call(s) waiting (this server does not list them).' : 'Nobody waits.'));

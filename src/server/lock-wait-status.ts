@@ -3,6 +3,7 @@ import type { Region } from '../rows/region.js';
 import type { RowLockOwner } from '../rows/row-lock-manager.js';
 import { describeOwner } from '../rows/wait-for-graph.js';
 import { Session } from './session.js';
+import { WAITS_LISTED } from './status-lists.js';
 
 /** Who waits or holds, as a status page names it: a session by its label, never its id. */
 export interface OwnerLabel {
@@ -49,7 +50,7 @@ function label(owner: RowLockOwner | undefined): OwnerLabel | null {
  */
 export function lockWaitStatus(
   tables: Iterable<[string, { region: Region }]>,
-  limit = 200,
+  limit = WAITS_LISTED,
 ): LockWaitStatus {
   const waits: LockWaitEntry[] = [];
   let waiting = 0;

@@ -29,7 +29,9 @@ import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
 import { lockWaitStatus } from './lock-wait-status.js';
 import type { ScannerRegistry } from './scanner-registry.js';
+import type { HeldLock, Session } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
+import { LOCKS_LISTED, SESSIONS_LISTED, Shortlist } from './status-lists.js';
 import type { TableCatalog } from './table-catalog.js';
 
 export interface ServerOptions {
@@ -486,17 +488,41 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     return created;
   }
 
-  /** A snapshot for status pages and the `status` call (no secrets: session ids are cut). */
+  /**
+   * A snapshot for status pages and the `status` call (no secrets: session ids are cut). Its
+   * lists are bounded (see status-lists.ts), each with the count of all beside it: `sessions`
+   * names at most {@link SESSIONS_LISTED} (most locks held first, then the oldest), counted by
+   * `sessionsOpen`; `locks` at most {@link LOCKS_LISTED} (least lease left first, the likeliest
+   * to be stuck or about to expire, then the oldest grant), counted by `locksHeld`; `waits` at
+   * most `WAITS_LISTED`, counted by `waiting`. The lists are selected in one pass over the
+   * sessions and their locks, without sorting them all.
+   */
   status(): Record<string, unknown> {
     const now = Date.now();
     const data = this.#data;
-    const all = data === undefined ? [] : [...data.sessions.all()];
-    const sessions = all.map((s) => ({
+    const registry = data?.sessions;
+    const listedSessions = new Shortlist<Session>(
+      SESSIONS_LISTED,
+      (a, b) => b.locks.size - a.locks.size || a.openedAt - b.openedAt,
+    );
+    const listedLocks = new Shortlist<{ session: Session; held: HeldLock; leftMs: number }>(
+      LOCKS_LISTED,
+      (a, b) => a.leftMs - b.leftMs || a.held.lock.token - b.held.lock.token,
+    );
+    let locksHeld = 0;
+    for (const session of registry?.all() ?? []) {
+      listedSessions.offer(session);
+      locksHeld += session.locks.size;
+      for (const held of session.locks.values()) {
+        listedLocks.offer({ session, held, leftMs: held.lock.leaseRemainingMs ?? 0 });
+      }
+    }
+    const sessions = listedSessions.list().map((s) => ({
       session: s.label,
       client: s.client,
       connected: s.sink !== undefined,
       leaseMs: s.leaseMs,
-      leaseRemainingMs: Math.round(data?.sessions.leaseRemainingMs(s) ?? 0),
+      leaseRemainingMs: Math.round(registry?.leaseRemainingMs(s) ?? 0),
       locks: s.locks.size,
       waiting: s.waiting,
       scanners: s.scanners.size,
@@ -511,16 +537,14 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
             rows: region.rowCount,
             cells: region.cellCount,
           }));
-    const locks = all.flatMap((s) =>
-      [...s.locks.values()].map(({ table, lock }) => ({
-        table,
-        row: lock.resource,
-        session: s.label,
-        client: s.client,
-        token: lock.token,
-        leaseRemainingMs: lock.leaseRemainingMs ?? 0,
-      })),
-    );
+    const locks = listedLocks.list().map(({ session, held: { table, lock }, leftMs }) => ({
+      table,
+      row: lock.resource,
+      session: session.label,
+      client: session.client,
+      token: lock.token,
+      leaseRemainingMs: leftMs,
+    }));
     const lane = (l: Lane) => ({
       size: l.size,
       busy: l.busy,
@@ -535,7 +559,9 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       connections: this.#connections.size,
       tables,
       sessions,
+      sessionsOpen: registry?.size ?? 0,
       locks,
+      locksHeld,
       scanners: data?.scanners.size ?? 0,
       handlers: { handler: lane(this.lanes.handler), priority: lane(this.lanes.priority) },
       calls: {

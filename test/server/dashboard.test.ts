@@ -14,8 +14,10 @@ import type { Browser, Page } from 'playwright-core';
 import { connect } from '../../src/client/locksmith-client.js';
 import { DeadlockError, Put } from '../../src/rows/index.js';
 import { LocksmithServer } from '../../src/server/server.js';
+import { LOCKS_LISTED, SESSIONS_LISTED } from '../../src/server/status-lists.js';
 import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
 import { eventually, repoRoot, tempDir } from '../helpers.js';
+import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
 
 const CHROMIUM = process.env.LOCKSMITH_CHROMIUM ?? '/usr/bin/chromium';
@@ -249,6 +251,38 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     } finally {
       await second?.close();
       await first.close();
+    }
+  });
+
+  it('says how many sessions and held locks there are where the status lists only some', async () => {
+    await using server = await startServer({ httpPort: 0 });
+    await using admin = await client(server, { name: 'admin-app' });
+    await admin.createTable('many', ['f']);
+    const n = Math.max(SESSIONS_LISTED, LOCKS_LISTED) + 10;
+    const raws: RawClient[] = [];
+    try {
+      for (let i = 0; i < n; i++) {
+        const { raw } = await RawClient.session(server.port, { client: `many-${i}` });
+        raws.push(raw);
+        await raw.call('lockRow', ['many', Buffer.from(`r${i}`), null]);
+      }
+      const { page, errors } = await openPage(browser, `http://127.0.0.1:${server.httpPort}/`);
+      await page.waitForSelector('#board:not([hidden])', { timeout: 15_000 });
+      assert.match(
+        await text(page, '#sessions'),
+        new RegExp(`showing ${SESSIONS_LISTED} of ${n + 1}\\b`),
+      );
+      assert.match(await text(page, '#locks'), new RegExp(`showing ${LOCKS_LISTED} of ${n}\\b`));
+      const overview = await text(page, '#overview');
+      assert.match(overview, new RegExp(`sessions\\s+${n + 1}\\b`));
+      assert.match(overview, new RegExp(`row locks held\\s+${n}\\b`));
+      assert.equal(await page.locator('#sessions tbody tr').count(), SESSIONS_LISTED);
+      assert.equal(await page.locator('#locks tbody tr').count(), LOCKS_LISTED);
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-cut-lists.png'), fullPage: true });
+      assert.deepEqual(errors, []);
+      await page.close();
+    } finally {
+      for (const raw of raws) raw.destroy();
     }
   });
 });

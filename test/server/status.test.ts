@@ -1,12 +1,14 @@
 /**
  * `GET /status` and `GET /metrics`: what an operator sees (tables, sessions, held locks with
  * their owner and lease remaining, waiters, handler use, calls), read-only, and behind the token
- * when the server has one.
+ * when the server has one; its lists stay bounded however many sessions and locks there are.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Put } from '../../src/rows/index.js';
-import { eventually } from '../helpers.js';
+import { LOCKS_LISTED, SESSIONS_LISTED, Shortlist } from '../../src/server/status-lists.js';
+import { eventually, sleep } from '../helpers.js';
+import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
 
 async function http(port: number, path: string, init: RequestInit = {}) {
@@ -101,5 +103,89 @@ describe('server status and metrics', () => {
       (await http(port, '/nothing', { headers: { authorization: 'Bearer tok-123' } })).status,
       404,
     );
+  });
+
+  it('lists at most SESSIONS_LISTED sessions (most locks, then oldest) and LOCKS_LISTED locks (least lease left), and counts all', async () => {
+    await using server = await startServer({ leasePeriodMs: 60_000 });
+    await using admin = await client(server, { name: 'admin' });
+    await admin.createTable('t', ['f']);
+    const n = Math.max(SESSIONS_LISTED, LOCKS_LISTED) + 15;
+    const raws: RawClient[] = [];
+    try {
+      for (let i = 0; i < n; i++) {
+        raws.push((await RawClient.session(server.port, { client: `s${i}` })).raw);
+      }
+      const lock = (i: number, row: string) =>
+        (raws[i] as RawClient).call('lockRow', ['t', Buffer.from(row), null]);
+      // The first LOCKS_LISTED grants are older by far than the rest: theirs is the least lease left.
+      for (let i = 0; i < LOCKS_LISTED; i++) await lock(i, `r${i}`);
+      await sleep(100);
+      for (let i = LOCKS_LISTED; i < n; i++) await lock(i, `r${i}`);
+      await lock(n - 1, 'x1');
+      await lock(n - 1, 'x2');
+      await lock(100, 'y');
+
+      const status = server.status() as {
+        sessions: { client: string; locks: number; ageMs: number }[];
+        sessionsOpen: number;
+        locks: { row: string; client: string; leaseRemainingMs: number }[];
+        locksHeld: number;
+      };
+      assert.equal(status.sessionsOpen, n + 1);
+      assert.equal(status.locksHeld, n + 3);
+      assert.equal(server.metrics().locksHeld, n + 3);
+
+      // Sessions: most locks first, then the oldest (ties by opening order); the rest are cut.
+      const ones = Array.from({ length: n - 1 }, (_, i) => `s${i}`).filter((c) => c !== 's100');
+      assert.deepEqual(
+        status.sessions.map((s) => s.client),
+        [`s${n - 1}`, 's100', ...ones].slice(0, SESSIONS_LISTED),
+      );
+      assert.deepEqual(
+        status.sessions.slice(0, 3).map((s) => s.locks),
+        [3, 2, 1],
+      );
+
+      // Locks: the LOCKS_LISTED oldest grants, least lease left first.
+      assert.equal(status.locks.length, LOCKS_LISTED);
+      assert.deepEqual(
+        status.locks.map((l) => l.row).sort(),
+        Array.from({ length: LOCKS_LISTED }, (_, i) => `row=r${i}`).sort(),
+      );
+      for (const l of status.locks) assert.equal(l.client, l.row.replace('row=r', 's'));
+      const left = status.locks.map((l) => l.leaseRemainingMs);
+      assert.deepEqual(
+        left,
+        [...left].sort((a, b) => a - b),
+      );
+      assert.ok((left[0] ?? 0) > 0 && (left.at(-1) ?? 0) <= 60_000);
+    } finally {
+      for (const raw of raws) raw.destroy();
+    }
+  });
+
+  it('Shortlist keeps the first entries in order, ties in the order offered', () => {
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (const [count, limit] of [
+      [0, 3],
+      [5, 0],
+      [5, 10],
+      [50, 1],
+      [200, 7],
+      [1000, 100],
+    ] as const) {
+      const items = Array.from({ length: count }, (_, i) => ({
+        key: Math.floor(random() * 20),
+        i,
+      }));
+      const list = new Shortlist<{ key: number; i: number }>(limit, (a, b) => a.key - b.key);
+      for (const item of items) list.offer(item);
+      const expected = [...items].sort((a, b) => a.key - b.key || a.i - b.i).slice(0, limit);
+      assert.deepEqual(list.list(), expected, `${count} items, limit ${limit}`);
+    }
   });
 });
