@@ -44,10 +44,11 @@ const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
  * a token, `/status` and `/metrics` need `Authorization: Bearer <token>` (compared in constant
  * time); the dashboard's page and script hold no data and load without it, then ask the
  * operator for the token. The session ids shown are cut short, so nothing here lets a reader
- * act as a client. A Host header that is not an IP literal, `localhost` or the listening host
- * is refused with 421 (DNS rebinding); every answer carries {@link SECURITY_HEADERS} and no
- * CORS header. Labels are few (lane, method, outcome): prom-client's scrape time grows with
- * label count.
+ * act as a client. For the page and `/status`, a Host header that is not an IP literal,
+ * `localhost` or the listening host is refused with 421 (DNS rebinding); `/metrics`, which
+ * names nothing (only counts, by lane, method and outcome), answers to any name a scraper
+ * uses, still behind the token. Every answer carries {@link SECURITY_HEADERS} and no CORS
+ * header. Labels are few: prom-client's scrape time grows with label count.
  */
 export class HttpStatus {
   readonly port: number;
@@ -153,7 +154,10 @@ export class HttpStatus {
         res.writeHead(code, { ...SECURITY_HEADERS, 'content-type': type });
         res.end(body);
       };
-      if (!allowedHost(req.headers.host, host)) {
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      // `/metrics` is read by scrapers, often by a service name, and holds only numbers (no
+      // client or table names): the Host check guards what a browser shows or reads.
+      if (path !== '/metrics' && !allowedHost(req.headers.host, host)) {
         send(
           421,
           'text/plain; charset=utf-8',
@@ -166,7 +170,6 @@ export class HttpStatus {
         send(405, 'text/plain; charset=utf-8', 'Only GET: this endpoint is read-only\n');
         return;
       }
-      const path = (req.url ?? '/').split('?')[0] ?? '/';
       const asset = Object.hasOwn(ASSETS, path) ? ASSETS[path] : undefined;
       if (asset !== undefined) {
         send(200, asset.type, asset.body);

@@ -100,7 +100,7 @@ describe('dashboard over HTTP', () => {
     assert.equal((await get(port, '/status/../x')).status, 404);
   });
 
-  it('refuses a Host that is not an IP literal, localhost or the listening host (DNS rebinding)', async () => {
+  it('refuses a Host that is not an IP literal, localhost or the listening host (DNS rebinding), except for /metrics', async () => {
     await using server = await startServer({ httpPort: 0 });
     const port = server.httpPort as number;
     for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'LOCALHOST', `[::1]:${port}`]) {
@@ -118,6 +118,10 @@ describe('dashboard over HTTP', () => {
       assert.match(res.body, /Host header/);
       assert.equal((await get(port, '/status', { headers: { host } })).status, 421, host);
     }
+    // A scraper may name the server as it likes: /metrics holds only counts.
+    const scraped = await get(port, '/metrics', { headers: { host: `locksmith-1:${port}` } });
+    assert.equal(scraped.status, 200);
+    assert.match(scraped.body, /^locksmith_sessions /m);
     assert.equal(allowedHost('db1.internal:7421', 'db1.internal'), true, 'the configured host');
     assert.equal(allowedHost('db1.internal:7421', '0.0.0.0'), false);
     assert.equal(allowedHost('[fe80::1]', '::'), true);
