@@ -71,7 +71,7 @@ export interface LocksmithClientEvents {
 
 export { parseServerUrl } from './server-address.js';
 
-/** Ids of closed or lost locks a client remembers (see `LocksmithClient`'s `#gone`). */
+/** Ids of lost locks a client remembers (see `LocksmithClient`'s `#gone`). */
 const GONE_KEPT = 4096;
 
 /** What the `failover` event tells: the session moved from one master to another. */
@@ -105,12 +105,6 @@ export class LocksmithClient
    * hold it meanwhile.
    */
   readonly #gone = new Set<string>();
-  /**
-   * The ids of {@link #gone} in the order added, as a ring of {@link GONE_KEPT}: the oldest is
-   * found in O(1) (taking a Set's first value skips every deleted entry before it).
-   */
-  readonly #goneOrder: (string | undefined)[] = new Array(GONE_KEPT);
-  #goneNext = 0;
   readonly #tables = new Map<string, RemoteTable>();
   readonly #tableClient: TableClient;
 
@@ -124,8 +118,13 @@ export class LocksmithClient
       unlock: (table: string, lockId: string) => connection.call('unlockRow', [table, lockId]),
       forget: (lock: RemoteRowLock, lost: boolean) => {
         if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
-        // A set churned on every unlock was a tenth of a lock cycle's client CPU.
-        if (lost) this.#forgetId(lock.lockId);
+        // Only on a loss (rare): a set churned on every unlock was a tenth of a lock cycle's
+        // client CPU. Bounded: the oldest go first (a very old id then reaches the server,
+        // which refuses it).
+        if (!lost) return;
+        this.#gone.add(lock.lockId);
+        if (this.#gone.size > GONE_KEPT)
+          this.#gone.delete(this.#gone.values().next().value as string);
       },
     };
     this.#tableClient = {
@@ -369,17 +368,6 @@ export class LocksmithClient
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
-  }
-
-  /** Counts `lockId` as gone. Bounded: the oldest ids go first (a very old id then reaches
-   * the server, which refuses it). */
-  #forgetId(lockId: string): void {
-    if (this.#gone.has(lockId)) return;
-    const oldest = this.#goneOrder[this.#goneNext];
-    if (oldest !== undefined) this.#gone.delete(oldest);
-    this.#goneOrder[this.#goneNext] = lockId;
-    this.#goneNext = (this.#goneNext + 1) % GONE_KEPT;
-    this.#gone.add(lockId);
   }
 }
 

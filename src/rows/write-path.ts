@@ -121,13 +121,7 @@ export class WritePath {
     if (durable === undefined) return this.#complete(seq, cells);
     return durable.then(
       () => this.#complete(seq, cells),
-      (err: unknown) => {
-        // Not acknowledged, so not applied.
-        this.#fail(err);
-        memstore.remove(cells);
-        this.#mvcc.complete(seq);
-        throw err;
-      },
+      (err: unknown) => this.#notApplied(err, seq, cells),
     );
   }
 
@@ -158,14 +152,18 @@ export class WritePath {
       try {
         await durable;
       } catch (err) {
-        // Not acknowledged, so not applied.
-        this.#fail(err);
-        memstore.remove(cells);
-        this.#mvcc.complete(seq);
-        throw err;
+        this.#notApplied(err, seq, cells);
       }
     }
     await this.#complete(seq, cells);
+  }
+
+  /** The log refused write `seq`: not acknowledged, so not applied; the region stops writing. */
+  #notApplied(err: unknown, seq: number, cells: readonly Cell[]): never {
+    this.#fail(err);
+    this.#memstore.remove(cells);
+    this.#mvcc.complete(seq);
+    throw err;
   }
 
   /** The write is durable: complete it, wait until it is visible, then trim its columns. */

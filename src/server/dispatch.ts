@@ -248,12 +248,13 @@ export class Dispatcher {
    * The call's signal is deferred: made only if the call waits for a row.
    */
   #opts(ctx: CallContext, wait?: unknown): CallOptions {
+    // A call waiting for a row, or for its write's fsync, gives its handler back (see Lane).
+    const giveBack = () => ctx.slot.yield();
     const options: CallOptions = {
       owner: ctx.session,
       [deferredSignal]: ctx,
-      // A call waiting for a row, or for its write's fsync, gives its handler back (see Lane).
-      onWait: () => ctx.slot.yield(),
-      [durableWait]: () => ctx.slot.yield(),
+      onWait: giveBack,
+      [durableWait]: giveBack,
     };
     if (wait !== null && wait !== undefined) options.waitMs = waitArg(wait);
     return options;

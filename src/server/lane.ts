@@ -2,8 +2,8 @@
  * A lane of handlers: at most `size` calls run at once, the others queue in arrival order
  * (HBase's handler pool and call queue). A call gives its handler back early with
  * {@link Slot.yield} when it starts waiting for a row lock (or for its write's fsync), so no
- * number of blocked lockers can occupy the lane (HBase parked a handler per blocked `lockRow`, and ten of them stopped a
- * RegionServer). A call that got its row after waiting finishes without queueing for a handler
+ * number of blocked lockers can occupy the lane (HBase parked a handler per blocked `lockRow`,
+ * and ten of them stopped a RegionServer). A call that got its row after waiting finishes without queueing for a handler
  * again: it holds the row, and making it queue would lengthen every other waiter's wait.
  */
 export class Lane {

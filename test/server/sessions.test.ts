@@ -260,4 +260,27 @@ describe('server sessions', () => {
     );
     assert.equal(server.calls.failed.get('unlockRow') ?? 0, 0);
   });
+
+  it("a closed lock's id is refused at once, though its unlock is not answered yet", async () => {
+    await using server = await startServer();
+    await using a = await client(server);
+    await a.createTable('t', ['f']);
+    const t = a.table('t');
+    for (let i = 0; i < 50; i++) {
+      const lock = await t.lockRow('r');
+      const id = lock.lockId;
+      await lock.close();
+      // Sent right behind the unlock on the same connection: the server has read the unlock
+      // first, so a use or a second release of the id is refused, never applied.
+      const [put, unlock] = await Promise.allSettled([
+        t.put(new Put('r', { rowLock: { lockId: id } }).add('f', 'q', String(i))),
+        t.unlockRow(id),
+      ]);
+      for (const outcome of [put, unlock]) {
+        assert.equal(outcome.status, 'rejected', `round ${i}`);
+        assert.equal((outcome as PromiseRejectedResult).reason.code, 'UNKNOWN_ROW_LOCK');
+      }
+    }
+    assert.equal((await t.get(new Get('r'))).isEmpty, true, 'no put under a closed lock landed');
+  });
 });
