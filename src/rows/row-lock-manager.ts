@@ -19,7 +19,13 @@ import { type DeferredSignal, deferredSignal } from './deferred-signal.js';
 import { LeaseQueue } from './lease-queue.js';
 import { newLockId } from './lock-id.js';
 import { checkRowKey } from './row-input.js';
-import { describeOwner, type PendingWait, WaitForGraph, type WaitStep } from './wait-for-graph.js';
+import {
+  describeOwner,
+  type PendingWait,
+  RowsCall,
+  WaitForGraph,
+  type WaitStep,
+} from './wait-for-graph.js';
 
 /**
  * Identity of a client or session, compared with `===`. Requests without an owner are
@@ -127,6 +133,8 @@ class Hold implements RowLockGrant {
   readonly lockId: string | undefined;
   readonly token: number;
   readonly owner: RowLockOwner | undefined;
+  /** Who holds the row for the wait-for graph (see `PendingWait.holds`). */
+  readonly holds: RowLockOwner | undefined;
   /** Tells a foreign grant without a map lookup on the release path. */
   readonly manager: RowLockManager;
   /** Lease deadline on the monotonic clock; explicit locks only. */
@@ -142,6 +150,7 @@ class Hold implements RowLockGrant {
     lockId: string | undefined,
     token: number,
     owner: RowLockOwner | undefined,
+    holds: RowLockOwner | undefined,
     manager: RowLockManager,
     deadline: number,
   ) {
@@ -149,6 +158,7 @@ class Hold implements RowLockGrant {
     this.lockId = lockId;
     this.token = token;
     this.owner = owner;
+    this.holds = holds;
     this.manager = manager;
     this.deadline = deadline;
   }
@@ -163,8 +173,12 @@ class WaitQueue {
 /** A request waiting for a row; also the listener of its abort signal (no closure). */
 class Waiter implements PendingWait {
   readonly row: string;
+  /** Who asks, as status pages show it (a multi-row call's caller). */
   readonly owner: RowLockOwner | undefined;
   readonly explicit: boolean;
+  readonly call: RowsCall | undefined;
+  readonly node: RowLockOwner | undefined;
+  readonly holds: RowLockOwner | undefined;
   readonly queue: WaitQueue;
   readonly signal: AbortSignal | undefined;
   readonly onAbort: (waiter: Waiter) => void;
@@ -180,15 +194,17 @@ class Waiter implements PendingWait {
 
   constructor(
     row: string,
-    owner: RowLockOwner | undefined,
-    explicit: boolean,
+    who: Requester,
     queue: WaitQueue,
     signal: AbortSignal | undefined,
     onAbort: (waiter: Waiter) => void,
   ) {
     this.row = row;
-    this.owner = owner;
-    this.explicit = explicit;
+    this.owner = who.owner;
+    this.explicit = who.explicit;
+    this.call = who.call;
+    this.node = who.call ?? who.owner;
+    this.holds = who.explicit ? who.owner : who.call;
     this.queue = queue;
     this.signal = signal;
     this.onAbort = onAbort;
@@ -215,6 +231,14 @@ class Waiter implements PendingWait {
 
 function noop(): void {}
 
+/** Who asks for a row, and how it will hold it. */
+interface Requester {
+  readonly owner: RowLockOwner | undefined;
+  readonly explicit: boolean;
+  /** The multi-row call the request belongs to, if any (see {@link RowsCall}). */
+  readonly call?: RowsCall | undefined;
+}
+
 /**
  * In-process row locks with HBase's contract (0.94.16 semantics) and what HBase lacked.
  *
@@ -222,7 +246,9 @@ function noop(): void {}
  *   `leasePeriodMs`, renewed by {@link useLock} and {@link renewLease}. An expired lease frees
  *   the row (the next waiter gets it), emits `expired`, and the id then fails with
  *   {@link UnknownRowLockError}, as do released and unknown ids and an id used on another row.
- * - Implicit locks guard one operation: no id, no lease; the caller releases them.
+ * - Implicit locks guard one operation: no id, no lease; the caller releases them. A
+ *   single-row operation waits for nothing while it holds its lock, so its lock is no owner's
+ *   in the wait-for graph: single-row operations never deadlock, whoever runs them.
  * - One lock per row, explicit or implicit; no re-entrance. Waiters are served in FIFO order.
  *   A wait ends with the grant, {@link LockTimeoutError} after `waitMs` (default
  *   `rowLockWaitMs`), {@link AbortedError} from the signal, or at once with
@@ -291,7 +317,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       (waiter) => this.#timeOut(waiter),
       true,
     );
-    this.#graph = new WaitForGraph((row) => this.#rows.get(row)?.owner);
+    this.#graph = new WaitForGraph((row) => this.#rows.get(row)?.holds);
   }
 
   get leasePeriodMs(): number {
@@ -361,7 +387,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     checkRowKey(row);
     if (owner !== undefined) checkOwner(owner);
     if (this.#rows.has(row)) return null;
-    return this.#grant(row, owner, true);
+    return this.#grant(row, { owner, explicit: true });
   }
 
   /**
@@ -431,7 +457,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     checkRowKey(row);
     if (owner !== undefined) checkOwner(owner);
     if (this.#rows.has(row)) return null;
-    return this.#grant(row, owner, false);
+    return this.#grant(row, { owner, explicit: false });
   }
 
   /**
@@ -460,9 +486,9 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
    * Implicit locks on several rows for one multi-row operation (HBase `mutateRowsWithLocks`):
    * duplicates are merged and rows locked one by one in byte order (latin1 string order), so
    * two such calls never deadlock each other. All or nothing: on failure every lock taken is
-   * released and the error is rethrown. `waitMs` bounds the whole call, not each row. Without
-   * an owner the call gets a fresh one, since it holds rows while it waits for others.
-   * Resolves with the grants in that sorted order.
+   * released and the error is rethrown. `waitMs` bounds the whole call, not each row. The call
+   * is a node of its own in the wait-for graph ({@link RowsCall}): it holds rows while it waits
+   * for others, and its waits are also its owner's. Resolves with the grants in sorted order.
    */
   async acquireImplicitMany(
     rows: readonly string[],
@@ -475,8 +501,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     for (const row of rows) checkRowKey(row);
     const waitMs =
       options.waitMs === undefined ? this.#rowLockWaitMs : checkWaitMs(options.waitMs, 'waitMs');
-    const owner = options.owner ?? {};
-    checkOwner(owner);
+    const owner = options.owner;
+    if (owner !== undefined) checkOwner(owner);
     checkSignal(options.signal);
     const deferred = options.signal === undefined ? options[deferredSignal] : undefined;
     if (options.signal?.aborted || deferred?.aborted) {
@@ -486,19 +512,23 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     }
     const sorted = [...new Set(rows)].sort();
     const deadline = this.#clock.monotonic() + waitMs;
+    const who: Requester = { owner, explicit: false, call: new RowsCall(owner) };
     const grants: RowLockGrant[] = [];
     try {
       for (const row of sorted) {
-        let grant = this.tryAcquireImplicit(row, owner);
-        if (grant === null) {
-          const remaining = Math.max(0, deadline - this.#clock.monotonic());
-          const rowOptions: AcquireOptions = { owner, waitMs: remaining };
-          if (options.signal !== undefined) rowOptions.signal = options.signal;
-          if (deferred !== undefined) rowOptions[deferredSignal] = deferred;
-          if (options.onWait !== undefined) rowOptions.onWait = options.onWait;
-          grant = await this.acquireImplicit(row, rowOptions);
-        }
-        grants.push(grant);
+        this.#checkOpen();
+        const holder = this.#rows.get(row);
+        grants.push(
+          holder === undefined
+            ? this.#grant(row, who)
+            : await this.#wait(
+                holder,
+                who,
+                Math.max(0, deadline - this.#clock.monotonic()),
+                options.signal ?? deferred?.signal,
+                options.onWait,
+              ),
+        );
       }
     } catch (err) {
       for (const grant of grants) this.releaseImplicit(grant);
@@ -589,15 +619,15 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       return Promise.reject(err);
     }
     const holder = this.#rows.get(row);
-    if (holder === undefined) return Promise.resolve(this.#grant(row, owner, explicit));
+    const who: Requester = { owner, explicit };
+    if (holder === undefined) return Promise.resolve(this.#grant(row, who));
     // Only a wait needs the signal: a deferred one is made now.
-    return this.#wait(holder, owner, explicit, waitMs, signal ?? deferred?.signal, onWait);
+    return this.#wait(holder, who, waitMs, signal ?? deferred?.signal, onWait);
   }
 
   #wait(
     holder: Hold,
-    owner: RowLockOwner | undefined,
-    explicit: boolean,
+    who: Requester,
     waitMs: number,
     signal: AbortSignal | undefined,
     onWait: (() => void) | undefined,
@@ -605,11 +635,11 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     const row = holder.row;
     if (waitMs === 0) return Promise.reject(timedOut(row));
     holder.queue ??= new WaitQueue();
-    const waiter = new Waiter(row, owner, explicit, holder.queue, signal, this.#onAbort);
+    const waiter = new Waiter(row, who, holder.queue, signal, this.#onAbort);
     waiter.since = this.#clock.monotonic();
     this.#waiting++;
-    if (owner !== undefined) {
-      const named = waiter as Waiter & { owner: RowLockOwner };
+    if (waiter.node !== undefined) {
+      const named = waiter as Waiter & { node: RowLockOwner };
       this.#graph.add(named);
       const cycle = this.#graph.findCycle(named);
       if (cycle !== undefined) {
@@ -632,7 +662,9 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     return promise;
   }
 
-  #grant(row: string, owner: RowLockOwner | undefined, explicit: boolean): Hold {
+  #grant(row: string, who: Requester): Hold {
+    const { owner, explicit } = who;
+    const holds = explicit ? owner : who.call;
     const last = this.#lastToken;
     const token =
       last === undefined || (++this.#grants & 127) === 0
@@ -644,11 +676,11 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     let hold: Hold;
     if (explicit) {
       const lockId = newLockId();
-      hold = new Hold(row, lockId, token, owner, this, this.#leaseDeadline());
+      hold = new Hold(row, lockId, token, owner, holds, this, this.#leaseDeadline());
       this.#ids.set(lockId, hold);
       this.#leases.add(hold);
     } else {
-      hold = new Hold(row, undefined, token, owner, this, 0);
+      hold = new Hold(row, undefined, token, owner, holds, this, 0);
     }
     this.#rows.set(row, hold);
     return hold;
@@ -664,7 +696,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       return;
     }
     this.#finishWait(waiter);
-    const next = this.#grant(hold.row, waiter.owner, waiter.explicit);
+    const next = this.#grant(hold.row, waiter);
     if (queue.head !== undefined) next.queue = queue;
     waiter.resolve(next);
   }
@@ -674,8 +706,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     waiter.settled = true;
     waiter.unlink();
     this.#waiting--;
-    if (waiter.owner !== undefined) {
-      this.#graph.delete(waiter as Waiter & { owner: RowLockOwner });
+    if (waiter.node !== undefined) {
+      this.#graph.delete(waiter as Waiter & { node: RowLockOwner });
     }
     if (waiter.deadline !== Number.POSITIVE_INFINITY) {
       waiter.deadline = Number.POSITIVE_INFINITY;

@@ -18,10 +18,35 @@ function isConcurrent(owner: RowLockOwner): boolean {
   );
 }
 
+/**
+ * One multi-row call (`acquireImplicitMany`): a node of its own in the graph, since it holds the
+ * rows it took while it waits for the next, and those are released when the call ends, not
+ * when its owner's other calls do. Its waits are also its owner's: the owner's explicit locks
+ * stay held until the call returns.
+ */
+export class RowsCall {
+  /** The caller (a session, a client name), or `undefined` for an anonymous call. */
+  readonly owner: RowLockOwner | undefined;
+
+  constructor(owner: RowLockOwner | undefined) {
+    this.owner = owner;
+  }
+}
+
 /** A pending lock request as the graph sees it. */
 export interface PendingWait {
-  /** Who waits; `undefined` for an anonymous one-shot call, which holds nothing. */
-  readonly owner: RowLockOwner | undefined;
+  /**
+   * The graph node that waits: the caller, or the {@link RowsCall} of a multi-row call;
+   * `undefined` for an anonymous single-row call, which holds nothing.
+   */
+  readonly node: RowLockOwner | undefined;
+  /**
+   * The node that will hold the row once this request is granted and keep it while waiting for
+   * something else: the owner of an explicit lock, the {@link RowsCall} of a multi-row call;
+   * `undefined` for a single-row call's implicit lock, held for one call that waits for nothing
+   * more while it holds it.
+   */
+  readonly holds: RowLockOwner | undefined;
   readonly row: string;
   /** The request queued just ahead of this one on the same row (FIFO), if any. */
   readonly prev: PendingWait | undefined;
@@ -33,15 +58,23 @@ export interface WaitStep {
   readonly row: string;
 }
 
+type NamedWait = PendingWait & { readonly node: RowLockOwner };
+
 /**
- * The wait-for graph over lock owners, kept implicitly: the only stored state is each owner's
- * pending requests; edges are derived on demand from the row queues.
+ * The wait-for graph, kept implicitly: the only stored state is each node's pending requests;
+ * edges are derived on demand from the row queues.
  *
- * Owners are sequential actors: while one waits it releases nothing. A request therefore waits
- * for the owner of the request just ahead of it in the row's FIFO queue, or for the holder when
- * it is first (it also waits for everyone further ahead, which the chain of such edges already
- * says). Anonymous requests hold nothing and wait once, so an edge into one passes straight
- * through to whatever it waits for.
+ * An edge `A -> B` exists only where A holds something it will not release until it gets
+ * what it waits for, and B stands between it and that: a wait's node is its caller (whose
+ * explicit locks stay held until the call returns) or its multi-row call (which holds the rows
+ * it took). The implicit lock of a single-row call is no node's: that call waits for nothing
+ * while it holds it, so nothing that waits for it can be part of a cycle through it. This is
+ * why single-row calls never deadlock one another, however many a session runs at once.
+ *
+ * A request waits for the node that holds its row, or for the nearest request ahead of it in
+ * the row's FIFO queue that will keep the row while it waits for something else (it waits for
+ * everyone further ahead too, which the chain of such edges already says). Requests ahead that
+ * will not (single-row calls) or whose owner runs several calls at once are passed through.
  *
  * New edges only appear when a request is queued (a grant hands a row to a request whose
  * followers already waited for it), so checking each new request finds every cycle: the search
@@ -51,58 +84,57 @@ export class WaitForGraph {
   readonly #holderOf: (row: string) => RowLockOwner | undefined;
   readonly #waits = new Map<RowLockOwner, PendingWait[]>();
 
-  /** `holderOf(row)` is the owner holding `row` (`undefined` when anonymous or free). */
+  /** `holderOf(row)`: the node holding `row` (see {@link PendingWait.holds}), if any. */
   constructor(holderOf: (row: string) => RowLockOwner | undefined) {
     this.#holderOf = holderOf;
   }
 
-  /** Records a pending request of a named owner. */
-  add(wait: PendingWait & { readonly owner: RowLockOwner }): void {
-    const list = this.#waits.get(wait.owner);
-    if (list === undefined) this.#waits.set(wait.owner, [wait]);
-    else list.push(wait);
+  /** Records a pending request of a node (and of its caller, for a multi-row call). */
+  add(wait: NamedWait): void {
+    this.#record(wait.node, wait);
+    const caller = callerOf(wait.node);
+    if (caller !== undefined) this.#record(caller, wait);
   }
 
   /** Forgets a request recorded with {@link add}. */
-  delete(wait: PendingWait & { readonly owner: RowLockOwner }): void {
-    const list = this.#waits.get(wait.owner);
-    if (list === undefined) return;
-    if (list.length === 1) {
-      if (list[0] === wait) this.#waits.delete(wait.owner);
-      return;
-    }
-    const i = list.indexOf(wait);
-    if (i >= 0) list.splice(i, 1);
+  delete(wait: NamedWait): void {
+    this.#forget(wait.node, wait);
+    const caller = callerOf(wait.node);
+    if (caller !== undefined) this.#forget(caller, wait);
   }
 
   /**
    * The cycle that the queued request `wait` (already recorded, already in its row's queue)
-   * closes, as steps starting with `wait` itself, or `undefined` when there is none.
+   * closes, as steps starting with `wait` itself, or `undefined` when there is none. A cycle
+   * closes when the search from the request's blocker comes back to the request's node or to
+   * its caller.
    */
-  findCycle(wait: PendingWait & { readonly owner: RowLockOwner }): WaitStep[] | undefined {
-    const target = wait.owner;
+  findCycle(wait: NamedWait): WaitStep[] | undefined {
+    const node = wait.node;
+    const caller = callerOf(node);
+    const isTarget = (o: RowLockOwner) => o === node || o === caller;
     const first = this.#blocker(wait);
     if (first === undefined) return undefined;
-    if (first === target) {
-      return isConcurrent(target) ? undefined : [{ owner: target, row: wait.row }];
+    if (isTarget(first)) {
+      return isConcurrent(first) ? undefined : [{ owner: shown(node), row: wait.row }];
     }
     if (!this.#waits.has(first)) return undefined;
-    // Depth-first from the blocker; `via` remembers how each owner was reached.
-    const via = new Map<RowLockOwner, WaitStep>([[first, { owner: target, row: wait.row }]]);
+    // Depth-first from the blocker; `via` remembers how each node was reached.
+    const via = new Map<RowLockOwner, WaitStep>([[first, { owner: node, row: wait.row }]]);
     const stack: RowLockOwner[] = [first];
     for (let owner = stack.pop(); owner !== undefined; owner = stack.pop()) {
       for (const w of this.#waits.get(owner) ?? []) {
         const next = this.#blocker(w);
         if (next === undefined || via.has(next)) continue;
         const step = { owner, row: w.row };
-        if (next === target) {
+        if (isTarget(next)) {
           const steps: WaitStep[] = [step];
-          for (let o = owner; o !== target; ) {
+          for (let o = owner; o !== node; ) {
             const back = via.get(o) as WaitStep;
             steps.push(back);
             o = back.owner;
           }
-          return steps.reverse();
+          return steps.reverse().map((s) => ({ owner: shown(s.owner), row: s.row }));
         }
         via.set(next, step);
         if (this.#waits.has(next)) stack.push(next);
@@ -112,18 +144,45 @@ export class WaitForGraph {
   }
 
   /**
-   * The owner `wait` waits for: the nearest request ahead of it of a sequential owner, else the
-   * holder. Requests of anonymous and of concurrent owners are passed through: they hold
-   * nothing while queued, and a concurrent owner queued twice on one row (two of its calls,
-   * interleaved with another session's) is not waiting for itself nor for that other session.
+   * The node `wait` waits for: the nearest request ahead of it that will hold the row while
+   * waiting for more (see {@link PendingWait.holds}), else the row's holder. Requests of
+   * concurrent owners are passed through too: such an owner queued twice on one row (two of its
+   * calls, interleaved with another session's) is not waiting for itself nor for that other
+   * session.
    */
   #blocker(wait: PendingWait): RowLockOwner | undefined {
     let ahead = wait.prev;
-    while (ahead !== undefined && (ahead.owner === undefined || isConcurrent(ahead.owner))) {
+    while (ahead !== undefined && (ahead.holds === undefined || isConcurrent(ahead.holds))) {
       ahead = ahead.prev;
     }
-    return ahead !== undefined ? ahead.owner : this.#holderOf(wait.row);
+    return ahead !== undefined ? ahead.holds : this.#holderOf(wait.row);
   }
+
+  #record(node: RowLockOwner, wait: PendingWait): void {
+    const list = this.#waits.get(node);
+    if (list === undefined) this.#waits.set(node, [wait]);
+    else list.push(wait);
+  }
+
+  #forget(node: RowLockOwner, wait: PendingWait): void {
+    const list = this.#waits.get(node);
+    if (list === undefined) return;
+    if (list.length === 1) {
+      if (list[0] === wait) this.#waits.delete(node);
+      return;
+    }
+    const i = list.indexOf(wait);
+    if (i >= 0) list.splice(i, 1);
+  }
+}
+
+function callerOf(node: RowLockOwner): RowLockOwner | undefined {
+  return node instanceof RowsCall ? node.owner : undefined;
+}
+
+/** How a node appears in a cycle: a multi-row call as its caller when it has one. */
+function shown(node: RowLockOwner): RowLockOwner {
+  return node instanceof RowsCall ? (node.owner ?? node) : node;
 }
 
 const labels = new WeakMap<object, string>();

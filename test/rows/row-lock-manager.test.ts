@@ -532,52 +532,56 @@ describe('deadlock detection (conformance R22)', () => {
     locks.close();
   });
 
-  test('a cycle of three owners mixing implicit and explicit locks', async () => {
+  test('a cycle of three owners through explicit locks and a multi-row call', async () => {
     const { locks } = manager();
     const owners = [{}, {}, {}] as const;
     await locks.lockRow('x', { owner: owners[0] });
-    locks.tryAcquireImplicit('y', owners[1]);
-    await locks.acquireImplicit('z', { owner: owners[2] });
-    const w0 = locks.acquireImplicit('y', { owner: owners[0] });
-    const w1 = locks.lockRow('z', { owner: owners[1] });
+    await locks.lockRow('z', { owner: owners[2] });
+    // owners[1]'s multi-row call takes y, then waits for z: it holds y until it gets z.
+    const many = locks.acquireImplicitMany(['y', 'z'], { owner: owners[1] });
+    await tick();
+    assert.equal(locks.waitingCount, 1);
+    const w2 = locks.acquireImplicit('x', { owner: owners[2] }); // holds z, waits for x
     await assert.rejects(
-      locks.acquireImplicit('x', { owner: owners[2] }),
+      locks.acquireImplicit('y', { owner: owners[0] }), // holds x, waits for the call's y
       (err: Error) =>
         err instanceof DeadlockError &&
-        /-\[row=x\]->.*-\[row=y\]->.*-\[row=z\]->/.test(err.message) &&
-        /Object#\d+/.test(err.message),
+        /-\[row=y\]->.*-\[row=z\]->.*-\[row=x\]->/.test(err.message) &&
+        /Object#\d+/.test(err.message) &&
+        !/RowsCall/.test(err.message),
     );
-    assert.equal(await stateOf(w0), 'pending');
-    assert.equal(await stateOf(w1), 'pending');
+    assert.equal(await stateOf(many), 'pending');
+    assert.equal(await stateOf(w2), 'pending');
     assert.equal(locks.waitingCount, 2);
     locks.close();
-    await assert.rejects(w0, AlreadyClosedError);
-    await assert.rejects(w1, AlreadyClosedError);
+    await assert.rejects(many, AlreadyClosedError);
+    await assert.rejects(w2, AlreadyClosedError);
   });
 
   test('a chain that is not a cycle is not reported', async () => {
     const { locks } = manager();
-    locks.tryAcquireImplicit('x', 'A');
-    locks.tryAcquireImplicit('y', 'B');
-    const c = locks.tryAcquireImplicit('z', 'C') as RowLockGrant;
+    await locks.lockRow('x', { owner: 'A' });
+    await locks.lockRow('y', { owner: 'B' });
+    const c = (await locks.lockRow('z', { owner: 'C' })).lockId as string;
     const aWaits = locks.acquireImplicit('y', { owner: 'A' }); // A -> B
-    const bWaits = locks.acquireImplicit('z', { owner: 'B' }); // B -> C
-    const dWaits = locks.acquireImplicit('x', { owner: 'D' }); // D -> A: no cycle
+    const bWaits = locks.lockRow('z', { owner: 'B' }); // B -> C
+    const dWaits = locks.lockRow('x', { owner: 'D' }); // D -> A: no cycle
     const anon = locks.acquireImplicit('x'); // anonymous: never part of a cycle
     for (const p of [aWaits, bWaits, dWaits, anon]) assert.equal(await stateOf(p), 'pending');
-    locks.releaseImplicit(c);
-    locks.releaseImplicit(await bWaits);
+    locks.unlockRow(c);
+    locks.unlockRow((await bWaits).lockId as string);
     assert.equal(await stateOf(aWaits), 'pending', 'B still holds y');
+    assert.equal(locks.activity().deadlocks, 0);
     locks.close();
     await Promise.allSettled([aWaits, dWaits, anon]);
   });
 
   test('waiting behind a queued request counts: a cycle through the FIFO queue is found', async () => {
     const { locks } = manager();
-    locks.tryAcquireImplicit('r1', 'A');
-    locks.tryAcquireImplicit('r2', 'C');
-    const b = locks.acquireImplicit('r1', { owner: 'B' }); // B -> A
-    const c = locks.acquireImplicit('r1', { owner: 'C' }); // C -> B (B is served first)
+    await locks.lockRow('r1', { owner: 'A' });
+    await locks.lockRow('r2', { owner: 'C' });
+    const b = locks.lockRow('r1', { owner: 'B' }); // B -> A
+    const c = locks.lockRow('r1', { owner: 'C' }); // C -> B (B is served first, and keeps r1)
     // B -> C closes B -> C -> B: once A releases r1, B gets it and waits for C, who waits for B.
     await assert.rejects(locks.acquireImplicit('r2', { owner: 'B' }), DeadlockError);
     for (const p of [b, c]) assert.equal(await stateOf(p), 'pending');
@@ -585,15 +589,50 @@ describe('deadlock detection (conformance R22)', () => {
     await Promise.allSettled([b, c]);
   });
 
-  test('anonymous waiters in a queue pass the edge through to whoever is ahead', async () => {
+  test('requests ahead that will not keep the row pass the edge through to whoever is ahead', async () => {
     const { locks } = manager();
-    locks.tryAcquireImplicit('r1', 'A');
-    locks.tryAcquireImplicit('r2', 'B');
+    await locks.lockRow('r1', { owner: 'A' });
+    await locks.lockRow('r2', { owner: 'B' });
     const anon = locks.acquireImplicit('r1'); // anonymous -> A
-    const b = locks.acquireImplicit('r1', { owner: 'B' }); // B -> anonymous -> A
+    const single = locks.acquireImplicit('r1', { owner: 'E' }); // a single-row call -> A
+    const b = locks.lockRow('r1', { owner: 'B' }); // B -> (anonymous, E's call) -> A
     await assert.rejects(locks.acquireImplicit('r2', { owner: 'A' }), DeadlockError);
     locks.close();
-    await Promise.allSettled([anon, b]);
+    await Promise.allSettled([anon, single, b]);
+  });
+
+  test('single-row calls never deadlock: their implicit locks are held while waiting for nothing', async () => {
+    const { locks } = manager();
+    // The false cycle of an older graph: A's call holds x while another of A's calls waits for
+    // y, B's call holds y while another of B's waits for x. Each holder finishes without waiting.
+    const ax = locks.tryAcquireImplicit('x', 'A') as RowLockGrant;
+    const by = locks.tryAcquireImplicit('y', 'B') as RowLockGrant;
+    const ay = locks.acquireImplicit('y', { owner: 'A' });
+    const bx = locks.acquireImplicit('x', { owner: 'B' });
+    const many = locks.acquireImplicitMany(['x', 'y'], { owner: 'A' });
+    for (const p of [ay, bx, many]) assert.equal(await stateOf(p), 'pending');
+    locks.releaseImplicit(ax);
+    locks.releaseImplicit(by);
+    locks.releaseImplicit(await ay);
+    locks.releaseImplicit(await bx);
+    for (const g of await many) locks.releaseImplicit(g);
+    assert.equal(locks.activity().deadlocks, 0);
+    assert.equal(locks.heldCount, 0);
+    locks.close();
+  });
+
+  test('a multi-row call that would close a cycle fails, keeping nothing; the others go on', async () => {
+    const { locks } = manager();
+    await locks.lockRow('a', { owner: 'A' });
+    const bb = await locks.lockRow('b', { owner: 'B' });
+    const aWaits = locks.lockRow('b', { owner: 'A' }); // A -> B
+    // B's call takes '0', then waits for A's 'a'; B keeps b meanwhile: A -> B -> A.
+    await assert.rejects(locks.acquireImplicitMany(['a', '0'], { owner: 'B' }), DeadlockError);
+    assert.notEqual(locks.tryAcquireImplicit('0', 'X'), null, 'the call gave its row back');
+    assert.equal(await stateOf(aWaits), 'pending');
+    locks.unlockRow(bb.lockId as string);
+    assert.equal(await stateOf(aWaits), 'fulfilled');
+    locks.close();
   });
 
   test('re-locking a row the owner holds is a deadlock; anonymous callers just wait (HBase)', async () => {
