@@ -21,6 +21,7 @@ import { newLockId } from './lock-id.js';
 import { checkRowKey } from './row-input.js';
 import {
   describeOwner,
+  keepsRow,
   type PendingWait,
   RowsCall,
   WaitForGraph,
@@ -184,6 +185,8 @@ class Waiter implements PendingWait {
   readonly onAbort: (waiter: Waiter) => void;
   prev: Waiter | undefined;
   next: Waiter | undefined = undefined;
+  /** See `PendingWait.keeper`. */
+  keeper: PendingWait | undefined;
   /** Wait limit on the monotonic clock, when finite. */
   deadline = Number.POSITIVE_INFINITY;
   /** When the wait began, on the monotonic clock (status pages show how long it waited). */
@@ -208,7 +211,9 @@ class Waiter implements PendingWait {
     this.queue = queue;
     this.signal = signal;
     this.onAbort = onAbort;
-    this.prev = queue.tail;
+    const tail = queue.tail;
+    this.keeper = tail === undefined ? undefined : keepsRow(tail) ? tail : tail.keeper;
+    this.prev = tail;
     if (queue.tail === undefined) queue.head = this;
     else queue.tail.next = this;
     queue.tail = this;

@@ -48,8 +48,27 @@ export interface PendingWait {
    */
   readonly holds: RowLockOwner | undefined;
   readonly row: string;
-  /** The request queued just ahead of this one on the same row (FIFO), if any. */
-  readonly prev: PendingWait | undefined;
+  /**
+   * The nearest request queued ahead of this one on the same row, when this one was queued,
+   * that {@link keepsRow keeps the row}; `undefined` when there was none. It may have left the
+   * queue since: the graph then follows its own `keeper`, and shortens the path it walked.
+   */
+  keeper: PendingWait | undefined;
+  /** True once the request left its row's queue (granted, aborted, timed out, refused). */
+  readonly settled: boolean;
+}
+
+/**
+ * Whether whoever queues behind this request waits for its node rather than for what the
+ * request itself waits for (see {@link WaitForGraph}). Not so for a single-row call (it will
+ * keep nothing), a concurrent owner's request, nor a multi-row call's: a {@link RowsCall} has
+ * one wait at a time, this one, so the search would only go on from it to what it waits for;
+ * once it holds the row it is the row's holder, and its next wait is checked when queued.
+ * Passing those through keeps the walk to a queue's keepers, not its length.
+ */
+export function keepsRow(wait: PendingWait): boolean {
+  const holds = wait.holds;
+  return holds !== undefined && !(holds instanceof RowsCall) && !isConcurrent(holds);
 }
 
 /** One step of a cycle: `owner` waits on `row`. */
@@ -82,7 +101,8 @@ type NamedWait = PendingWait & { readonly node: RowLockOwner };
  */
 export class WaitForGraph {
   readonly #holderOf: (row: string) => RowLockOwner | undefined;
-  readonly #waits = new Map<RowLockOwner, PendingWait[]>();
+  /** Each node's pending requests: a set, so that a request leaves in O(1) however many wait. */
+  readonly #waits = new Map<RowLockOwner, Set<PendingWait>>();
 
   /** `holderOf(row)`: the node holding `row` (see {@link PendingWait.holds}), if any. */
   constructor(holderOf: (row: string) => RowLockOwner | undefined) {
@@ -144,35 +164,29 @@ export class WaitForGraph {
   }
 
   /**
-   * The node `wait` waits for: the nearest request ahead of it that will hold the row while
-   * waiting for more (see {@link PendingWait.holds}), else the row's holder. Requests of
-   * concurrent owners are passed through too: such an owner queued twice on one row (two of its
-   * calls, interleaved with another session's) is not waiting for itself nor for that other
-   * session.
+   * The node `wait` waits for: the nearest request still queued ahead of it that keeps the row
+   * while waiting for more ({@link keepsRow}), else the row's holder. Requests of concurrent
+   * owners are passed through too: such an owner queued twice on one row (two of its calls,
+   * interleaved with another session's) is not waiting for itself nor for that other session.
    */
   #blocker(wait: PendingWait): RowLockOwner | undefined {
-    let ahead = wait.prev;
-    while (ahead !== undefined && (ahead.holds === undefined || isConcurrent(ahead.holds))) {
-      ahead = ahead.prev;
-    }
+    // Costs the keepers that left since it was last asked, not the length of the queue: a hot
+    // row with thousands of waiters must not make each new wait walk all of them.
+    let ahead = wait.keeper;
+    while (ahead?.settled) ahead = ahead.keeper;
+    wait.keeper = ahead;
     return ahead !== undefined ? ahead.holds : this.#holderOf(wait.row);
   }
 
   #record(node: RowLockOwner, wait: PendingWait): void {
-    const list = this.#waits.get(node);
-    if (list === undefined) this.#waits.set(node, [wait]);
-    else list.push(wait);
+    const set = this.#waits.get(node);
+    if (set === undefined) this.#waits.set(node, new Set([wait]));
+    else set.add(wait);
   }
 
   #forget(node: RowLockOwner, wait: PendingWait): void {
-    const list = this.#waits.get(node);
-    if (list === undefined) return;
-    if (list.length === 1) {
-      if (list[0] === wait) this.#waits.delete(node);
-      return;
-    }
-    const i = list.indexOf(wait);
-    if (i >= 0) list.splice(i, 1);
+    const set = this.#waits.get(node);
+    if (set?.delete(wait) && set.size === 0) this.#waits.delete(node);
   }
 }
 

@@ -14,6 +14,7 @@ import { rowKey, toStringBinary } from '../../src/rows/bytes.js';
 import { LeaseQueue } from '../../src/rows/lease-queue.js';
 import { newLockId } from '../../src/rows/lock-id.js';
 import { type RowLockGrant, RowLockManager } from '../../src/rows/row-lock-manager.js';
+import { CONCURRENT_OWNER } from '../../src/rows/wait-for-graph.js';
 
 /** Settles pending promise reactions and immediates, so "still pending" means waiting. */
 const tick = () => new Promise<void>((r) => setImmediate(r));
@@ -724,5 +725,49 @@ describe('bytes', () => {
       [[0, 1], [1], [128], [255]],
     );
     assert.throws(() => rowKey(5 as unknown as string), InvalidArgumentError);
+  });
+});
+
+describe('cost per wait (a hot row with many waiters)', () => {
+  /** Queues `n` waiters of mixed owners on one held row, then drains them: the best of 3, ms. */
+  async function queueAndDrain(n: number): Promise<number> {
+    let best = Number.POSITIVE_INFINITY;
+    for (let run = 0; run < 3; run++) {
+      const { locks } = manager(new FakeClock(), { rowLockWaitMs: Number.POSITIVE_INFINITY });
+      const sessions = Array.from({ length: 50 }, () => ({ [CONCURRENT_OWNER]: true as const }));
+      const holder = locks.tryAcquireImplicit('hot', 'H') as RowLockGrant;
+      const started = performance.now();
+      const waits: Promise<RowLockGrant>[] = [];
+      for (let i = 0; i < n; i++) {
+        // What a server queues: sessions' locks and puts, multi-row calls; anonymous calls.
+        const options = i % 3 === 0 ? {} : { owner: sessions[i % sessions.length] as object };
+        if (i % 5 === 0) waits.push(locks.lockRow('hot', options));
+        else if (i % 7 === 0) {
+          waits.push(locks.acquireImplicitMany(['hot'], options).then((g) => g[0] as RowLockGrant));
+        } else waits.push(locks.acquireImplicit('hot', options));
+      }
+      locks.releaseImplicit(holder);
+      for (const wait of waits) {
+        const grant = await wait;
+        if (grant.lockId === undefined) locks.releaseImplicit(grant);
+        else locks.unlockRow(grant.lockId);
+      }
+      best = Math.min(best, performance.now() - started);
+      assert.equal(locks.heldCount, 0);
+      assert.equal(locks.activity().deadlocks, 0);
+      locks.close();
+    }
+    return best;
+  }
+
+  test('queueing and granting a wait cost about the same with 4x as many waiters (no walk over the queue)', async () => {
+    await queueAndDrain(2_000); // warm-up
+    const small = await queueAndDrain(10_000);
+    const large = await queueAndDrain(40_000);
+    // Linear work grows 4x; a walk over every waiter ahead grows it 16x (34x measured before).
+    assert.ok(
+      large < small * 10,
+      `10k waiters: ${small.toFixed(1)} ms, 40k: ${large.toFixed(1)} ms`,
+    );
   });
 });
