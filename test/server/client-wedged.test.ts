@@ -10,25 +10,16 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { type AddressInfo, createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { handshakeTimeoutMs, silenceLimitMs } from '../../src/client/client-connection.js';
 import { connect, type FailoverEvent } from '../../src/client/locksmith-client.js';
 import { Put } from '../../src/rows/index.js';
+import { deadPort } from './dead-port.js';
 import { notMaster, ScriptedPeer, welcome } from './scripted-peer.js';
 import { startServer } from './server-fixture.js';
 import { WedgedListener } from './wedged-listener.js';
 
 const label = (port: number) => `127.0.0.1:${port}`;
-
-/** A port nothing listens on (bound, then released). */
-async function deadPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** `promise`, or a rejection naming `what` after `ms` (a test's own guard, not a contract). */
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
