@@ -911,6 +911,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#closed = true;
     this.#ready = false;
     clearTimeout(this.#reconnectTimer);
+    clearTimeout(this.#handshakeTimer);
     clearTimeout(this.#sessionTimer);
     clearTimeout(this.#deadlineTimer);
     this.#deadlineTimer = undefined;
