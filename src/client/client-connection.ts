@@ -334,8 +334,9 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   }
 
   /**
-   * The bound on one attempt's handshake: a quarter of `connectTimeoutMs`, so a `connect()`
-   * gets past three wedged servers to a fourth. It doubles, up to `connectTimeoutMs`, after
+   * The bound on one attempt's handshake ({@link handshakeTimeoutMs}): short enough that
+   * `connect()` reaches the last address of its list within `connectTimeoutMs` even when every
+   * other one is wedged. It doubles, up to `connectTimeoutMs`, after
    * each round of the list in which every attempt ran out of it (the servers may be slow rather
    * than wedged, and then only a longer wait reaches one); a round in which any server answered
    * (a refusal, a `NOT_MASTER`) sets it back, so a wedged old master costs the short bound in
@@ -345,7 +346,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     const { connectTimeoutMs } = this.#options;
     return Math.min(
       connectTimeoutMs,
-      handshakeTimeoutMs(connectTimeoutMs) * 2 ** Math.min(this.#slowRounds, 20),
+      handshakeTimeoutMs(connectTimeoutMs, this.#options.addresses.length) *
+        2 ** Math.min(this.#slowRounds, 20),
     );
   }
 
@@ -952,11 +954,14 @@ function isGrant(method: Method, value: unknown): boolean {
 }
 
 /**
- * The bound on one handshake for a `connectTimeoutMs`: a quarter of it (see
- * `ClientConnection.handshakeTimeoutMs`, which lengthens it for later rounds).
+ * The bound on one handshake (TCP, TLS, HELLO → WELCOME) for a `connectTimeoutMs` and a list of
+ * `addresses`: a quarter of `connectTimeoutMs`, or `connectTimeoutMs / (addresses + 1)` for a
+ * list of four or more, so that the whole list fits in `connectTimeoutMs` with one bound to
+ * spare for the server that answers. `ClientConnection.handshakeTimeoutMs` lengthens it for
+ * rounds in which no server answered at all.
  */
-export function handshakeTimeoutMs(connectTimeoutMs: number): number {
-  return Math.max(1, Math.floor(connectTimeoutMs / 4));
+export function handshakeTimeoutMs(connectTimeoutMs: number, addresses: number): number {
+  return Math.max(1, Math.floor(connectTimeoutMs / Math.max(4, addresses + 1)));
 }
 
 /** How long a connection may hear nothing before it counts as dead: 5/8 of the session lease. */

@@ -32,8 +32,9 @@ export interface ConnectOptions {
   callTimeoutMs?: number | undefined;
   /**
    * How long `connect` keeps trying, over every address given (default 10 s). A quarter of it
-   * bounds each attempt's handshake, here and on every reconnection: a server that accepts and
-   * never answers is given up for the next address after that long.
+   * (less for a list of four addresses or more) bounds each attempt's handshake, here and on
+   * every reconnection: a server that accepts and never answers is given up for the next
+   * address after that long.
    */
   connectTimeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;

@@ -181,7 +181,7 @@ describe('master/slave servers: a paused master', () => {
       );
       // The contract: past the wedged old master within one handshake bound, plus one backoff
       // (at most 2 s) between rounds of the list; a generous margin for a busy machine.
-      const bound = handshakeTimeoutMs(connectTimeoutMs) + 2_000;
+      const bound = handshakeTimeoutMs(connectTimeoutMs, 2) + 2_000;
       assert.ok(
         lag < bound + 5_000,
         `the client reached the new master ${Math.round(lag)} ms after it served`,
