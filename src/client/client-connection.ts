@@ -6,7 +6,7 @@ import {
   AbortedError,
   ConnectionLostError,
   LockLostError,
-  type LocksmithError,
+  LocksmithError,
   NotMasterError,
   ProtocolError,
 } from '../core/errors.js';
@@ -39,7 +39,10 @@ export interface ClientConnectionOptions {
   client?: string | undefined;
   /** Default timeout of a call's round trip (a lock call adds its wait). Default 30 s. */
   callTimeoutMs: number;
-  /** How long `connect()` keeps trying before it fails. Default 10 s. */
+  /**
+   * How long `connect()` keeps trying before it fails. Default 10 s. Each attempt's handshake
+   * is bounded by a part of it ({@link handshakeTimeoutMs}).
+   */
   connectTimeoutMs: number;
   /** Reconnect backoff: first delay and cap (default 50 ms, 2 s), with jitter. */
   reconnectMinMs: number;
@@ -116,9 +119,14 @@ export interface ClientConnectionEvents {
  * case it is sent again on the next connection. Calls made while reconnecting wait for it.
  *
  * It follows the master among several servers: each attempt goes to the next address of the
- * list (after a dropped connection, first to the server it was on), a `NOT_MASTER` refusal
- * that names the master sends the next attempt there, and a round of the list that found no
- * master waits the backoff before the next. The session belongs to one master: resuming it
+ * list (after a dropped connection, first to the server it was on, unless that server had gone
+ * silent), a `NOT_MASTER` refusal that names the master sends the next attempt there, and a
+ * round of the list that found no master waits the backoff before the next. An attempt whose
+ * handshake (TCP, TLS, HELLO → WELCOME) is not over within {@link handshakeTimeoutMs} is
+ * abandoned for the next address: a server that accepts connections and never answers (paused,
+ * wedged, a half-dead host) costs one bound, not the whole `connectTimeoutMs`. A connection
+ * that hears nothing for {@link silenceLimitMs} of the session lease is dropped the same way,
+ * without waiting for TCP to give up. The session belongs to one master: resuming it
  * sends the epoch of the WELCOME that opened it, and a server of another epoch, or one that
  * answers `MASTER_CHANGED`, means it is gone (`sessionLost` with code `MASTER_CHANGED`, every
  * lock with it); a fresh session is opened on the new master (`failover`, then `connected`).
@@ -170,8 +178,23 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   #retryCurrent = false;
   /** Attempts since the last WELCOME or backoff: a round of the list goes without waiting. */
   #roundAttempts = 0;
+  /** How many of those ran out of their handshake bound. */
+  #roundTimeouts = 0;
+  /** Rounds in a row in which every attempt ran out of its bound: each doubles the bound. */
+  #slowRounds = 0;
   /** The server of the last WELCOME, and its epoch: a change of either is a failover. */
   #master: { address: string; epoch: number } | undefined;
+  /** Bounds the current attempt's handshake (see {@link handshakeTimeoutMs}). */
+  #handshakeTimer: NodeJS.Timeout | undefined;
+  /** Where the current attempt's handshake is, and since when: what a timeout reports. */
+  #stage: 'tcp' | 'tls' | 'hello' = 'tcp';
+  #attemptStartedAt = 0;
+  /** The connection being dropped went silent: the next attempt goes round the list first. */
+  #silent = false;
+  /** Addresses whose certificate this client does not trust (no retry makes it trusted). */
+  readonly #untrusted = new Set<string>();
+  /** A keep-alive ping is in flight: no second one until it is answered or gives up. */
+  #pinging = false;
 
   constructor(options: ClientConnectionOptions) {
     super();
@@ -209,13 +232,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   open(signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
-        const last = this.#lastFailure;
-        const { addresses, connectTimeoutMs } = this.#options;
-        const message =
-          addresses.length === 1 && this.#failures.size <= 1
-            ? `Could not connect to ${this.#address.label} within ${connectTimeoutMs} ms${last === undefined ? '' : `; last attempt: ${last.message}`}`
-            : `Could not connect to a master among ${addresses.map((a) => a.label).join(', ')} within ${connectTimeoutMs} ms${this.#failures.size === 0 ? '' : `; tried: ${[...this.#failures].map(([label, why]) => `${label}: ${why}`).join('; ')}`}`;
-        fail(new ConnectionLostError(message, { cause: last }));
+        fail(new ConnectionLostError(this.#gaveUpMessage(), { cause: this.#lastFailure }));
       }, this.#options.connectTimeoutMs);
       const onAbort = () =>
         fail(new AbortedError('connect() was aborted', { cause: signal?.reason }));
@@ -295,6 +312,57 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
 
   // ---- connecting ------------------------------------------------------------------------
 
+  /**
+   * Why `connect()` gave up: every address of the list (and any a refusal pointed to), each
+   * with why it failed, the attempt still under way, or that the time ran out before it.
+   */
+  #gaveUpMessage(): string {
+    const { addresses, connectTimeoutMs } = this.#options;
+    const reasons = new Map<string, string>();
+    for (const a of addresses) reasons.set(a.label, 'not tried: the time ran out first');
+    for (const [label, why] of this.#failures) reasons.set(label, why);
+    if (this.#socket !== undefined && !this.#ready) {
+      const ms = Math.round(this.#clock.monotonic() - this.#attemptStartedAt);
+      reasons.set(this.#address.label, `${this.#stageTimeout(ms)} (the attempt under way)`);
+    }
+    const [only, ...others] = reasons;
+    if (addresses.length === 1 && only !== undefined && others.length === 0) {
+      return `Could not connect to ${only[0]} within ${connectTimeoutMs} ms: ${only[1]}`;
+    }
+    const list = [...reasons].map(([label, why]) => `${label}: ${why}`).join('; ');
+    return `Could not connect to a master among ${addresses.map((a) => a.label).join(', ')} within ${connectTimeoutMs} ms: ${list}`;
+  }
+
+  /**
+   * The bound on one attempt's handshake ({@link handshakeTimeoutMs}): short enough that
+   * `connect()` reaches the last address of its list within `connectTimeoutMs` even when every
+   * other one is wedged. It doubles, up to `connectTimeoutMs`, after
+   * each round of the list in which every attempt ran out of it (the servers may be slow rather
+   * than wedged, and then only a longer wait reaches one); a round in which any server answered
+   * (a refusal, a `NOT_MASTER`) sets it back, so a wedged old master costs the short bound in
+   * every round of a failover.
+   */
+  get handshakeTimeoutMs(): number {
+    const { connectTimeoutMs } = this.#options;
+    return Math.min(
+      connectTimeoutMs,
+      handshakeTimeoutMs(connectTimeoutMs, this.#options.addresses.length) *
+        2 ** Math.min(this.#slowRounds, 20),
+    );
+  }
+
+  /** What an attempt that has not finished its handshake after `ms` was waiting for. */
+  #stageTimeout(ms: number): string {
+    switch (this.#stage) {
+      case 'tcp':
+        return `timed out: no TCP connection after ${ms} ms`;
+      case 'tls':
+        return `timed out: connected, but the TLS handshake was not over after ${ms} ms`;
+      case 'hello':
+        return `timed out in the handshake: connected, but no answer to HELLO after ${ms} ms (a paused or wedged server?)`;
+    }
+  }
+
   /** The address of the next attempt: where a refusal pointed, the server just lost, or the next. */
   #nextAddress(): ServerAddress {
     const redirect = this.#redirect;
@@ -322,13 +390,28 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     const socket =
       tls === undefined ? netConnect({ host, port }) : tlsConnect({ host, port, ...tls });
     this.#socket = socket;
+    this.#silent = false;
+    this.#stage = 'tcp';
+    this.#attemptStartedAt = this.#clock.monotonic();
+    const bound = this.handshakeTimeoutMs;
+    let timedOut = false;
+    clearTimeout(this.#handshakeTimer);
+    this.#handshakeTimer = setTimeout(() => {
+      if (this.#socket !== socket || this.#ready) return;
+      timedOut = true;
+      this.#lastError = new ConnectionLostError(this.#stageTimeout(bound));
+      socket.destroy();
+    }, bound);
+    this.#handshakeTimer.unref();
     socket.setNoDelay(true);
     const reader = new FrameReader(DEFAULT_MAX_FRAME_BYTES * 2);
     let helloSent = false;
     const sendHello = () => {
       helloSent = true;
+      this.#stage = 'hello';
       this.#sendHello(socket);
     };
+    if (tls !== undefined) socket.once('connect', () => (this.#stage = 'tls'));
     socket.once(tls === undefined ? 'connect' : 'secureConnect', sendHello);
     socket.on('data', (chunk: Buffer) => {
       if (this.#socket !== socket) return;
@@ -343,24 +426,34 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     });
     socket.on('error', (err) => {
       this.#lastError = err;
-      // A certificate the client does not trust will not become trusted by retrying.
+      // A certificate the client does not trust will not become trusted by retrying: the
+      // address is given up, and `connect()` with it once every address of the list is.
       if (tls !== undefined && this.#firstConnect !== undefined && isCertificateError(err)) {
-        this.#fatal = new ConnectionLostError(
+        const untrusted = new ConnectionLostError(
           `TLS: the certificate of ${label} is not trusted: ${err.message} (for a private certificate, pass tls: { ca })`,
           { cause: err },
         );
+        this.#lastError = untrusted;
+        this.#untrusted.add(label);
+        if (this.#options.addresses.every((a) => this.#untrusted.has(a.label))) {
+          this.#fatal = untrusted;
+        }
       }
     });
     socket.on('close', () => {
       if (this.#socket !== socket) return;
       this.#socket = undefined;
+      clearTimeout(this.#handshakeTimer);
+      this.#handshakeTimer = undefined;
       const wasReady = this.#ready;
       this.#ready = false;
       this.#stopKeepAlive();
-      // Closed before any WELCOME: most often the two ends disagree about TLS.
+      // Closed before any WELCOME for no reason given (not a refusal, not a timeout): most
+      // often the two ends disagree about TLS.
       const sslFailed = /^ERR_SSL_/.test(String((this.#lastError as { code?: unknown })?.code));
+      const explained = timedOut || this.#lastError instanceof LocksmithError;
       const hint =
-        wasReady || (!helloSent && !sslFailed)
+        wasReady || explained || (!helloSent && !sslFailed)
           ? ''
           : tls === undefined
             ? ' (before the handshake: if the server speaks TLS, use locksmiths://)'
@@ -378,7 +471,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
           label,
           `${why ?? (helloSent ? 'the connection closed before the handshake' : 'no connection')}${hint}`,
         );
-      } else {
+      } else if (!this.#silent) {
         this.#retryCurrent = true;
       }
       this.#lastError = undefined;
@@ -389,7 +482,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
         return;
       }
       if (wasReady) this.emit('disconnected', reason);
-      this.#scheduleReconnect();
+      this.#scheduleReconnect(timedOut);
     });
   }
 
@@ -398,17 +491,20 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
    * master may lengthen it to two rounds, no more, so two servers naming each other cannot
    * spin), after the backoff otherwise.
    */
-  #scheduleReconnect(): void {
+  #scheduleReconnect(timedOut: boolean): void {
     if (this.#closed) return;
     const { reconnectMinMs, reconnectMaxMs, addresses } = this.#options;
     this.#roundAttempts++;
+    if (timedOut) this.#roundTimeouts++;
     const n = addresses.length;
     let delay = 0;
     if (
       this.#roundAttempts >= n &&
       (this.#redirect === undefined || this.#roundAttempts >= 2 * n)
     ) {
+      this.#slowRounds = this.#roundTimeouts === this.#roundAttempts ? this.#slowRounds + 1 : 0;
       this.#roundAttempts = 0;
+      this.#roundTimeouts = 0;
       const base = Math.min(reconnectMaxMs, reconnectMinMs * 2 ** Math.min(this.#attempt, 20));
       this.#attempt++;
       delay = base / 2 + Math.random() * (base / 2);
@@ -509,8 +605,13 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#master = { address, epoch };
     this.#session = info;
     this.#ready = true;
+    clearTimeout(this.#handshakeTimer);
+    this.#handshakeTimer = undefined;
+    this.#untrusted.clear();
     this.#attempt = 0;
     this.#roundAttempts = 0;
+    this.#roundTimeouts = 0;
+    this.#slowRounds = 0;
     this.#failures.clear();
     // The next round starts after this server: if it is lost, the others are tried next.
     const at = this.#options.addresses.findIndex((a) => a.label === address);
@@ -635,8 +736,9 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
         ),
       );
       this.#session = undefined;
-      // A connection that heard nothing for a lease is dead: start afresh.
-      this.#socket?.destroy();
+      // A connection that heard nothing for a lease is dead: start afresh, elsewhere first. An
+      // attempt under way (the session lapsed while reconnecting) runs to its own bound.
+      if (this.#ready) this.#dropSilent();
     }, delay);
     this.#sessionTimer.unref();
   }
@@ -649,19 +751,53 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.emit('sessionLost', reason);
   }
 
+  /**
+   * Keep-alive and silence detection. After a quarter lease with nothing sent (the server must
+   * hear from the session) or nothing heard (the client must hear from the server, even while
+   * its calls wait in the server's queues), a ping goes out on the server's priority lane. A
+   * live server answers it at once, so a connection that heard nothing for
+   * {@link silenceLimitMs} (5/8 of the lease: a quarter for the ping to leave, an eighth for
+   * this timer's tick, a quarter for the answer) is dead — a paused or wedged server, a
+   * half-open connection — and dropped: the client looks for the master, with the rest of the
+   * lease left to resume the session if the server comes back.
+   */
   #startKeepAlive(): void {
     this.#stopKeepAlive();
     const lease = this.#session?.leaseMs ?? 10_000;
-    const every = Math.max(20, Math.floor(lease / 4));
-    this.#keepAliveTimer = setInterval(() => {
-      const now = this.#clock.monotonic();
-      if (now - this.#lastSent >= every) {
-        this.call('ping', [], { timeoutMs: lease }).catch(() => undefined);
-      }
-      // Nothing heard for half a lease while pinging: the connection is dead (half-open).
-      if (now - this.#lastHeard > lease / 2 + every) this.#socket?.destroy();
-    }, every);
+    const quiet = Math.max(20, Math.floor(lease / 4));
+    const silence = silenceLimitMs(lease);
+    this.#pinging = false;
+    this.#keepAliveTimer = setInterval(
+      () => {
+        const now = this.#clock.monotonic();
+        if (now - this.#lastHeard > silence) {
+          this.#dropSilent();
+          return;
+        }
+        if (!this.#pinging && (now - this.#lastSent >= quiet || now - this.#lastHeard >= quiet)) {
+          this.#pinging = true;
+          this.call('ping', [], { timeoutMs: lease })
+            .catch(() => undefined)
+            .finally(() => {
+              this.#pinging = false;
+            });
+        }
+      },
+      Math.max(10, Math.floor(lease / 8)),
+    );
     this.#keepAliveTimer.unref();
+  }
+
+  /** Drops a connection whose server went silent; the next attempt goes round the list. */
+  #dropSilent(): void {
+    const socket = this.#socket;
+    if (socket === undefined) return;
+    this.#silent = true;
+    const heard = Math.round(this.#clock.monotonic() - this.#lastHeard);
+    this.#lastError = new ConnectionLostError(
+      `nothing heard from ${this.#address.label} for ${heard} ms (a paused or wedged server?)`,
+    );
+    socket.destroy();
   }
 
   #stopKeepAlive(): void {
@@ -777,6 +913,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#closed = true;
     this.#ready = false;
     clearTimeout(this.#reconnectTimer);
+    clearTimeout(this.#handshakeTimer);
     clearTimeout(this.#sessionTimer);
     clearTimeout(this.#deadlineTimer);
     this.#deadlineTimer = undefined;
@@ -814,4 +951,20 @@ function isCertificateError(err: Error): boolean {
 
 function isGrant(method: Method, value: unknown): boolean {
   return (method === 'lockRow' || method === 'tryLockRow') && Array.isArray(value);
+}
+
+/**
+ * The bound on one handshake (TCP, TLS, HELLO → WELCOME) for a `connectTimeoutMs` and a list of
+ * `addresses`: a quarter of `connectTimeoutMs`, or `connectTimeoutMs / (addresses + 1)` for a
+ * list of four or more, so that the whole list fits in `connectTimeoutMs` with one bound to
+ * spare for the server that answers. `ClientConnection.handshakeTimeoutMs` lengthens it for
+ * rounds in which no server answered at all.
+ */
+export function handshakeTimeoutMs(connectTimeoutMs: number, addresses: number): number {
+  return Math.max(1, Math.floor(connectTimeoutMs / Math.max(4, addresses + 1)));
+}
+
+/** How long a connection may hear nothing before it counts as dead: 5/8 of the session lease. */
+export function silenceLimitMs(sessionLeaseMs: number): number {
+  return Math.floor((sessionLeaseMs * 5) / 8);
 }

@@ -30,7 +30,12 @@ export interface ConnectOptions {
   name?: string | undefined;
   /** Round-trip timeout of a call; a lock call adds its wait (default 30 s). */
   callTimeoutMs?: number | undefined;
-  /** How long `connect` keeps trying, over every address given (default 10 s). */
+  /**
+   * How long `connect` keeps trying, over every address given (default 10 s). A quarter of it
+   * (less for a list of four addresses or more) bounds each attempt's handshake, here and on
+   * every reconnection: a server that accepts and never answers is given up for the next
+   * address after that long.
+   */
   connectTimeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
   clock?: Clock | undefined;

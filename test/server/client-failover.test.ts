@@ -12,7 +12,6 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { type AddressInfo, createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { connect, type FailoverEvent } from '../../src/client/locksmith-client.js';
 import { parseMasterAddress, parseServerAddresses } from '../../src/client/server-address.js';
@@ -21,17 +20,9 @@ import type { LockLostError } from '../../src/core/errors.js';
 import { Get, Put } from '../../src/rows/index.js';
 import { startServeProcess } from '../fixtures/serve-process.js';
 import { eventually, tempDir } from '../helpers.js';
+import { deadPort } from './dead-port.js';
 import { notMaster, ScriptedPeer, welcome } from './scripted-peer.js';
 import { startServer } from './server-fixture.js';
-
-/** A port nothing listens on (bound, then released). */
-async function deadPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const label = (port: number) => `127.0.0.1:${port}`;
 

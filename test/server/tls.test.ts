@@ -2,7 +2,8 @@
  * TLS: `locksmith serve --tls-cert --tls-key` with a self-signed certificate (made here with
  * openssl; skipped, saying so, where openssl is missing) serves a client that connects with
  * `locksmiths://localhost:PORT` and `tls: { ca }`, locks included; a plain client, and a TLS
- * client that does not trust the certificate, fail with errors that say why.
+ * client that does not trust the certificate, fail with errors that say why; in a list of
+ * addresses, one whose certificate is not trusted is skipped for the next.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -13,6 +14,8 @@ import { connect } from '../../src/client/locksmith-client.js';
 import { Get, Put } from '../../src/rows/index.js';
 import { startServeProcess } from '../fixtures/serve-process.js';
 import { tempDir } from '../helpers.js';
+import { deadPort } from './dead-port.js';
+import { startServer } from './server-fixture.js';
 
 function selfSigned(dir: string): { cert: string; key: string } | string {
   const cert = join(dir, 'cert.pem');
@@ -82,6 +85,24 @@ describe('TLS', () => {
       await assert.rejects(connect(url, { connectTimeoutMs: 20_000 }), (err: Error) => {
         assert.match(err.message, /certificate .* is not trusted: self[- ]signed certificate/);
         assert.match(err.message, /tls: \{ ca \}/);
+        return true;
+      });
+      // In a list, that address is skipped like any other that fails: the next one is reached.
+      {
+        await using plain = await startServer();
+        await using client = await connect([url, plain.url], { connectTimeoutMs: 20_000 });
+        assert.equal(client.master, `127.0.0.1:${plain.port}`);
+      }
+      // And when none works, the error gives the certificate as that address's reason.
+      const dead = `locksmith://127.0.0.1:${await deadPort()}`;
+      await assert.rejects(connect([url, dead], { connectTimeoutMs: 2_000 }), (err: Error) => {
+        assert.match(
+          err.message,
+          new RegExp(
+            `localhost:${server.port}: TLS: the certificate of localhost:${server.port} is not trusted`,
+          ),
+        );
+        assert.match(err.message, /ECONNREFUSED/);
         return true;
       });
     } finally {
