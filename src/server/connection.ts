@@ -112,7 +112,8 @@ class InFlight implements CallContext {
  * crash, and never a partial call (a call is dispatched only once its frame decoded whole).
  * Bad arguments of a well-formed call fail that call only.
  *
- * Before a successful HELLO nothing but HELLO is answered; a server with a token refuses a
+ * Before a successful HELLO any message but HELLO (a CALL, a CANCEL) is a `PROTOCOL_ERROR` of
+ * the connection, which closes; a server with a token refuses a
  * HELLO without the right one (compared in constant time) and closes. A connection that does
  * not complete its handshake within `handshakeTimeoutMs` is dropped.
  */
@@ -206,15 +207,21 @@ export class Connection implements SessionSink {
         return;
       }
       if (this.#session !== undefined) this.#data?.sessions.touch(this.#session);
+      if (message.kind === ClientKind.HELLO) {
+        this.#hello(message.protocol, message.options);
+        continue;
+      }
+      // Every kind but HELLO needs the session: before it, the stream is not the protocol.
+      if (this.#session === undefined) {
+        this.#fail(
+          new ProtocolError(
+            `The first message must be HELLO; got ${message.kind === ClientKind.CALL ? 'CALL' : 'CANCEL'} before it`,
+          ),
+        );
+        return;
+      }
       switch (message.kind) {
-        case ClientKind.HELLO:
-          this.#hello(message.protocol, message.options);
-          break;
         case ClientKind.CALL:
-          if (this.#session === undefined) {
-            this.#fail(new ProtocolError('The first message must be HELLO'));
-            return;
-          }
           this.#call(this.#session, message.id, message.method, message.args);
           break;
         case ClientKind.CANCEL:
