@@ -12,8 +12,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Packr } from 'msgpackr';
 import { InvalidArgumentError, LocksmithError } from '../../src/core/errors.js';
 import { Get, Put, Region } from '../../src/rows/index.js';
+import { frame } from '../../src/wire/frame.js';
 import { tempDir } from '../helpers.js';
 import { RawClient } from './raw-client.js';
 import { startServer } from './server-fixture.js';
@@ -53,7 +55,29 @@ const HOSTILE: [string, unknown][] = [
   ['-2^63 (bigint)', -(2n ** 63n)],
   ['true', true],
   ['a Date', new Date(0)],
+  // msgpackr's own extensions, which a hostile peer may send: they decode to these objects.
+  ['a Set', new Set([1])],
+  ['an Error', new Error('hostile')],
+  ['a RegExp', /x/g],
+  ['a Float64Array', new Float64Array(2)],
+  ['an Int8Array', new Int8Array(3)],
 ];
+
+/** Packs what msgpackr can, its extensions included (the server's own packer sends none). */
+const hostilePackr = new Packr({ moreTypes: true, useRecords: false, encodeUndefinedAsNil: true });
+let nextCallId = 1_000_000;
+
+/** A CALL packed with msgpackr's extensions; resolves with the error answer, or undefined. */
+async function hostileCall(
+  raw: RawClient,
+  method: string,
+  args: unknown[],
+): Promise<{ code?: unknown; message: string } | undefined> {
+  const id = nextCallId++;
+  raw.sendBytes(frame(hostilePackr.pack([1, id, method, args])));
+  const answer = await raw.next((m) => (m[0] === 1 || m[0] === 2) && m[1] === id);
+  return answer[0] === 2 ? { code: answer[2], message: String(answer[3]) } : undefined;
+}
 
 const TABLE = 't';
 
@@ -151,11 +175,7 @@ describe('hostile values over the wire', () => {
         const pending: [string, Promise<unknown>][] = [];
         for (const [name, value] of HOSTILE) {
           const label = `${method} args[${path.join('][')}] = ${name}`;
-          const answer = raw.call(method, replaced(args, path, value)).then(
-            () => undefined,
-            (err: { code?: unknown; message: string }) => err,
-          );
-          pending.push([label, answer]);
+          pending.push([label, hostileCall(raw, method, replaced(args, path, value))]);
         }
         for (const [label, answer] of pending) {
           calls++;
