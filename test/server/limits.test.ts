@@ -66,13 +66,16 @@ async function bigRowServer(options: Parameters<typeof startServer>[0] = {}) {
   await raw.call('createTable', ['t', ['f']]);
   await raw.call('put', ['t', ['big', null, null, [['f', 'q', VALUE, null]]], 0]);
   raw.destroy();
-  await eventually(() => server.connections.size === 0);
+  await eventually(() => server.connections.size === 0, 60_000);
   return server;
 }
 
 /** Until the server has nothing running or queued for anyone. */
 async function settled(server: Awaited<ReturnType<typeof startServer>>): Promise<void> {
-  await eventually(() => server.lanes.handler.busy === 0 && server.lanes.handler.queued === 0);
+  await eventually(
+    () => server.lanes.handler.busy === 0 && server.lanes.handler.queued === 0,
+    60_000,
+  );
   await sleep(200);
 }
 
@@ -88,7 +91,7 @@ describe('memory a client can pin', () => {
     const rssDuring = process.memoryUsage().rss;
     const perClient = (during - before) / clients.length;
     for (const c of clients) c.destroy();
-    await eventually(() => server.connections.size === 0);
+    await eventually(() => server.connections.size === 0, 60_000);
     await sleep(200);
     const after = await held();
     const rssAfter = process.memoryUsage().rss;
@@ -126,7 +129,7 @@ describe('memory a client can pin', () => {
     const sessions = server.sessions.size;
     // Each ends up holding more than its own bound (64 KiB) unsent; two are over the budget.
     const clients = [await nonReader(server.port, 500), await nonReader(server.port, 500)];
-    await eventually(() => server.connections.size <= 2, 30_000);
+    await eventually(() => server.connections.size <= 2, 60_000);
     await settled(server);
     assert.equal(server.connections.size, 2, 'one non-reader was dropped, the reader was not');
     assert.equal(server.sessions.size, sessions + 2, 'the dropped connection’s session lives on');
@@ -152,7 +155,7 @@ describe('connection and session limits', () => {
     assert.equal(error[2], 'LIMIT_EXCEEDED');
     assert.match(String(error[3]), /127\.0\.0\.1 has 3 connections open.*limit is 3/);
     held[0]?.raw.destroy();
-    await eventually(() => server.status().sockets === 2);
+    await eventually(() => server.status().sockets === 2, 60_000);
     const again = await RawClient.session(server.port);
     assert.equal(typeof again.welcome.session, 'string');
     for (const h of [...held, again]) h.raw.destroy();
@@ -165,7 +168,7 @@ describe('connection and session limits', () => {
     assert.equal(error[2], 'LIMIT_EXCEEDED');
     assert.match(String(error[3]), /2 connections open; the limit is 2/);
     for (const s of silent) s.destroy();
-    await eventually(() => server.status().sockets === 0);
+    await eventually(() => server.status().sockets === 0, 60_000);
     const { raw } = await RawClient.session(server.port);
     raw.destroy();
   });
