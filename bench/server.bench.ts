@@ -262,6 +262,10 @@ async function memoryPerSession(): Promise<string[][]> {
   const server = await ServerChild.start('locksmith', {
     leasePeriodMs: 3_600_000,
     sessionLeaseMs: 3_600_000,
+    // Every session is a connection of its own, all from this machine: past the defaults.
+    maxConnections: SESSIONS + 100,
+    maxConnectionsPerAddress: SESSIONS + 100,
+    maxSessions: SESSIONS + 100,
   });
   const admin = await connect(server.url);
   await admin.createTable(TABLE, ['f']);

@@ -24,12 +24,37 @@ function portOption(name: string, text: string | undefined, fallback: number): n
   return Number(text);
 }
 
+function optionalCount(name: string, text: string | undefined): number | undefined {
+  return text === undefined ? undefined : countOption(name, text, 0);
+}
+
 function countOption(name: string, text: string | undefined, fallback: number): number {
   if (text === undefined) return fallback;
   if (!/^\d{1,6}$/.test(text) || Number(text) < 1) {
     throw new UsageError(`${name} ${JSON.stringify(text)} must be a whole number from 1 to 999999`);
   }
   return Number(text);
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
+};
+
+/** A byte count: a whole number, optionally with a unit (B, KiB, MiB, GiB). */
+function sizeOption(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const match = /^(\d{1,12})\s*([kmg]?i?b?)$/i.exec(text.trim());
+  const unit = SIZE_UNITS[(match?.[2] ?? '').toLowerCase()];
+  if (match === null || unit === undefined) {
+    throw new UsageError(
+      `${name} ${JSON.stringify(text)} is not a size: a whole number of bytes, or with KiB, MiB or GiB (like 1MiB)`,
+    );
+  }
+  return Number(match[1]) * unit;
 }
 
 /** Reads the token, warning when other users can read the file. */
@@ -127,6 +152,20 @@ export async function run(args: string[]): Promise<number> {
       ? undefined
       : { cert: await readFile(certPath), key: await readFile(keyPath) };
   const ha = await haOptions(values, dataDir, port);
+  const limits = {
+    maxConnections: optionalCount('--max-connections', str('max-connections')),
+    maxConnectionsPerAddress: optionalCount(
+      '--max-connections-per-address',
+      str('max-connections-per-address'),
+    ),
+    maxSessions: optionalCount('--max-sessions', str('max-sessions')),
+    maxBufferedBytes: sizeOption('--max-buffered', str('max-buffered')),
+    maxBufferedBytesTotal: sizeOption('--max-buffered-total', str('max-buffered-total')),
+    shutdownTimeoutMs:
+      str('shutdown-timeout') === undefined
+        ? undefined
+        : durationOption('--shutdown-timeout', str('shutdown-timeout') as string),
+  };
 
   const server = await LocksmithServer.listen({
     dataDir,
@@ -143,6 +182,7 @@ export async function run(args: string[]): Promise<number> {
     ...(tls === undefined ? {} : { tls }),
     ...(httpPort === undefined ? {} : { httpPort }),
     ...(ha === undefined ? {} : { ha }),
+    ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
   });
   const scheme = tls === undefined ? 'locksmith' : 'locksmiths';
   const where = server.host.includes(':') ? `[${server.host}]` : server.host;
@@ -179,7 +219,11 @@ export async function run(args: string[]): Promise<number> {
   });
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: the operator will not wait for the orderly close.
+      process.stdout.write(`locksmith serve: ${signal} again: exiting now\n`);
+      process.exit(1);
+    }
     stopping = true;
     process.stdout.write(
       `locksmith serve: ${signal}: closing (sessions end, locks are released)\n`,
@@ -190,5 +234,8 @@ export async function run(args: string[]): Promise<number> {
   await server.done;
   for (const signal of STOP_SIGNALS) process.off(signal, stop);
   process.stdout.write('locksmith serve: closed\n');
+  // Work the close stopped waiting for (see shutdownTimeoutMs) must not keep the process:
+  // the exit code is set by then, and this timer never holds the process open by itself.
+  setTimeout(() => process.exit(), 0).unref();
   return status;
 }

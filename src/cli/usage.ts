@@ -174,7 +174,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--ha shared-file|database|lease-database [--db <url>] [--lock-table <name>] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--ha shared-file|database|lease-database [--db <url>] [--lock-table <name>] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -188,6 +188,12 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--tls-cert <path>           PEM certificate: serve TLS only (with --tls-key)',
       '--tls-key <path>            PEM private key of the certificate',
       '--http-port <port>          serve GET /status and GET /metrics on this port (default: none)',
+      '--max-connections <n>       sockets open at once; more are refused (default: 1024)',
+      '--max-connections-per-address <n> sockets open at once from one address (default: 64)',
+      '--max-sessions <n>          sessions at once, connected or within their lease (default: 10000)',
+      '--max-buffered <size>       unsent answers per connection before it stops reading; one more frame and it is closed (default: 1MiB)',
+      '--max-buffered-total <size> unsent answers of all connections; past it a connection over its own bound is closed (default: 256MiB)',
+      '--shutdown-timeout <duration> how long a stop waits for calls in flight (default: 10s)',
       '--ha <locker>               master/slave with other servers on the same --data: shared-file (a lock file in it), database or lease-database (default: standalone)',
       '--db <url>                  the lock database: a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers)',
       '--lock-table <name>         the lock table (default: ACTIVEMQ_LOCK)',
@@ -214,6 +220,12 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'http-port': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'max-connections-per-address': { type: 'string' },
+      'max-sessions': { type: 'string' },
+      'max-buffered': { type: 'string' },
+      'max-buffered-total': { type: 'string' },
+      'shutdown-timeout': { type: 'string' },
       ha: { type: 'string' },
       db: { type: 'string' },
       'lock-table': { type: 'string' },

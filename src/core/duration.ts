@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from './errors.js';
+import { describeValue } from './options.js';
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
@@ -49,7 +50,7 @@ export function checkPositiveDuration(value: number, what: string): number {
 export function checkDuration(ms: number, what = 'duration'): number {
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
     throw new InvalidArgumentError(
-      `Invalid ${what} ${String(ms)}: must be a finite number of milliseconds >= 0`,
+      `Invalid ${what} ${describeValue(ms)}: must be a finite number of milliseconds >= 0`,
     );
   }
   if (ms > MAX_DURATION_MS) {

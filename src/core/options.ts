@@ -104,11 +104,16 @@ export function describeValue(value: unknown): string {
     case 'function':
       return 'a function';
     default: {
-      let name: string | undefined;
+      // A value from the wire may be a map with a `constructor` (or its `name`) of any type:
+      // only a string name is shown, and nothing of the value is converted to a primitive.
+      let name: unknown;
       try {
-        name = (value as object).constructor?.name;
+        name = (value as { constructor?: { name?: unknown } }).constructor?.name;
       } catch {}
-      return Array.isArray(value) ? 'an array' : `an object${name ? ` (${name})` : ''}`;
+      if (Array.isArray(value)) return 'an array';
+      return typeof name === 'string' && name !== '' && name.length <= 60
+        ? `an object (${name})`
+        : 'an object';
     }
   }
 }

@@ -1,5 +1,6 @@
 import { type Clock, setClockTimer, systemClock } from './clock.js';
 import { AbortedError, InvalidArgumentError, LockTimeoutError } from './errors.js';
+import { describeValue } from './options.js';
 
 const noop = (): void => {};
 
@@ -49,7 +50,7 @@ export async function waitFor<T>(
   const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
   if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs < 0) {
     throw new InvalidArgumentError(
-      `Invalid wait timeout ${String(timeoutMs)} for ${resource}: must be >= 0`,
+      `Invalid wait timeout ${describeValue(timeoutMs)} for ${resource}: must be >= 0`,
     );
   }
   const minPoll = options.minPollMs ?? 1;

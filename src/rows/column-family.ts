@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 
 /** A column family of a region's table: its name and how many versions of a cell it keeps. */
 export interface ColumnFamily {
@@ -23,7 +24,7 @@ export function columnFamilies(specs: readonly ColumnFamilySpec[]): Map<string, 
     const maxVersions = typeof spec === 'string' ? undefined : spec?.maxVersions;
     if (typeof name !== 'string' || !FAMILY_NAME.test(name)) {
       throw new InvalidArgumentError(
-        `Invalid column family name ${JSON.stringify(name)}: 1-255 characters of [A-Za-z0-9_.-], not starting with '.' or '-'`,
+        `Invalid column family name ${describeValue(name)}: 1-255 characters of [A-Za-z0-9_.-], not starting with '.' or '-'`,
       );
     }
     if (families.has(name)) {
@@ -32,7 +33,7 @@ export function columnFamilies(specs: readonly ColumnFamilySpec[]): Map<string, 
     const versions = maxVersions ?? DEFAULT_MAX_VERSIONS;
     if (!Number.isSafeInteger(versions) || versions < 1) {
       throw new InvalidArgumentError(
-        `maxVersions of column family ${name} must be a positive integer, got ${String(maxVersions)}`,
+        `maxVersions of column family ${name} must be a positive integer, got ${describeValue(maxVersions)}`,
       );
     }
     families.set(name, { name, maxVersions: versions });

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { checkOptionsObject, checkToken } from '../core/options.js';
+import { checkOptionsObject, checkToken, describeValue } from '../core/options.js';
 import {
   type BytesInput,
   checkFamilyName,
@@ -128,7 +128,7 @@ export class Increment extends Mutation {
     else if (Number.isSafeInteger(amount)) delta = BigInt(amount);
     else
       throw new InvalidArgumentError(
-        `An increment amount must be an integer, got ${String(amount)}`,
+        `An increment amount must be an integer, got ${describeValue(amount)}`,
       );
     if (delta < LONG_MIN || delta > LONG_MAX) {
       throw new InvalidArgumentError(`An increment amount must fit in 64 bits, got ${delta}`);

@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 import { checkRowLockArg } from './mutation.js';
 import {
   type BytesInput,
@@ -39,7 +40,9 @@ export abstract class Query {
       return this;
     }
     if (!Number.isSafeInteger(n) || n < 1) {
-      throw new InvalidArgumentError(`maxVersions must be a positive integer, got ${String(n)}`);
+      throw new InvalidArgumentError(
+        `maxVersions must be a positive integer, got ${describeValue(n)}`,
+      );
     }
     this.maxVersions = n;
     return this;

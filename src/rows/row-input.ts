@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 import { rowKey } from './bytes.js';
 
 /** Rows, qualifiers and values are bytes; strings are taken as their UTF-8 encoding. */
@@ -76,7 +77,7 @@ export function checkValue(input: BytesInput): Buffer {
 export function checkFamilyName(family: unknown): string {
   if (typeof family !== 'string' || family.length === 0) {
     throw new InvalidArgumentError(
-      `A column family must be a non-empty string, got ${String(family)}`,
+      `A column family must be a non-empty string, got ${describeValue(family)}`,
     );
   }
   return family;
@@ -86,7 +87,7 @@ export function checkFamilyName(family: unknown): string {
 export function checkTimestamp(ts: unknown, what = 'timestamp'): number {
   if (typeof ts !== 'number' || !Number.isSafeInteger(ts) || ts < 0) {
     throw new InvalidArgumentError(
-      `The ${what} must be a non-negative integer number of milliseconds, got ${String(ts)}`,
+      `The ${what} must be a non-negative integer number of milliseconds, got ${describeValue(ts)}`,
     );
   }
   return ts;

@@ -9,7 +9,7 @@ import {
   UnknownRowLockError,
 } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
-import { checkSignal } from '../core/options.js';
+import { checkSignal, describeValue } from '../core/options.js';
 import { toStringBinary } from './bytes.js';
 import {
   checkOwner as checkOwnerOption,
@@ -296,7 +296,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       this.#leasePeriodMs <= 0
     ) {
       throw new InvalidArgumentError(
-        `Invalid leasePeriodMs ${String(this.#leasePeriodMs)}: must be a finite number of milliseconds > 0`,
+        `Invalid leasePeriodMs ${describeValue(this.#leasePeriodMs)}: must be a finite number of milliseconds > 0`,
       );
     }
     this.#rowLockWaitMs = checkWaitMs(
@@ -352,7 +352,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   activity(limit = 100): RowLockActivity {
     if (!Number.isSafeInteger(limit) || limit < 0) {
       throw new InvalidArgumentError(
-        `activity limit must be an integer >= 0, got ${String(limit)}`,
+        `activity limit must be an integer >= 0, got ${describeValue(limit)}`,
       );
     }
     const waits: RowLockWaitInfo[] = [];
@@ -783,7 +783,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
 function checkLockId(lockId: string): void {
   if (typeof lockId !== 'string' || lockId === '') {
     throw new InvalidArgumentError(
-      `Invalid row lock id ${JSON.stringify(lockId)}: must be a non-empty string`,
+      `Invalid row lock id ${describeValue(lockId)}: must be a non-empty string`,
     );
   }
 }

@@ -10,6 +10,7 @@ import {
   LockIOError,
   LockObtainFailedError,
 } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 import { WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
 import { FSDirectory } from '../directory/fs-directory.js';
 import type { Lock } from '../directory/lock.js';
@@ -487,14 +488,14 @@ function validateOptions(
   const durability = options.durability ?? 'fsync';
   if (durability !== 'fsync' && durability !== 'none') {
     throw new InvalidArgumentError(
-      `durability must be 'fsync' or 'none', got ${JSON.stringify(durability)} (${dir})`,
+      `durability must be 'fsync' or 'none', got ${describeValue(durability)} (${dir})`,
     );
   }
   const int = (name: string, value: unknown, fallback: number, min: number, max: number) => {
     if (value === undefined) return fallback;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
       throw new InvalidArgumentError(
-        `${name} must be an integer from ${min} to ${max}, got ${String(value)} (${dir})`,
+        `${name} must be an integer from ${min} to ${max}, got ${describeValue(value)} (${dir})`,
       );
     }
     return value;

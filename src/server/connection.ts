@@ -27,6 +27,7 @@ import {
 import { toWireError } from '../wire/wire-error.js';
 import type { CallContext, Dispatcher } from './dispatch.js';
 import type { Lane, Slot } from './lane.js';
+import type { OutputBudget } from './output-budget.js';
 import type { Session, SessionSink } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
 
@@ -51,6 +52,8 @@ export interface ConnectionHost {
   serving(): ServingData | NotMasterError;
   readonly lanes: { readonly handler: Lane; readonly priority: Lane };
   readonly limits: ConnectionLimits;
+  /** Unsent answers of all connections together (see {@link ConnectionLimits.maxBufferedBytes}). */
+  readonly output: OutputBudget;
   /** SHA-256 of the token, when the server has one. */
   readonly tokenDigest: Buffer | undefined;
   readonly lockLeaseMs: number;
@@ -65,7 +68,12 @@ export interface ConnectionLimits {
   maxFrameBytes: number;
   maxInFlight: number;
   handshakeTimeoutMs: number;
-  /** Unsent answers beyond which the connection stops reading until the client catches up. */
+  /**
+   * Unsent answers beyond which the connection stops reading calls, and starts none of those
+   * it read, until the client catches up; calls already running still answer. Over this while
+   * the server's {@link ConnectionHost.output} budget is spent, the client is taken for one
+   * that does not read and the connection is closed (its session lives on for its lease).
+   */
   maxBufferedBytes: number;
 }
 
@@ -91,6 +99,10 @@ class InFlight implements CallContext {
     return this.#aborted;
   }
 
+  get reason(): unknown {
+    return this.#reason;
+  }
+
   get signal(): AbortSignal {
     this.#controller ??= new AbortController();
     if (this.#aborted && !this.#controller.signal.aborted) this.#controller.abort(this.#reason);
@@ -112,7 +124,8 @@ class InFlight implements CallContext {
  * crash, and never a partial call (a call is dispatched only once its frame decoded whole).
  * Bad arguments of a well-formed call fail that call only.
  *
- * Before a successful HELLO nothing but HELLO is answered; a server with a token refuses a
+ * Before a successful HELLO any message but HELLO (a CALL, a CANCEL) is a `PROTOCOL_ERROR` of
+ * the connection, which closes; a server with a token refuses a
  * HELLO without the right one (compared in constant time) and closes. A connection that does
  * not complete its handshake within `handshakeTimeoutMs` is dropped.
  */
@@ -122,6 +135,8 @@ export class Connection implements SessionSink {
   readonly #host: ConnectionHost;
   readonly #reader: FrameReader;
   readonly #inFlight = new Map<number, InFlight>();
+  /** The unsent bytes when the connection was dropped for not reading (0: it was not). */
+  overflowed = 0;
   #session: Session | undefined;
   /** The data side of {@link #session} (set with it at HELLO). */
   #data: ServingData | undefined;
@@ -129,6 +144,19 @@ export class Connection implements SessionSink {
   #closed = false;
   #corked = false;
   #paused = false;
+  /** Frames read but not handled yet: the connection paused in the middle of a chunk. */
+  #pending: Buffer[] = [];
+  #pendingHead = 0;
+  /** What this connection has charged to the host's output budget. */
+  #charged = 0;
+  /**
+   * Calls that got a handler while the client's unsent answers were over bound: they gave the
+   * handler back and start one at a time as the client reads (a queue, not a burst: every one
+   * woken at once would overshoot the bound by all their answers).
+   */
+  #gate: (() => void)[] = [];
+  #gateHead = 0;
+  #gateRunning = 0;
 
   constructor(socket: Socket, host: ConnectionHost) {
     this.socket = socket;
@@ -196,33 +224,59 @@ export class Connection implements SessionSink {
       this.#fail(err as LocksmithError);
       return;
     }
-    for (const payload of payloads) {
-      if (this.#closed) return;
-      let message: ClientMessage;
-      try {
-        message = parseClientMessage(decode(payload));
-      } catch (err) {
-        this.#fail(err as LocksmithError);
-        return;
-      }
-      if (this.#session !== undefined) this.#data?.sessions.touch(this.#session);
-      switch (message.kind) {
-        case ClientKind.HELLO:
-          this.#hello(message.protocol, message.options);
-          break;
-        case ClientKind.CALL:
-          if (this.#session === undefined) {
-            this.#fail(new ProtocolError('The first message must be HELLO'));
-            return;
-          }
-          this.#call(this.#session, message.id, message.method, message.args);
-          break;
-        case ClientKind.CANCEL:
-          this.#inFlight
-            .get(message.id)
-            ?.abort(new AbortedError(`Call ${message.id} was cancelled by the client`));
-          break;
-      }
+    if (this.#pendingHead === this.#pending.length) {
+      this.#pending = payloads;
+      this.#pendingHead = 0;
+    } else {
+      for (const payload of payloads) this.#pending.push(payload);
+    }
+    this.#handlePending();
+  }
+
+  /** Handles the frames read so far, stopping (keeping the rest) while output is over bound. */
+  #handlePending(): void {
+    while (!this.#closed && !this.#paused && this.#pendingHead < this.#pending.length) {
+      const payload = this.#pending[this.#pendingHead] as Buffer;
+      this.#pending[this.#pendingHead++] = undefined as never;
+      this.#handle(payload);
+    }
+    if (this.#pendingHead === this.#pending.length) {
+      this.#pending = [];
+      this.#pendingHead = 0;
+    }
+  }
+
+  #handle(payload: Buffer): void {
+    let message: ClientMessage;
+    try {
+      message = parseClientMessage(decode(payload));
+    } catch (err) {
+      this.#fail(err as LocksmithError);
+      return;
+    }
+    if (this.#session !== undefined) this.#data?.sessions.touch(this.#session);
+    if (message.kind === ClientKind.HELLO) {
+      this.#hello(message.protocol, message.options);
+      return;
+    }
+    // Every kind but HELLO needs the session: before it, the stream is not the protocol.
+    if (this.#session === undefined) {
+      this.#fail(
+        new ProtocolError(
+          `The first message must be HELLO; got ${message.kind === ClientKind.CALL ? 'CALL' : 'CANCEL'} before it`,
+        ),
+      );
+      return;
+    }
+    switch (message.kind) {
+      case ClientKind.CALL:
+        this.#call(this.#session, message.id, message.method, message.args);
+        break;
+      case ClientKind.CANCEL:
+        this.#inFlight
+          .get(message.id)
+          ?.abort(new AbortedError(`Call ${message.id} was cancelled by the client`));
+        break;
     }
   }
 
@@ -376,18 +430,32 @@ export class Connection implements SessionSink {
     }
     const call = new InFlight(session);
     this.#inFlight.set(id, call);
+    let gated = false;
     const lane =
       METHODS[method] === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
     lane
       .run((slot) => {
         call.slot = slot;
-        return dispatcher.call(method, args, call);
+        // A call queued for a handler whose connection closed, or whose session or server
+        // ended, meanwhile is not started: nobody is there for its answer, and a shutdown
+        // must not wait behind work queued for clients that are gone.
+        if (call.aborted) return Promise.reject(call.reason);
+        if (this.#gateHead === this.#gate.length && !this.#overBound()) {
+          return dispatcher.call(method, args, call);
+        }
+        gated = true;
+        slot.yield();
+        return new Promise<void>((resolve) => this.#gate.push(resolve)).then(() => {
+          if (call.aborted) throw call.reason;
+          return dispatcher.call(method, args, call);
+        });
       })
       .then(
         (value) => {
           this.#inFlight.delete(id);
           this.#host.record(method, true);
           this.#send([ServerKind.RESULT, id, value]);
+          if (gated) this.#gateDone();
         },
         (err: unknown) => {
           this.#inFlight.delete(id);
@@ -398,8 +466,33 @@ export class Connection implements SessionSink {
             answer.push({ master: err.master });
           }
           this.#send(answer);
+          if (gated) this.#gateDone();
         },
       );
+  }
+
+  /** A gated call answered (its answer now counts in the socket's unsent bytes). */
+  #gateDone(): void {
+    this.#gateRunning--;
+    this.#pumpGate();
+  }
+
+  /** Starts the next gated call if the client has read enough (one gated call at a time). */
+  #pumpGate(): void {
+    if (this.#gateRunning > 0 || this.#gateHead === this.#gate.length) return;
+    if (!this.#closed && this.#overBound()) return;
+    const next = this.#gate[this.#gateHead] as () => void;
+    this.#gate[this.#gateHead++] = undefined as never;
+    if (this.#gateHead === this.#gate.length) {
+      this.#gate = [];
+      this.#gateHead = 0;
+    }
+    this.#gateRunning++;
+    next();
+  }
+
+  #overBound(): boolean {
+    return this.socket.writableLength > this.#host.limits.maxBufferedBytes;
   }
 
   // ---- output ----------------------------------------------------------------------------
@@ -413,23 +506,53 @@ export class Connection implements SessionSink {
       setImmediate(() => this.#flush());
     }
     this.socket.write(encodeFrame(message));
-    if (!this.#paused && this.socket.writableLength > this.#host.limits.maxBufferedBytes) {
+    const unsent = this.socket.writableLength;
+    const { output, limits } = this.#host;
+    output.update(this.#charged, unsent);
+    this.#charged = unsent;
+    if (unsent > limits.maxBufferedBytes && !this.#paused) {
       // The client is not reading its answers: stop reading its calls until it does.
       this.#paused = true;
       this.socket.pause();
     }
   }
 
+  /**
+   * The client does not read its answers and what is held for it is over its bound (or the
+   * server's): the connection is dropped at once, its memory with it. An ERROR would wait
+   * behind everything the client does not read, so none is sent; its session lives on for its
+   * lease, and a client that reads again can resume it on a new connection.
+   */
+  #overflow(unsent: number): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.overflowed = unsent;
+    this.socket.destroy();
+    this.#cleanup();
+  }
+
   #flush(): void {
     if (!this.#corked) return;
     this.#corked = false;
     this.socket.uncork();
+    // What the kernel did not take now waits for the client. Over the connection's bound
+    // while the server's budget is spent, the client is one that does not read: it goes.
+    const unsent = this.socket.writableLength;
+    this.#host.output.update(this.#charged, unsent);
+    this.#charged = unsent;
+    if (unsent > this.#host.limits.maxBufferedBytes && this.#host.output.exceeded) {
+      this.#overflow(unsent);
+    }
   }
 
   #onDrain(): void {
+    this.#host.output.update(this.#charged, this.socket.writableLength);
+    this.#charged = this.socket.writableLength;
+    this.#pumpGate();
     if (this.#paused && !this.#closed) {
       this.#paused = false;
-      this.socket.resume();
+      this.#handlePending();
+      if (!this.#paused) this.socket.resume();
     }
   }
 
@@ -467,6 +590,16 @@ export class Connection implements SessionSink {
 
   #cleanup(): void {
     clearTimeout(this.#handshakeTimer);
+    this.#host.output.update(this.#charged, 0);
+    this.#charged = 0;
+    this.#pending = [];
+    this.#pendingHead = 0;
+    // Gated calls were aborted above: woken, each fails at once (nobody gets its answer).
+    const gate = this.#gate.slice(this.#gateHead);
+    this.#gate = [];
+    this.#gateHead = 0;
+    this.#gateRunning += gate.length;
+    for (const wake of gate) wake();
     const lost = new ConnectionLostError('The connection closed');
     for (const call of this.#inFlight.values()) call.abort(lost);
     const session = this.#session;

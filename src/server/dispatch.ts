@@ -4,6 +4,7 @@ import {
   LockLostError,
   UnknownRowLockError,
 } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 import type { CallOptions } from '../rows/call-options.js';
 import { deferredSignal } from '../rows/deferred-signal.js';
 import { durableWait } from '../rows/durable-wait.js';
@@ -284,7 +285,7 @@ export class Dispatcher {
     const held = typeof lockId === 'string' ? session.locks.get(lockId) : undefined;
     if (held === undefined || held.table !== table) {
       throw new UnknownRowLockError(
-        `Unknown row lock ${typeof lockId === 'string' ? lockId : String(lockId)}: never granted to this session, already released, or its lease expired`,
+        `Unknown row lock ${typeof lockId === 'string' ? lockId : describeValue(lockId)}: never granted to this session, already released, or its lease expired`,
       );
     }
     return lockId as string;

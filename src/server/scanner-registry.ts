@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { LimitExceededError, LockLostError } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 import { LeaseQueue } from '../rows/lease-queue.js';
 import type { Result } from '../rows/result.js';
 import type { Session } from './session.js';
@@ -115,7 +116,7 @@ export class ScannerRegistry {
 /** Why a scanner id is not usable (HBase's UnknownScannerException). */
 export function unknownScanner(id: unknown): LockLostError {
   return new LockLostError(
-    `Unknown scanner ${typeof id === 'string' ? id.slice(0, 6) : String(id)}: it expired, was closed, or belongs to another session`,
+    `Unknown scanner ${typeof id === 'string' ? id.slice(0, 6) : describeValue(id)}: it expired, was closed, or belongs to another session`,
     { code: 'LEASE_EXPIRED' },
   );
 }

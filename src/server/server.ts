@@ -19,7 +19,10 @@ import {
   hasMethods,
 } from '../core/options.js';
 import type { Locker } from '../store/locker.js';
+import { encodeFrame } from '../wire/codec.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
+import { ServerKind } from '../wire/messages.js';
+import { Admission } from './admission.js';
 import { CallStats } from './call-stats.js';
 import { Connection, type ConnectionHost, type ConnectionLimits } from './connection.js';
 import { DataService, type DataSettings } from './data-service.js';
@@ -28,6 +31,7 @@ import { type HaOptions, HaRole, type HaStatus, type RoleChange } from './ha-rol
 import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
 import { lockWaitStatus } from './lock-wait-status.js';
+import { OutputBudget } from './output-budget.js';
 import type { ScannerRegistry } from './scanner-registry.js';
 import type { HeldLock, Session } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
@@ -65,6 +69,22 @@ export interface ServerOptions {
   maxWaitersPerSession?: number | undefined;
   /** A connection that sends no HELLO for this long is dropped (default 10 s). */
   handshakeTimeoutMs?: number | undefined;
+  // ---- what clients can make the server hold (docs/server.md, "Limits") ----
+  /** Sockets open at once, counted from accept (default 1024); more are refused. */
+  maxConnections?: number | undefined;
+  /** Sockets open at once from one remote address (default 64). */
+  maxConnectionsPerAddress?: number | undefined;
+  /** Sessions at once, connected or within their lease (default 10,000); a HELLO beyond is refused. */
+  maxSessions?: number | undefined;
+  /**
+   * Unsent answers per connection beyond which it stops reading calls (default 1 MiB); one
+   * beyond this plus one frame (`maxFrameBytes`) is closed.
+   */
+  maxBufferedBytes?: number | undefined;
+  /** Unsent answers of all connections (default 256 MiB); past it, a connection over its own bound is closed. */
+  maxBufferedBytesTotal?: number | undefined;
+  /** How long `close()` waits for work in flight before it drops it (default 10 s). */
+  shutdownTimeoutMs?: number | undefined;
   /** Serve `GET /status` and `GET /metrics` on this port (same host; 0: any free port). */
   httpPort?: number | undefined;
   clock?: Clock | undefined;
@@ -91,7 +111,17 @@ const DEFAULTS = {
   maxLocksPerSession: 10_000,
   maxWaitersPerSession: 1_000,
   handshakeTimeoutMs: 10_000,
+  maxConnections: 1024,
+  maxConnectionsPerAddress: 64,
+  maxSessions: 10_000,
+  maxBufferedBytes: 1024 * 1024,
+  maxBufferedBytesTotal: 256 * 1024 * 1024,
+  shutdownTimeoutMs: 10_000,
 };
+
+/** Bounds of the byte limits: at least 64 KiB, at most 16 GiB. */
+const MIN_BUFFER_BYTES = 64 * 1024;
+const MAX_BUFFER_BYTES = 16 * 1024 * 1024 * 1024;
 
 const KNOWN = new Set([
   'dataDir',
@@ -112,16 +142,22 @@ const KNOWN = new Set([
   'maxLocksPerSession',
   'maxWaitersPerSession',
   'handshakeTimeoutMs',
+  'maxConnections',
+  'maxConnectionsPerAddress',
+  'maxSessions',
+  'maxBufferedBytes',
+  'maxBufferedBytesTotal',
+  'shutdownTimeoutMs',
   'httpPort',
   'clock',
   'ha',
 ]);
 
-function count(value: unknown, what: string, fallback: number, max = 1_000_000): number {
+function count(value: unknown, what: string, fallback: number, max = 1_000_000, min = 1): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > max) {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
     throw new InvalidArgumentError(
-      `${what} must be an integer from 1 to ${max}, got ${describeValue(value)}`,
+      `${what} must be an integer from ${min} to ${max}, got ${describeValue(value)}`,
     );
   }
   return value;
@@ -191,6 +227,9 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
   readonly startedAt = Date.now();
   readonly #server: Server;
   readonly #connections = new Set<Connection>();
+  readonly #admission: Admission;
+  readonly #output: OutputBudget;
+  readonly #shutdownTimeoutMs: number;
   /** The data side of a standalone server (for its whole life). */
   #standalone: DataService | undefined;
   /** The master/slave role of a server with `ha`. */
@@ -204,9 +243,15 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     address: AddressInfo;
     dataDir: string;
     lanes: { handler: Lane; priority: Lane };
+    admission: Admission;
+    output: OutputBudget;
+    shutdownTimeoutMs: number;
   }) {
     super();
     this.#server = parts.server;
+    this.#admission = parts.admission;
+    this.#output = parts.output;
+    this.#shutdownTimeoutMs = parts.shutdownTimeoutMs;
     this.host = parts.address.address;
     this.port = parts.address.port;
     this.dataDir = parts.dataDir;
@@ -345,8 +390,37 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
         'handshakeTimeoutMs',
         DEFAULTS.handshakeTimeoutMs,
       ),
-      maxBufferedBytes: Math.max(4 * 1024 * 1024, 2 * maxFrameBytes),
+      maxBufferedBytes: count(
+        opts.maxBufferedBytes,
+        'maxBufferedBytes',
+        DEFAULTS.maxBufferedBytes,
+        MAX_BUFFER_BYTES,
+        MIN_BUFFER_BYTES,
+      ),
     };
+    const output = new OutputBudget(
+      count(
+        opts.maxBufferedBytesTotal,
+        'maxBufferedBytesTotal',
+        DEFAULTS.maxBufferedBytesTotal,
+        MAX_BUFFER_BYTES,
+        MIN_BUFFER_BYTES,
+      ),
+    );
+    const admission = new Admission({
+      maxConnections: count(opts.maxConnections, 'maxConnections', DEFAULTS.maxConnections),
+      maxConnectionsPerAddress: count(
+        opts.maxConnectionsPerAddress,
+        'maxConnectionsPerAddress',
+        DEFAULTS.maxConnectionsPerAddress,
+      ),
+    });
+    const maxSessions = count(opts.maxSessions, 'maxSessions', DEFAULTS.maxSessions, 10_000_000);
+    const shutdownTimeoutMs = duration(
+      opts.shutdownTimeoutMs,
+      'shutdownTimeoutMs',
+      DEFAULTS.shutdownTimeoutMs,
+    );
     const dispatchLimits: DispatchLimits = {
       maxLocksPerSession: count(
         opts.maxLocksPerSession,
@@ -399,6 +473,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
         defaultLeaseMs: sessionLeaseMs,
         minLeaseMs: minSessionLeaseMs,
         maxLeaseMs: maxSessionLeaseMs,
+        maxSessions,
       },
       dispatchLimits,
       status: () => self?.status(),
@@ -431,6 +506,9 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       address: server.address() as AddressInfo,
       dataDir,
       lanes,
+      admission,
+      output,
+      shutdownTimeoutMs,
     });
     const created = self;
     created.#standalone = standalone;
@@ -460,6 +538,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
         new NotMasterError('The server is shutting down'),
       lanes,
       limits: connectionLimits,
+      output,
       tokenDigest: token === undefined ? undefined : createHash('sha256').update(token).digest(),
       lockLeaseMs: leasePeriodMs,
       rowLockWaitMs,
@@ -467,8 +546,29 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       record: (method, ok) => created.calls.record(method, ok),
       forget: (connection) => created.#connections.delete(connection),
     };
-    server.on(tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => {
+    // Every socket is counted from accept (a TLS one before its handshake); one over a bound
+    // is told why (in the clear only: a TLS peer has no session to read it in) and closed.
+    const refusedSockets = new WeakSet<Socket>();
+    server.on('connection', (socket: Socket) => {
       if (created.#closing !== undefined) {
+        socket.destroy();
+        return;
+      }
+      const refused = admission.admit(socket);
+      if (refused === undefined) return;
+      refusedSockets.add(socket);
+      socket.on('error', () => undefined);
+      if (tls === undefined) {
+        socket.end(encodeFrame([ServerKind.ERROR, 0, refused.code, refused.message, true]));
+        // A peer that does not read cannot keep even a refused socket open.
+        setTimeout(() => socket.destroy(), 1000).unref();
+      } else {
+        socket.destroy();
+      }
+    });
+    server.on(tls === undefined ? 'connection' : 'secureConnection', (socket: Socket) => {
+      if (refusedSockets.has(socket)) return;
+      if (created.#closing !== undefined || socket.destroyed) {
         socket.destroy();
         return;
       }
@@ -557,6 +657,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       uptimeMs: now - this.startedAt,
       listening: `${this.host}:${this.port}`,
       connections: this.#connections.size,
+      sockets: this.#admission.size,
+      unsentBytes: this.#output.total,
       tables,
       sessions,
       sessionsOpen: registry?.size ?? 0,
@@ -626,18 +728,32 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
 
   /**
    * Stops: no new connections, every session ended (locks released), tables and directory
-   * closed; with `ha`, the mastership given back (a slave takes over).
+   * closed; with `ha`, the mastership given back (a slave takes over). Calls still queued for
+   * a handler are not started. What is still running gets `shutdownTimeoutMs` to finish; after
+   * that the close stops waiting for it (an unfinished write was never acknowledged, and the
+   * directory's kernel lock goes with the process), so no call, peer or stuck disk holds a
+   * shutdown open for longer.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
-      await this.#http?.close();
       const bye = new ConnectionLostError('The server is shutting down');
       for (const connection of [...this.#connections]) connection.close(bye);
-      await this.#standalone?.close(
-        new LockLostError('The server shut down', { code: 'LOCK_LOST' }),
-      );
-      await this.#ha?.close();
+      const orderly = (async () => {
+        await this.#http?.close();
+        await this.#standalone?.close(
+          new LockLostError('The server shut down', { code: 'LOCK_LOST' }),
+        );
+        await this.#ha?.close();
+      })();
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, this.#shutdownTimeoutMs);
+        timer.unref();
+      });
+      await Promise.race([orderly.catch(() => undefined), late]);
+      clearTimeout(timer);
+      this.#admission.destroyAll();
       for (const connection of [...this.#connections]) connection.socket.destroy();
       await closed;
       this.#resolveDone();

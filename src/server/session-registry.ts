@@ -1,5 +1,5 @@
 import type { Clock } from '../core/clock.js';
-import { InvalidArgumentError, LockLostError } from '../core/errors.js';
+import { InvalidArgumentError, LimitExceededError, LockLostError } from '../core/errors.js';
 import { LeaseQueue } from '../rows/lease-queue.js';
 import { Session } from './session.js';
 
@@ -8,6 +8,8 @@ export interface SessionLimits {
   defaultLeaseMs: number;
   minLeaseMs: number;
   maxLeaseMs: number;
+  /** Sessions at once (connected or within their lease); a new one beyond is refused. */
+  maxSessions: number;
 }
 
 /**
@@ -61,6 +63,11 @@ export class SessionRegistry {
     if (lease < minLeaseMs || lease > maxLeaseMs) {
       throw new InvalidArgumentError(
         `A session lease must be between ${minLeaseMs} ms and ${maxLeaseMs} ms, got ${lease} ms`,
+      );
+    }
+    if (this.#sessions.size >= this.#limits.maxSessions) {
+      throw new LimitExceededError(
+        `The server has ${this.#sessions.size} sessions; the limit is ${this.#limits.maxSessions} (a session lasts until it is closed or its lease runs out)`,
       );
     }
     const session = new Session(lease, releaseOnDisconnect, client, this.#clock.monotonic());

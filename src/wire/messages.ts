@@ -1,4 +1,5 @@
 import { ProtocolError } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 
 /** The protocol version this code speaks; a HELLO asking for another gets an error and a close. */
 export const PROTOCOL_VERSION = 1;
@@ -144,7 +145,7 @@ export function parseClientMessage(value: unknown): ClientMessage {
       if (value.length !== 2 || !isCallId(a)) throw new ProtocolError('CANCEL is [2, callId]');
       return { kind, id: a };
     default:
-      throw new ProtocolError(`Unknown message kind ${JSON.stringify(kind) ?? String(kind)}`);
+      throw new ProtocolError(`Unknown message kind ${describeValue(kind)}`);
   }
 }
 
@@ -230,6 +231,6 @@ export function parseServerMessage(value: unknown): ServerMessage {
       if (typeof a !== 'string') throw new ProtocolError('Malformed NOTICE');
       return { kind, notice: a, data: b };
     default:
-      throw new ProtocolError(`Unknown server message kind ${String(kind)}`);
+      throw new ProtocolError(`Unknown server message kind ${describeValue(kind)}`);
   }
 }

@@ -21,6 +21,7 @@ import {
   UnsupportedOperationError,
 } from '../core/errors.js';
 import { StaleTokenError } from '../core/fencing.js';
+import { describeValue } from '../core/options.js';
 
 /** An error as it crosses the wire: its code, its message, and whether a retry may succeed. */
 export interface WireError {
@@ -88,7 +89,7 @@ export function toWireError(err: unknown): WireError {
   if (err instanceof LocksmithError) {
     return { code: err.code, message: err.message, retryable: RETRYABLE.has(err.code) };
   }
-  const message = err instanceof Error ? err.message : String(err);
+  const message = err instanceof Error ? err.message : describeValue(err);
   return { code: 'INTERNAL', message: `Internal server error: ${message}`, retryable: false };
 }
 
@@ -97,7 +98,7 @@ export function fromWireError(code: unknown, message: unknown): LocksmithError {
   const text = typeof message === 'string' ? message : 'The server sent no message';
   if (!isErrorCode(code)) {
     return new InternalError(
-      `The server answered with unknown error code ${String(code)}: ${text}`,
+      `The server answered with unknown error code ${describeValue(code)}: ${text}`,
     );
   }
   return MAKERS[code](text);

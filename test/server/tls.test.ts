@@ -6,7 +6,6 @@
  * addresses, one whose certificate is not trusted is skipped for the next.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -15,34 +14,8 @@ import { Get, Put } from '../../src/rows/index.js';
 import { startServeProcess } from '../fixtures/serve-process.js';
 import { tempDir } from '../helpers.js';
 import { deadPort } from './dead-port.js';
+import { selfSigned } from './self-signed.js';
 import { startServer } from './server-fixture.js';
-
-function selfSigned(dir: string): { cert: string; key: string } | string {
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  const made = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-subj',
-      '/CN=localhost',
-      '-days',
-      '1',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  if (made.error !== undefined) return `openssl is not available (${made.error.message})`;
-  if (made.status !== 0) return `openssl failed: ${made.stderr.toString()}`;
-  return { cert, key };
-}
 
 describe('TLS', () => {
   it('serves locksmiths:// with a trusted certificate; plain and untrusting clients fail clearly', async (t) => {
