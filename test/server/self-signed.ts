@@ -28,4 +28,3 @@ export function selfSigned(dir: string): { cert: string; key: string } | string 
   if (made.status !== 0) return `openssl failed: ${made.stderr.toString()}`;
   return { cert, key };
 }
-
