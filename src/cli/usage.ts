@@ -189,7 +189,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--tls-key <path>            PEM private key of the certificate',
       '--http-port <port>          serve GET /status and GET /metrics on this port (default: none)',
       '--max-connections <n>       sockets open at once; more are refused (default: 1024)',
-      '--max-connections-per-address <n> sockets open at once from one address (default: 64)',
+      '--max-connections-per-address <n> sockets open at once from one address (default: 256)',
       '--max-sessions <n>          sessions at once, connected or within their lease (default: 10000)',
       '--max-buffered <size>       unsent answers per connection before it stops reading; one more frame and it is closed (default: 1MiB)',
       '--max-buffered-total <size> unsent answers of all connections; past it a connection over its own bound is closed (default: 256MiB)',

@@ -72,7 +72,7 @@ export interface ServerOptions {
   // ---- what clients can make the server hold (docs/server.md, "Limits") ----
   /** Sockets open at once, counted from accept (default 1024); more are refused. */
   maxConnections?: number | undefined;
-  /** Sockets open at once from one remote address (default 64). */
+  /** Sockets open at once from one remote address (default 256). */
   maxConnectionsPerAddress?: number | undefined;
   /** Sessions at once, connected or within their lease (default 10,000); a HELLO beyond is refused. */
   maxSessions?: number | undefined;
@@ -112,7 +112,7 @@ const DEFAULTS = {
   maxWaitersPerSession: 1_000,
   handshakeTimeoutMs: 10_000,
   maxConnections: 1024,
-  maxConnectionsPerAddress: 64,
+  maxConnectionsPerAddress: 256,
   maxSessions: 10_000,
   maxBufferedBytes: 1024 * 1024,
   maxBufferedBytesTotal: 256 * 1024 * 1024,
