@@ -1,12 +1,29 @@
 import { type Cell, compareVersions } from './cell.js';
 import type { Query } from './query.js';
 
+/**
+ * The versions of one column, sorted by {@link compareVersions} (newest first; among equal
+ * versions of one write, the cell added last first, so it wins as in HBase).
+ */
+interface Column {
+  versions: Cell[];
+  /**
+   * The oldest read point of the last prune, or -1. Pruning judges only cells at or before
+   * that read point, and those never change while it stays the oldest (every cell inserted
+   * later has a newer write number), so pruning again at the same point finds nothing: with
+   * a scanner holding the read point, a column is walked once, not once per write or cell.
+   */
+  prunedAt: number;
+}
+
 /** The cells of one family of one row: versions per column, and the family's delete markers. */
 interface FamilyCells {
-  readonly columns: Map<string, Cell[]>;
+  readonly columns: Map<string, Column>;
   /** Qualifiers in byte order, for results sorted as HBase sorts them. */
-  readonly qualifiers: string[];
+  qualifiers: string[];
   readonly familyDeletes: Cell[];
+  /** As {@link Column.prunedAt}, for the family's delete markers. */
+  deletesPrunedAt: number;
 }
 
 interface RowCells {
@@ -53,7 +70,73 @@ export class Memstore {
     return this.#cellCount;
   }
 
-  insert(cell: Cell): void {
+  /**
+   * Adds the cells of one write (or of a part of one). Near-linear in the cells given plus the
+   * versions already in the columns they touch: the cells are grouped by column and each
+   * column takes its new cells in one merge, and a family's new qualifiers in one merge, so
+   * many cells of one column or many new columns of one row never cost a walk each.
+   */
+  insert(cells: readonly Cell[]): void {
+    if (cells.length === 1) {
+      this.#insertOne(cells[0] as Cell);
+      return;
+    }
+    const byColumn = new Map<Column, Cell[]>();
+    const newQualifiers = new Map<FamilyCells, string[]>();
+    for (const cell of cells) {
+      const family = this.#familyOf(cell);
+      this.#cellCount++;
+      if (cell.type === 'DeleteFamily') {
+        family.familyDeletes.push(cell);
+        continue;
+      }
+      let column = family.columns.get(cell.qualifier);
+      if (column === undefined) {
+        column = { versions: [], prunedAt: -1 };
+        family.columns.set(cell.qualifier, column);
+        const added = newQualifiers.get(family);
+        if (added === undefined) newQualifiers.set(family, [cell.qualifier]);
+        else added.push(cell.qualifier);
+      }
+      const group = byColumn.get(column);
+      if (group === undefined) byColumn.set(column, [cell]);
+      else group.push(cell);
+    }
+    for (const [family, added] of newQualifiers) {
+      family.qualifiers = mergeSorted(family.qualifiers, added.sort(), (a, b) =>
+        a < b ? -1 : a > b ? 1 : 0,
+      );
+    }
+    for (const [column, group] of byColumn) {
+      if (group.length === 1) {
+        insertVersion(column.versions, group[0] as Cell);
+      } else {
+        // Reversed, then a stable sort: equal versions end up added-last first. Cells of one
+        // write usually share a timestamp, and the sort then finds one run in linear time.
+        group.reverse().sort(compareVersions);
+        column.versions = mergeSorted(group, column.versions, compareVersions);
+      }
+    }
+  }
+
+  #insertOne(cell: Cell): void {
+    const family = this.#familyOf(cell);
+    this.#cellCount++;
+    if (cell.type === 'DeleteFamily') {
+      family.familyDeletes.push(cell);
+      return;
+    }
+    let column = family.columns.get(cell.qualifier);
+    if (column === undefined) {
+      column = { versions: [], prunedAt: -1 };
+      family.columns.set(cell.qualifier, column);
+      family.qualifiers.splice(lowerBound(family.qualifiers, cell.qualifier), 0, cell.qualifier);
+    }
+    insertVersion(column.versions, cell);
+  }
+
+  /** The family of `cell`'s row, made (with the row) when missing. */
+  #familyOf(cell: Cell): FamilyCells {
     let row = this.#rows.get(cell.row);
     if (row === undefined) {
       row = { families: new Map() };
@@ -62,40 +145,38 @@ export class Memstore {
     }
     let family = row.families.get(cell.family);
     if (family === undefined) {
-      family = { columns: new Map(), qualifiers: [], familyDeletes: [] };
+      family = { columns: new Map(), qualifiers: [], familyDeletes: [], deletesPrunedAt: -1 };
       row.families.set(cell.family, family);
     }
-    this.#cellCount++;
-    if (cell.type === 'DeleteFamily') {
-      family.familyDeletes.push(cell);
-      return;
-    }
-    let versions = family.columns.get(cell.qualifier);
-    if (versions === undefined) {
-      versions = [];
-      family.columns.set(cell.qualifier, versions);
-      family.qualifiers.splice(lowerBound(family.qualifiers, cell.qualifier), 0, cell.qualifier);
-    }
-    // Versions are few and new cells are usually the newest: search from the front.
-    let at = 0;
-    while (at < versions.length && compareVersions(versions[at] as Cell, cell) < 0) at++;
-    versions.splice(at, 0, cell);
+    return family;
   }
 
-  /** Takes back the cells of a mutation that failed before it became visible. */
+  /**
+   * Takes back the cells of a write that failed before it became visible: one pass over each
+   * list the cells are in, whatever their number.
+   */
   remove(cells: readonly Cell[]): void {
+    const byList = new Map<Cell[], Set<Cell>>();
     for (const cell of cells) {
       const family = this.#rows.get(cell.row)?.families.get(cell.family);
       if (family === undefined) continue;
       const list =
-        cell.type === 'DeleteFamily' ? family.familyDeletes : family.columns.get(cell.qualifier);
-      const at = list?.indexOf(cell) ?? -1;
-      if (list !== undefined && at >= 0) {
-        list.splice(at, 1);
-        this.#cellCount--;
-      }
+        cell.type === 'DeleteFamily'
+          ? family.familyDeletes
+          : family.columns.get(cell.qualifier)?.versions;
+      if (list === undefined) continue;
+      const set = byList.get(list);
+      if (set === undefined) byList.set(list, new Set([cell]));
+      else set.add(cell);
     }
-    for (const cell of cells) this.#dropIfEmpty(cell.row);
+    for (const [list, gone] of byList) {
+      const kept = list.filter((c) => !gone.has(c));
+      this.#cellCount -= list.length - kept.length;
+      replaceAll(list, kept);
+    }
+    const rows = new Set<string>();
+    for (const cell of cells) rows.add(cell.row);
+    for (const row of rows) this.#dropIfEmpty(row);
   }
 
   /**
@@ -114,9 +195,9 @@ export class Memstore {
       const familyDeleteTs = newestFamilyDelete(family, readPoint);
       const qualifiers = selected === undefined ? family.qualifiers : [...selected].sort();
       for (const qualifier of qualifiers) {
-        const versions = family.columns.get(qualifier);
-        if (versions !== undefined) {
-          visibleVersions(versions, readPoint, familyDeleteTs, query, out);
+        const column = family.columns.get(qualifier);
+        if (column !== undefined) {
+          visibleVersions(column.versions, readPoint, familyDeleteTs, query, out);
         }
       }
     }
@@ -126,10 +207,10 @@ export class Memstore {
   /** The newest visible Put of one column as of `readPoint` (for check-and-set and increments). */
   latest(row: string, family: string, qualifier: string, readPoint: number): Cell | undefined {
     const cells = this.#rows.get(row)?.families.get(family);
-    const versions = cells?.columns.get(qualifier);
-    if (cells === undefined || versions === undefined) return undefined;
+    const column = cells?.columns.get(qualifier);
+    if (cells === undefined || column === undefined) return undefined;
     const out: Cell[] = [];
-    visibleVersions(versions, readPoint, newestFamilyDelete(cells, readPoint), LATEST, out);
+    visibleVersions(column.versions, readPoint, newestFamilyDelete(cells, readPoint), LATEST, out);
     return out[0];
   }
 
@@ -149,7 +230,9 @@ export class Memstore {
    * puts masked by delete markers, older writes of the same version, and versions beyond
    * `maxVersions`. Only cells at or before `oldestReadPoint` are judged; newer ones may still
    * be rolled back or unseen. Delete markers stay (a put with an older timestamp may follow);
-   * `compact` removes them.
+   * `compact` removes them. The oldest read point never goes back; called again at the same
+   * one, it returns at once (see {@link Column.prunedAt}), so trimming every cell of a big
+   * write costs one walk per column.
    */
   trimColumn(
     row: string,
@@ -161,10 +244,10 @@ export class Memstore {
     const cells = this.#rows.get(row)?.families.get(family);
     if (cells === undefined) return;
     this.#trimFamilyDeletes(cells, oldestReadPoint);
-    const versions = cells.columns.get(qualifier);
-    if (versions !== undefined) {
+    const column = cells.columns.get(qualifier);
+    if (column !== undefined && column.prunedAt !== oldestReadPoint) {
       this.#cellCount -= pruneColumn(
-        versions,
+        column,
         maxVersions,
         oldestReadPoint,
         newestFamilyDelete(cells, oldestReadPoint),
@@ -182,25 +265,22 @@ export class Memstore {
       for (const [name, family] of row.families) {
         const familyDeleteTs = newestFamilyDelete(family, oldestReadPoint);
         let pendingInFamily = false;
-        for (const [qualifier, versions] of family.columns) {
-          const pending = versions.some((c) => c.seq > oldestReadPoint);
+        for (const column of family.columns.values()) {
+          const pending = column.versions.some((c) => c.seq > oldestReadPoint);
           pendingInFamily ||= pending;
           this.#cellCount -= pruneColumn(
-            versions,
+            column,
             maxVersionsOf(name),
             oldestReadPoint,
             familyDeleteTs,
             !pending,
           );
-          if (versions.length === 0) {
-            family.columns.delete(qualifier);
-            family.qualifiers.splice(lowerBound(family.qualifiers, qualifier), 1);
-          }
         }
+        dropEmptyColumns(family);
         if (!pendingInFamily) {
           const before = family.familyDeletes.length;
           const keep = family.familyDeletes.filter((c) => c.seq > oldestReadPoint);
-          family.familyDeletes.splice(0, before, ...keep);
+          replaceAll(family.familyDeletes, keep);
           this.#cellCount -= before - keep.length;
         } else {
           this.#trimFamilyDeletes(family, oldestReadPoint);
@@ -220,7 +300,7 @@ export class Memstore {
       if (row === undefined) continue;
       for (const family of row.families.values()) {
         yield* family.familyDeletes;
-        for (const versions of family.columns.values()) {
+        for (const { versions } of family.columns.values()) {
           for (let i = versions.length - 1; i >= 0; i--) yield versions[i] as Cell;
         }
       }
@@ -258,7 +338,8 @@ export class Memstore {
   #trimFamilyDeletes(family: FamilyCells, oldestReadPoint: number): void {
     // The newest family marker judged at the oldest read point hides all that older ones hide.
     const list = family.familyDeletes;
-    if (list.length < 2) return;
+    if (list.length < 2 || family.deletesPrunedAt === oldestReadPoint) return;
+    family.deletesPrunedAt = oldestReadPoint;
     let newest: Cell | undefined;
     for (const c of list) {
       if (c.seq <= oldestReadPoint && (newest === undefined || c.timestamp > newest.timestamp))
@@ -266,7 +347,7 @@ export class Memstore {
     }
     const keep = list.filter((c) => c.seq > oldestReadPoint || c === newest);
     this.#cellCount -= list.length - keep.length;
-    list.splice(0, list.length, ...keep);
+    replaceAll(list, keep);
   }
 
   #dropIfEmpty(key: string): void {
@@ -274,12 +355,7 @@ export class Memstore {
     if (row === undefined) return;
     for (const [name, family] of row.families) {
       if (family.familyDeletes.length === 0) {
-        for (const [qualifier, versions] of family.columns) {
-          if (versions.length === 0) {
-            family.columns.delete(qualifier);
-            family.qualifiers.splice(lowerBound(family.qualifiers, qualifier), 1);
-          }
-        }
+        dropEmptyColumns(family);
         if (family.columns.size === 0) row.families.delete(name);
       }
     }
@@ -312,7 +388,7 @@ function visibleVersions(
 ): void {
   let count = 0;
   let columnDeleteTs = -1;
-  let deleted: number[] | undefined;
+  let deleted: Set<number> | undefined;
   let lastTs = -1;
   for (const c of versions) {
     if (c.seq > readPoint) continue;
@@ -321,15 +397,15 @@ function visibleVersions(
       continue;
     }
     if (c.type === 'Delete') {
-      deleted ??= [];
-      deleted.push(c.timestamp);
+      deleted ??= new Set();
+      deleted.add(c.timestamp);
       continue;
     }
     // Sorted newest first: once a column or family marker covers a put, it covers the rest.
     if (c.timestamp <= columnDeleteTs || c.timestamp <= familyDeleteTs) return;
     if (c.timestamp === lastTs) continue;
     lastTs = c.timestamp;
-    if (deleted?.includes(c.timestamp)) continue;
+    if (deleted?.has(c.timestamp)) continue;
     if (c.timestamp < query.minStamp || c.timestamp >= query.maxStamp) continue;
     out.push(c);
     if (++count >= query.maxVersions) return;
@@ -339,14 +415,17 @@ function visibleVersions(
 /**
  * Removes the versions no reader at or after `readPoint` sees; with `dropMarkers`, also the
  * column's delete markers (they hid what was just removed). Returns how many cells went.
+ * One walk of the column, whatever its length.
  */
 function pruneColumn(
-  versions: Cell[],
+  column: Column,
   maxVersions: number,
   readPoint: number,
   familyDeleteTs: number,
   dropMarkers: boolean,
 ): number {
+  column.prunedAt = readPoint;
+  const versions = column.versions;
   if (
     versions.length <= maxVersions &&
     familyDeleteTs < 0 &&
@@ -362,6 +441,58 @@ function pruneColumn(
     if (c.seq > readPoint || visible.has(c) || (c.type !== 'Put' && !dropMarkers)) kept.push(c);
   }
   const removed = versions.length - kept.length;
-  if (removed > 0) versions.splice(0, versions.length, ...kept);
+  if (removed > 0) column.versions = kept;
   return removed;
+}
+
+/** Drops the columns left without versions (one pass over the qualifiers, not one each). */
+function dropEmptyColumns(family: FamilyCells): void {
+  let dropped = false;
+  for (const [qualifier, column] of family.columns) {
+    if (column.versions.length === 0) {
+      family.columns.delete(qualifier);
+      dropped = true;
+    }
+  }
+  if (dropped) family.qualifiers = family.qualifiers.filter((q) => family.columns.has(q));
+}
+
+/** Inserts `cell` into `versions` (sorted) before the first version not sorting before it. */
+function insertVersion(versions: Cell[], cell: Cell): void {
+  let lo = 0;
+  let hi = versions.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareVersions(versions[mid] as Cell, cell) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  versions.splice(lo, 0, cell);
+}
+
+/** `first` and `second` (each sorted by `compare`) merged; on ties, `first`'s come first. */
+function mergeSorted<T>(
+  first: readonly T[],
+  second: readonly T[],
+  compare: (a: T, b: T) => number,
+): T[] {
+  const out: T[] = new Array(first.length + second.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < first.length && j < second.length) {
+    if (compare(second[j] as T, first[i] as T) < 0) out[k++] = second[j++] as T;
+    else out[k++] = first[i++] as T;
+  }
+  while (i < first.length) out[k++] = first[i++] as T;
+  while (j < second.length) out[k++] = second[j++] as T;
+  return out;
+}
+
+/**
+ * Makes `list` hold `items`, in place. Not `splice(0, n, ...items)`: spreading a long array
+ * into arguments overflows the stack (at about 10^5 cells).
+ */
+function replaceAll<T>(list: T[], items: readonly T[]): void {
+  list.length = items.length;
+  for (let i = 0; i < items.length; i++) list[i] = items[i] as T;
 }

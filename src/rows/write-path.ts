@@ -108,7 +108,7 @@ export class WritePath {
     this.#pending.add(seq);
     let durable: Promise<void> | undefined;
     try {
-      for (const cell of cells) memstore.insert(cell);
+      memstore.insert(cells);
       if (this.#storage !== undefined)
         durable = this.#storage.append(encodeCells('mutation', drafts));
     } catch (err) {
@@ -133,10 +133,14 @@ export class WritePath {
     this.#pending.add(seq);
     let durable: Promise<void> | undefined;
     try {
+      // Production pacing goes in chunks, each one batch (see Memstore.insert); a test's
+      // pacing cell by cell.
       const pace = this.#pace;
-      for (let i = 0; i < cells.length; i++) {
-        memstore.insert(cells[i] as Cell);
-        const wait = pace(i);
+      const step = pace === paceInserts ? INSERT_CHUNK : 1;
+      for (let from = 0; from < cells.length; from += step) {
+        const to = Math.min(from + step, cells.length);
+        memstore.insert(cells.slice(from, to));
+        const wait = pace(to - 1);
         if (wait !== undefined) await wait;
       }
       if (this.#storage !== undefined)
