@@ -1,5 +1,6 @@
 import { type Cell, compareVersions } from './cell.js';
 import type { Query } from './query.js';
+import { SortedKeys } from './sorted-keys.js';
 
 /**
  * The versions of one column, sorted by {@link compareVersions} (newest first; among equal
@@ -20,7 +21,7 @@ interface Column {
 interface FamilyCells {
   readonly columns: Map<string, Column>;
   /** Qualifiers in byte order, for results sorted as HBase sorts them. */
-  qualifiers: string[];
+  readonly qualifiers: SortedKeys;
   readonly familyDeletes: Cell[];
   /** As {@link Column.prunedAt}, for the family's delete markers. */
   deletesPrunedAt: number;
@@ -29,6 +30,9 @@ interface FamilyCells {
 interface RowCells {
   readonly families: Map<string, FamilyCells>;
 }
+
+/** A write's cells grouped by row, family and qualifier, in the order they came. */
+type Grouped = Map<string, Map<string, { deletes: Cell[]; columns: Map<string, Cell[]> }>>;
 
 function lowerBound(sorted: readonly string[], key: string): number {
   let lo = 0;
@@ -54,12 +58,9 @@ function lowerBound(sorted: readonly string[], key: string): number {
  */
 export class Memstore {
   readonly #rows = new Map<string, RowCells>();
-  // Row keys in byte order, for scans. New rows go to #newKeys and are merged in only when a
-  // scan needs order: inserting into a sorted array costs O(rows) per new row, which with
-  // 10^5 rows dominated a put. Keys of removed rows may linger until the next merge; readers
-  // skip keys no longer in #rows.
-  #keys: string[] = [];
-  #newKeys: string[] = [];
+  /** Row keys in byte order, for scans; a removed row's key may linger (readers skip it). */
+  readonly #keys = new SortedKeys();
+  readonly #hasRow = (key: string): boolean => this.#rows.has(key);
   #cellCount = 0;
 
   get rowCount(): number {
@@ -70,69 +71,87 @@ export class Memstore {
     return this.#cellCount;
   }
 
-  /**
-   * Adds the cells of one write (or of a part of one). Near-linear in the cells given plus the
-   * versions already in the columns they touch: the cells are grouped by column and each
-   * column takes its new cells in one merge, and a family's new qualifiers in one merge, so
-   * many cells of one column or many new columns of one row never cost a walk each.
-   */
+  /** Adds the cells of one write at once (see {@link insertSteps}). */
   insert(cells: readonly Cell[]): void {
-    if (cells.length === 1) {
-      this.#insertOne(cells[0] as Cell);
+    const only = cells.length === 1 ? (cells[0] as Cell) : undefined;
+    if (only !== undefined && only.type !== 'DeleteFamily') {
+      this.#insertColumn([only]);
       return;
     }
-    const byColumn = new Map<Column, Cell[]>();
-    const newQualifiers = new Map<FamilyCells, string[]>();
+    for (const _ of this.insertSteps(cells, Number.POSITIVE_INFINITY));
+  }
+
+  /**
+   * Adds the cells of one write in steps of about `stepCells` cells (the caller runs one step
+   * per turn of the event loop): first the cells are grouped by column, then each column takes
+   * all of its new cells in one merge. So the cost is near-linear in the cells plus the
+   * versions already in the columns they touch, however the cells fall: many of one column
+   * cost one merge, not one walk (or one merge per step) each. A column is never left half
+   * merged between steps; the write's cells stay invisible until MVCC says so anyway.
+   */
+  *insertSteps(cells: readonly Cell[], stepCells: number): Generator<void, void, undefined> {
+    const grouped: Grouped = new Map();
+    let work = 0;
     for (const cell of cells) {
-      const family = this.#familyOf(cell);
-      this.#cellCount++;
-      if (cell.type === 'DeleteFamily') {
-        family.familyDeletes.push(cell);
-        continue;
+      let families = grouped.get(cell.row);
+      if (families === undefined) {
+        families = new Map();
+        grouped.set(cell.row, families);
       }
-      let column = family.columns.get(cell.qualifier);
-      if (column === undefined) {
-        column = { versions: [], prunedAt: -1 };
-        family.columns.set(cell.qualifier, column);
-        const added = newQualifiers.get(family);
-        if (added === undefined) newQualifiers.set(family, [cell.qualifier]);
-        else added.push(cell.qualifier);
+      let family = families.get(cell.family);
+      if (family === undefined) {
+        family = { deletes: [], columns: new Map() };
+        families.set(cell.family, family);
       }
-      const group = byColumn.get(column);
-      if (group === undefined) byColumn.set(column, [cell]);
-      else group.push(cell);
+      if (cell.type === 'DeleteFamily') family.deletes.push(cell);
+      else {
+        const column = family.columns.get(cell.qualifier);
+        if (column === undefined) family.columns.set(cell.qualifier, [cell]);
+        else column.push(cell);
+      }
+      if (++work >= stepCells) {
+        work = 0;
+        yield;
+      }
     }
-    for (const [family, added] of newQualifiers) {
-      family.qualifiers = mergeSorted(family.qualifiers, added.sort(), (a, b) =>
-        a < b ? -1 : a > b ? 1 : 0,
-      );
-    }
-    for (const [column, group] of byColumn) {
-      if (group.length === 1) {
-        insertVersion(column.versions, group[0] as Cell);
-      } else {
-        // Reversed, then a stable sort: equal versions end up added-last first. Cells of one
-        // write usually share a timestamp, and the sort then finds one run in linear time.
-        group.reverse().sort(compareVersions);
-        column.versions = mergeSorted(group, column.versions, compareVersions);
+    for (const families of grouped.values()) {
+      for (const { deletes, columns } of families.values()) {
+        if (deletes.length > 0) {
+          const target = this.#familyOf(deletes[0] as Cell);
+          for (const cell of deletes) target.familyDeletes.push(cell);
+          this.#cellCount += deletes.length;
+        }
+        for (const group of columns.values()) {
+          this.#insertColumn(group);
+          work += group.length;
+          if (work >= stepCells) {
+            work = 0;
+            yield;
+          }
+        }
       }
     }
   }
 
-  #insertOne(cell: Cell): void {
-    const family = this.#familyOf(cell);
-    this.#cellCount++;
-    if (cell.type === 'DeleteFamily') {
-      family.familyDeletes.push(cell);
-      return;
-    }
-    let column = family.columns.get(cell.qualifier);
+  /** Merges `group` (cells of one column of one write, in the order they came) into it. */
+  #insertColumn(group: Cell[]): void {
+    const first = group[0] as Cell;
+    const family = this.#familyOf(first);
+    this.#cellCount += group.length;
+    let column = family.columns.get(first.qualifier);
     if (column === undefined) {
       column = { versions: [], prunedAt: -1 };
-      family.columns.set(cell.qualifier, column);
-      family.qualifiers.splice(lowerBound(family.qualifiers, cell.qualifier), 0, cell.qualifier);
+      family.columns.set(first.qualifier, column);
+      family.qualifiers.add(first.qualifier);
     }
-    insertVersion(column.versions, cell);
+    if (group.length === 1) {
+      insertVersion(column.versions, first);
+    } else {
+      // Reversed, then a stable sort: equal versions end up added-last first. Cells of one
+      // write usually share a timestamp, and the sort then finds one run in linear time.
+      group.reverse().sort(compareVersions);
+      column.versions = mergeSorted(group, column.versions, compareVersions);
+    }
   }
 
   /** The family of `cell`'s row, made (with the row) when missing. */
@@ -141,11 +160,16 @@ export class Memstore {
     if (row === undefined) {
       row = { families: new Map() };
       this.#rows.set(cell.row, row);
-      this.#newKeys.push(cell.row);
+      this.#keys.add(cell.row);
     }
     let family = row.families.get(cell.family);
     if (family === undefined) {
-      family = { columns: new Map(), qualifiers: [], familyDeletes: [], deletesPrunedAt: -1 };
+      family = {
+        columns: new Map(),
+        qualifiers: new SortedKeys(),
+        familyDeletes: [],
+        deletesPrunedAt: -1,
+      };
       row.families.set(cell.family, family);
     }
     return family;
@@ -193,7 +217,10 @@ export class Memstore {
       const family = cells.families.get(name);
       if (family === undefined) continue;
       const familyDeleteTs = newestFamilyDelete(family, readPoint);
-      const qualifiers = selected === undefined ? family.qualifiers : [...selected].sort();
+      const qualifiers =
+        selected === undefined
+          ? family.qualifiers.sorted((q) => family.columns.has(q))
+          : [...selected].sort();
       for (const qualifier of qualifiers) {
         const column = family.columns.get(qualifier);
         if (column !== undefined) {
@@ -216,7 +243,7 @@ export class Memstore {
 
   /** The first row key `>= from` (or `> after` when given) and `< stop`, or undefined. */
   nextRow(from: string, after: string | undefined, stop: string | undefined): string | undefined {
-    const keys = this.#sortedKeys();
+    const keys = this.#keys.sorted(this.#hasRow);
     let at = after === undefined ? lowerBound(keys, from) : lowerBound(keys, after);
     if (after !== undefined && keys[at] === after) at++;
     while (at < keys.length && !this.#rows.has(keys[at] as string)) at++;
@@ -290,12 +317,12 @@ export class Memstore {
       }
       this.#dropIfEmpty(key);
     }
-    this.#keys = this.#keys.filter((key) => this.#rows.has(key));
+    this.#keys.prune(this.#hasRow);
   }
 
   /** Every cell, row by row, each column oldest write first (the order that rebuilds it). */
   *cells(): Generator<Cell> {
-    for (const key of this.#sortedKeys()) {
+    for (const key of this.#keys.sorted(this.#hasRow)) {
       const row = this.#rows.get(key);
       if (row === undefined) continue;
       for (const family of row.families.values()) {
@@ -305,34 +332,6 @@ export class Memstore {
         }
       }
     }
-  }
-
-  /** The row keys in byte order: merges new rows in, dropping removed and repeated ones. */
-  #sortedKeys(): string[] {
-    if (this.#newKeys.length === 0) return this.#keys;
-    const added = this.#newKeys.sort();
-    const old = this.#keys;
-    const merged: string[] = [];
-    let i = 0;
-    let j = 0;
-    while (i < old.length || j < added.length) {
-      const a = old[i];
-      const b = added[j];
-      let next: string | undefined;
-      if (b === undefined || (a !== undefined && a <= b)) {
-        next = a;
-        i++;
-      } else {
-        next = b;
-        j++;
-      }
-      if (next !== undefined && this.#rows.has(next) && merged[merged.length - 1] !== next) {
-        merged.push(next);
-      }
-    }
-    this.#keys = merged;
-    this.#newKeys = [];
-    return merged;
   }
 
   #trimFamilyDeletes(family: FamilyCells, oldestReadPoint: number): void {
@@ -362,8 +361,7 @@ export class Memstore {
     if (row.families.size === 0) {
       this.#rows.delete(key);
       if (this.#rows.size === 0) {
-        this.#keys = [];
-        this.#newKeys = [];
+        this.#keys.clear();
       }
     }
   }
@@ -454,7 +452,7 @@ function dropEmptyColumns(family: FamilyCells): void {
       dropped = true;
     }
   }
-  if (dropped) family.qualifiers = family.qualifiers.filter((q) => family.columns.has(q));
+  if (dropped) family.qualifiers.prune((q) => family.columns.has(q));
 }
 
 /** Inserts `cell` into `versions` (sorted) before the first version not sorting before it. */
