@@ -2,6 +2,7 @@ import { InvalidArgumentError } from '../core/errors.js';
 import type { ColumnFamily } from './column-family.js';
 import type { Delete, Increment, Put } from './mutation.js';
 import type { Query } from './query.js';
+import { checkCellCount } from './row-input.js';
 
 /**
  * A region's column families, as declared at open.
@@ -43,16 +44,19 @@ export class FamilySchema {
 
   checkPut(put: Put): void {
     if (put.cells.length === 0) throw new InvalidArgumentError('A Put needs at least one cell');
+    checkCellCount(put.cells.length, 'A Put');
     for (const cell of put.cells) this.check(cell.family);
   }
 
   checkDelete(del: Delete): void {
+    checkCellCount(del.entries.length, 'A Delete');
     for (const entry of del.entries) this.check(entry.family);
   }
 
   checkIncrement(inc: Increment): void {
     if (inc.columns.length === 0)
       throw new InvalidArgumentError('An Increment needs at least one column');
+    checkCellCount(inc.columns.length, 'An Increment');
     for (const c of inc.columns) this.check(c.family);
   }
 }

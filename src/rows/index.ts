@@ -53,6 +53,7 @@ export {
 export { Result } from './result.js';
 export {
   type BytesInput,
+  MAX_CELLS_PER_CALL,
   MAX_QUALIFIER_BYTES,
   MAX_ROW_BYTES,
   MAX_VALUE_BYTES,

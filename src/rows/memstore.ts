@@ -1,17 +1,38 @@
 import { type Cell, compareVersions } from './cell.js';
 import type { Query } from './query.js';
+import { SortedKeys } from './sorted-keys.js';
+
+/**
+ * The versions of one column, sorted by {@link compareVersions} (newest first; among equal
+ * versions of one write, the cell added last first, so it wins as in HBase).
+ */
+interface Column {
+  versions: Cell[];
+  /**
+   * The oldest read point of the last prune, or -1. Pruning judges only cells at or before
+   * that read point, and those never change while it stays the oldest (every cell inserted
+   * later has a newer write number), so pruning again at the same point finds nothing: with
+   * a scanner holding the read point, a column is walked once, not once per write or cell.
+   */
+  prunedAt: number;
+}
 
 /** The cells of one family of one row: versions per column, and the family's delete markers. */
 interface FamilyCells {
-  readonly columns: Map<string, Cell[]>;
+  readonly columns: Map<string, Column>;
   /** Qualifiers in byte order, for results sorted as HBase sorts them. */
-  readonly qualifiers: string[];
+  readonly qualifiers: SortedKeys;
   readonly familyDeletes: Cell[];
+  /** As {@link Column.prunedAt}, for the family's delete markers. */
+  deletesPrunedAt: number;
 }
 
 interface RowCells {
   readonly families: Map<string, FamilyCells>;
 }
+
+/** A write's cells grouped by row, family and qualifier, in the order they came. */
+type Grouped = Map<string, Map<string, { deletes: Cell[]; columns: Map<string, Cell[]> }>>;
 
 function lowerBound(sorted: readonly string[], key: string): number {
   let lo = 0;
@@ -37,12 +58,9 @@ function lowerBound(sorted: readonly string[], key: string): number {
  */
 export class Memstore {
   readonly #rows = new Map<string, RowCells>();
-  // Row keys in byte order, for scans. New rows go to #newKeys and are merged in only when a
-  // scan needs order: inserting into a sorted array costs O(rows) per new row, which with
-  // 10^5 rows dominated a put. Keys of removed rows may linger until the next merge; readers
-  // skip keys no longer in #rows.
-  #keys: string[] = [];
-  #newKeys: string[] = [];
+  /** Row keys in byte order, for scans; a removed row's key may linger (readers skip it). */
+  readonly #keys = new SortedKeys();
+  readonly #hasRow = (key: string): boolean => this.#rows.has(key);
   #cellCount = 0;
 
   get rowCount(): number {
@@ -53,49 +71,136 @@ export class Memstore {
     return this.#cellCount;
   }
 
-  insert(cell: Cell): void {
+  /** Adds the cells of one write at once (see {@link insertSteps}). */
+  insert(cells: readonly Cell[]): void {
+    const only = cells.length === 1 ? (cells[0] as Cell) : undefined;
+    if (only !== undefined && only.type !== 'DeleteFamily') {
+      this.#insertColumn([only]);
+      return;
+    }
+    for (const _ of this.insertSteps(cells, Number.POSITIVE_INFINITY));
+  }
+
+  /**
+   * Adds the cells of one write in steps of about `stepCells` cells (the caller runs one step
+   * per turn of the event loop): first the cells are grouped by column, then each column takes
+   * all of its new cells in one merge. So the cost is near-linear in the cells plus the
+   * versions already in the columns they touch, however the cells fall: many of one column
+   * cost one merge, not one walk (or one merge per step) each. A column is never left half
+   * merged between steps; the write's cells stay invisible until MVCC says so anyway.
+   */
+  *insertSteps(cells: readonly Cell[], stepCells: number): Generator<void, void, undefined> {
+    const grouped: Grouped = new Map();
+    let work = 0;
+    for (const cell of cells) {
+      let families = grouped.get(cell.row);
+      if (families === undefined) {
+        families = new Map();
+        grouped.set(cell.row, families);
+      }
+      let family = families.get(cell.family);
+      if (family === undefined) {
+        family = { deletes: [], columns: new Map() };
+        families.set(cell.family, family);
+      }
+      if (cell.type === 'DeleteFamily') family.deletes.push(cell);
+      else {
+        const column = family.columns.get(cell.qualifier);
+        if (column === undefined) family.columns.set(cell.qualifier, [cell]);
+        else column.push(cell);
+      }
+      if (++work >= stepCells) {
+        work = 0;
+        yield;
+      }
+    }
+    for (const families of grouped.values()) {
+      for (const { deletes, columns } of families.values()) {
+        if (deletes.length > 0) {
+          const target = this.#familyOf(deletes[0] as Cell);
+          for (const cell of deletes) target.familyDeletes.push(cell);
+          this.#cellCount += deletes.length;
+        }
+        for (const group of columns.values()) {
+          this.#insertColumn(group);
+          work += group.length;
+          if (work >= stepCells) {
+            work = 0;
+            yield;
+          }
+        }
+      }
+    }
+  }
+
+  /** Merges `group` (cells of one column of one write, in the order they came) into it. */
+  #insertColumn(group: Cell[]): void {
+    const first = group[0] as Cell;
+    const family = this.#familyOf(first);
+    this.#cellCount += group.length;
+    let column = family.columns.get(first.qualifier);
+    if (column === undefined) {
+      column = { versions: [], prunedAt: -1 };
+      family.columns.set(first.qualifier, column);
+      family.qualifiers.add(first.qualifier);
+    }
+    if (group.length === 1) {
+      insertVersion(column.versions, first);
+    } else {
+      // Reversed, then a stable sort: equal versions end up added-last first. Cells of one
+      // write usually share a timestamp, and the sort then finds one run in linear time.
+      group.reverse().sort(compareVersions);
+      column.versions = mergeSorted(group, column.versions, compareVersions);
+    }
+  }
+
+  /** The family of `cell`'s row, made (with the row) when missing. */
+  #familyOf(cell: Cell): FamilyCells {
     let row = this.#rows.get(cell.row);
     if (row === undefined) {
       row = { families: new Map() };
       this.#rows.set(cell.row, row);
-      this.#newKeys.push(cell.row);
+      this.#keys.add(cell.row);
     }
     let family = row.families.get(cell.family);
     if (family === undefined) {
-      family = { columns: new Map(), qualifiers: [], familyDeletes: [] };
+      family = {
+        columns: new Map(),
+        qualifiers: new SortedKeys(),
+        familyDeletes: [],
+        deletesPrunedAt: -1,
+      };
       row.families.set(cell.family, family);
     }
-    this.#cellCount++;
-    if (cell.type === 'DeleteFamily') {
-      family.familyDeletes.push(cell);
-      return;
-    }
-    let versions = family.columns.get(cell.qualifier);
-    if (versions === undefined) {
-      versions = [];
-      family.columns.set(cell.qualifier, versions);
-      family.qualifiers.splice(lowerBound(family.qualifiers, cell.qualifier), 0, cell.qualifier);
-    }
-    // Versions are few and new cells are usually the newest: search from the front.
-    let at = 0;
-    while (at < versions.length && compareVersions(versions[at] as Cell, cell) < 0) at++;
-    versions.splice(at, 0, cell);
+    return family;
   }
 
-  /** Takes back the cells of a mutation that failed before it became visible. */
+  /**
+   * Takes back the cells of a write that failed before it became visible: one pass over each
+   * list the cells are in, whatever their number.
+   */
   remove(cells: readonly Cell[]): void {
+    const byList = new Map<Cell[], Set<Cell>>();
     for (const cell of cells) {
       const family = this.#rows.get(cell.row)?.families.get(cell.family);
       if (family === undefined) continue;
       const list =
-        cell.type === 'DeleteFamily' ? family.familyDeletes : family.columns.get(cell.qualifier);
-      const at = list?.indexOf(cell) ?? -1;
-      if (list !== undefined && at >= 0) {
-        list.splice(at, 1);
-        this.#cellCount--;
-      }
+        cell.type === 'DeleteFamily'
+          ? family.familyDeletes
+          : family.columns.get(cell.qualifier)?.versions;
+      if (list === undefined) continue;
+      const set = byList.get(list);
+      if (set === undefined) byList.set(list, new Set([cell]));
+      else set.add(cell);
     }
-    for (const cell of cells) this.#dropIfEmpty(cell.row);
+    for (const [list, gone] of byList) {
+      const kept = list.filter((c) => !gone.has(c));
+      this.#cellCount -= list.length - kept.length;
+      replaceAll(list, kept);
+    }
+    const rows = new Set<string>();
+    for (const cell of cells) rows.add(cell.row);
+    for (const row of rows) this.#dropIfEmpty(row);
   }
 
   /**
@@ -112,11 +217,14 @@ export class Memstore {
       const family = cells.families.get(name);
       if (family === undefined) continue;
       const familyDeleteTs = newestFamilyDelete(family, readPoint);
-      const qualifiers = selected === undefined ? family.qualifiers : [...selected].sort();
+      const qualifiers =
+        selected === undefined
+          ? family.qualifiers.sorted((q) => family.columns.has(q))
+          : [...selected].sort();
       for (const qualifier of qualifiers) {
-        const versions = family.columns.get(qualifier);
-        if (versions !== undefined) {
-          visibleVersions(versions, readPoint, familyDeleteTs, query, out);
+        const column = family.columns.get(qualifier);
+        if (column !== undefined) {
+          visibleVersions(column.versions, readPoint, familyDeleteTs, query, out);
         }
       }
     }
@@ -126,16 +234,16 @@ export class Memstore {
   /** The newest visible Put of one column as of `readPoint` (for check-and-set and increments). */
   latest(row: string, family: string, qualifier: string, readPoint: number): Cell | undefined {
     const cells = this.#rows.get(row)?.families.get(family);
-    const versions = cells?.columns.get(qualifier);
-    if (cells === undefined || versions === undefined) return undefined;
+    const column = cells?.columns.get(qualifier);
+    if (cells === undefined || column === undefined) return undefined;
     const out: Cell[] = [];
-    visibleVersions(versions, readPoint, newestFamilyDelete(cells, readPoint), LATEST, out);
+    visibleVersions(column.versions, readPoint, newestFamilyDelete(cells, readPoint), LATEST, out);
     return out[0];
   }
 
   /** The first row key `>= from` (or `> after` when given) and `< stop`, or undefined. */
   nextRow(from: string, after: string | undefined, stop: string | undefined): string | undefined {
-    const keys = this.#sortedKeys();
+    const keys = this.#keys.sorted(this.#hasRow);
     let at = after === undefined ? lowerBound(keys, from) : lowerBound(keys, after);
     if (after !== undefined && keys[at] === after) at++;
     while (at < keys.length && !this.#rows.has(keys[at] as string)) at++;
@@ -149,7 +257,9 @@ export class Memstore {
    * puts masked by delete markers, older writes of the same version, and versions beyond
    * `maxVersions`. Only cells at or before `oldestReadPoint` are judged; newer ones may still
    * be rolled back or unseen. Delete markers stay (a put with an older timestamp may follow);
-   * `compact` removes them.
+   * `compact` removes them. The oldest read point never goes back; called again at the same
+   * one, it returns at once (see {@link Column.prunedAt}), so trimming every cell of a big
+   * write costs one walk per column.
    */
   trimColumn(
     row: string,
@@ -161,10 +271,10 @@ export class Memstore {
     const cells = this.#rows.get(row)?.families.get(family);
     if (cells === undefined) return;
     this.#trimFamilyDeletes(cells, oldestReadPoint);
-    const versions = cells.columns.get(qualifier);
-    if (versions !== undefined) {
+    const column = cells.columns.get(qualifier);
+    if (column !== undefined && column.prunedAt !== oldestReadPoint) {
       this.#cellCount -= pruneColumn(
-        versions,
+        column,
         maxVersions,
         oldestReadPoint,
         newestFamilyDelete(cells, oldestReadPoint),
@@ -182,25 +292,22 @@ export class Memstore {
       for (const [name, family] of row.families) {
         const familyDeleteTs = newestFamilyDelete(family, oldestReadPoint);
         let pendingInFamily = false;
-        for (const [qualifier, versions] of family.columns) {
-          const pending = versions.some((c) => c.seq > oldestReadPoint);
+        for (const column of family.columns.values()) {
+          const pending = column.versions.some((c) => c.seq > oldestReadPoint);
           pendingInFamily ||= pending;
           this.#cellCount -= pruneColumn(
-            versions,
+            column,
             maxVersionsOf(name),
             oldestReadPoint,
             familyDeleteTs,
             !pending,
           );
-          if (versions.length === 0) {
-            family.columns.delete(qualifier);
-            family.qualifiers.splice(lowerBound(family.qualifiers, qualifier), 1);
-          }
         }
+        dropEmptyColumns(family);
         if (!pendingInFamily) {
           const before = family.familyDeletes.length;
           const keep = family.familyDeletes.filter((c) => c.seq > oldestReadPoint);
-          family.familyDeletes.splice(0, before, ...keep);
+          replaceAll(family.familyDeletes, keep);
           this.#cellCount -= before - keep.length;
         } else {
           this.#trimFamilyDeletes(family, oldestReadPoint);
@@ -210,55 +317,28 @@ export class Memstore {
       }
       this.#dropIfEmpty(key);
     }
-    this.#keys = this.#keys.filter((key) => this.#rows.has(key));
+    this.#keys.prune(this.#hasRow);
   }
 
   /** Every cell, row by row, each column oldest write first (the order that rebuilds it). */
   *cells(): Generator<Cell> {
-    for (const key of this.#sortedKeys()) {
+    for (const key of this.#keys.sorted(this.#hasRow)) {
       const row = this.#rows.get(key);
       if (row === undefined) continue;
       for (const family of row.families.values()) {
         yield* family.familyDeletes;
-        for (const versions of family.columns.values()) {
+        for (const { versions } of family.columns.values()) {
           for (let i = versions.length - 1; i >= 0; i--) yield versions[i] as Cell;
         }
       }
     }
   }
 
-  /** The row keys in byte order: merges new rows in, dropping removed and repeated ones. */
-  #sortedKeys(): string[] {
-    if (this.#newKeys.length === 0) return this.#keys;
-    const added = this.#newKeys.sort();
-    const old = this.#keys;
-    const merged: string[] = [];
-    let i = 0;
-    let j = 0;
-    while (i < old.length || j < added.length) {
-      const a = old[i];
-      const b = added[j];
-      let next: string | undefined;
-      if (b === undefined || (a !== undefined && a <= b)) {
-        next = a;
-        i++;
-      } else {
-        next = b;
-        j++;
-      }
-      if (next !== undefined && this.#rows.has(next) && merged[merged.length - 1] !== next) {
-        merged.push(next);
-      }
-    }
-    this.#keys = merged;
-    this.#newKeys = [];
-    return merged;
-  }
-
   #trimFamilyDeletes(family: FamilyCells, oldestReadPoint: number): void {
     // The newest family marker judged at the oldest read point hides all that older ones hide.
     const list = family.familyDeletes;
-    if (list.length < 2) return;
+    if (list.length < 2 || family.deletesPrunedAt === oldestReadPoint) return;
+    family.deletesPrunedAt = oldestReadPoint;
     let newest: Cell | undefined;
     for (const c of list) {
       if (c.seq <= oldestReadPoint && (newest === undefined || c.timestamp > newest.timestamp))
@@ -266,7 +346,7 @@ export class Memstore {
     }
     const keep = list.filter((c) => c.seq > oldestReadPoint || c === newest);
     this.#cellCount -= list.length - keep.length;
-    list.splice(0, list.length, ...keep);
+    replaceAll(list, keep);
   }
 
   #dropIfEmpty(key: string): void {
@@ -274,20 +354,14 @@ export class Memstore {
     if (row === undefined) return;
     for (const [name, family] of row.families) {
       if (family.familyDeletes.length === 0) {
-        for (const [qualifier, versions] of family.columns) {
-          if (versions.length === 0) {
-            family.columns.delete(qualifier);
-            family.qualifiers.splice(lowerBound(family.qualifiers, qualifier), 1);
-          }
-        }
+        dropEmptyColumns(family);
         if (family.columns.size === 0) row.families.delete(name);
       }
     }
     if (row.families.size === 0) {
       this.#rows.delete(key);
       if (this.#rows.size === 0) {
-        this.#keys = [];
-        this.#newKeys = [];
+        this.#keys.clear();
       }
     }
   }
@@ -312,7 +386,7 @@ function visibleVersions(
 ): void {
   let count = 0;
   let columnDeleteTs = -1;
-  let deleted: number[] | undefined;
+  let deleted: Set<number> | undefined;
   let lastTs = -1;
   for (const c of versions) {
     if (c.seq > readPoint) continue;
@@ -321,15 +395,15 @@ function visibleVersions(
       continue;
     }
     if (c.type === 'Delete') {
-      deleted ??= [];
-      deleted.push(c.timestamp);
+      deleted ??= new Set();
+      deleted.add(c.timestamp);
       continue;
     }
     // Sorted newest first: once a column or family marker covers a put, it covers the rest.
     if (c.timestamp <= columnDeleteTs || c.timestamp <= familyDeleteTs) return;
     if (c.timestamp === lastTs) continue;
     lastTs = c.timestamp;
-    if (deleted?.includes(c.timestamp)) continue;
+    if (deleted?.has(c.timestamp)) continue;
     if (c.timestamp < query.minStamp || c.timestamp >= query.maxStamp) continue;
     out.push(c);
     if (++count >= query.maxVersions) return;
@@ -339,14 +413,17 @@ function visibleVersions(
 /**
  * Removes the versions no reader at or after `readPoint` sees; with `dropMarkers`, also the
  * column's delete markers (they hid what was just removed). Returns how many cells went.
+ * One walk of the column, whatever its length.
  */
 function pruneColumn(
-  versions: Cell[],
+  column: Column,
   maxVersions: number,
   readPoint: number,
   familyDeleteTs: number,
   dropMarkers: boolean,
 ): number {
+  column.prunedAt = readPoint;
+  const versions = column.versions;
   if (
     versions.length <= maxVersions &&
     familyDeleteTs < 0 &&
@@ -362,6 +439,58 @@ function pruneColumn(
     if (c.seq > readPoint || visible.has(c) || (c.type !== 'Put' && !dropMarkers)) kept.push(c);
   }
   const removed = versions.length - kept.length;
-  if (removed > 0) versions.splice(0, versions.length, ...kept);
+  if (removed > 0) column.versions = kept;
   return removed;
+}
+
+/** Drops the columns left without versions (one pass over the qualifiers, not one each). */
+function dropEmptyColumns(family: FamilyCells): void {
+  let dropped = false;
+  for (const [qualifier, column] of family.columns) {
+    if (column.versions.length === 0) {
+      family.columns.delete(qualifier);
+      dropped = true;
+    }
+  }
+  if (dropped) family.qualifiers.prune((q) => family.columns.has(q));
+}
+
+/** Inserts `cell` into `versions` (sorted) before the first version not sorting before it. */
+function insertVersion(versions: Cell[], cell: Cell): void {
+  let lo = 0;
+  let hi = versions.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareVersions(versions[mid] as Cell, cell) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  versions.splice(lo, 0, cell);
+}
+
+/** `first` and `second` (each sorted by `compare`) merged; on ties, `first`'s come first. */
+function mergeSorted<T>(
+  first: readonly T[],
+  second: readonly T[],
+  compare: (a: T, b: T) => number,
+): T[] {
+  const out: T[] = new Array(first.length + second.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < first.length && j < second.length) {
+    if (compare(second[j] as T, first[i] as T) < 0) out[k++] = second[j++] as T;
+    else out[k++] = first[i++] as T;
+  }
+  while (i < first.length) out[k++] = first[i++] as T;
+  while (j < second.length) out[k++] = second[j++] as T;
+  return out;
+}
+
+/**
+ * Makes `list` hold `items`, in place. Not `splice(0, n, ...items)`: spreading a long array
+ * into arguments overflows the stack (at about 10^5 cells).
+ */
+function replaceAll<T>(list: T[], items: readonly T[]): void {
+  list.length = items.length;
+  for (let i = 0; i < items.length; i++) list[i] = items[i] as T;
 }

@@ -60,14 +60,20 @@ function deleteCells(
 
 /**
  * The new 64-bit values of an Increment's counters, one cell per column (a column named twice
- * adds up); a current value that is not 8 bytes wide refuses the whole Increment.
+ * adds up); a current value that is not 8 bytes wide refuses the whole Increment. Columns are
+ * looked up by key, so the cost is linear in the columns however many there are.
  */
 function incrementCells(inc: Increment, now: number, latest: LatestCell): Draft[] {
   const cells: Draft[] = [];
+  const at = new Map<string, number>();
   for (const { family, qualifier, amount } of inc.columns) {
+    // A declared family name has no ':' (see columnFamilies): the key is unambiguous.
+    const key = `${family}:${qualifier}`;
+    const index = at.get(key);
     const current =
-      cells.find((c) => c.family === family && c.qualifier === qualifier)?.value ??
-      latest(inc.row, family, qualifier)?.value;
+      index === undefined
+        ? latest(inc.row, family, qualifier)?.value
+        : (cells[index] as Draft).value;
     let value = 0n;
     if (current !== undefined) {
       if (current.length !== 8) {
@@ -87,9 +93,11 @@ function incrementCells(inc: Increment, now: number, latest: LatestCell): Draft[
       type: 'Put',
       value: next,
     };
-    const at = cells.findIndex((c) => c.family === family && c.qualifier === qualifier);
-    if (at >= 0) cells[at] = draft;
-    else cells.push(draft);
+    if (index !== undefined) cells[index] = draft;
+    else {
+      at.set(key, cells.length);
+      cells.push(draft);
+    }
   }
   return cells;
 }

@@ -3,6 +3,7 @@ import type { FamilySchema } from './family-schema.js';
 import { Delete, type Mutation, Put, type RowMutations } from './mutation.js';
 import {
   type BytesInput,
+  checkCellCount,
   checkFamilyName,
   checkQualifier,
   checkRow,
@@ -23,6 +24,7 @@ export function checkRowMutations(
   if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
   let rowLock: Mutation['rowLock'];
   let token: number | undefined;
+  checkCellCount(cellCount(mutations.mutations), 'A RowMutations');
   for (const m of mutations.mutations) {
     if (m instanceof Put) schema.checkPut(m);
     else schema.checkDelete(m);
@@ -52,6 +54,20 @@ export function checkMutateRows(schema: FamilySchema, mutations: readonly (Put |
       throw new InvalidArgumentError('mutateRows() takes its own locks; drop the rowLock');
     }
   }
+  checkCellCount(cellCount(mutations), 'A mutateRows call');
+}
+
+/**
+ * The cells a list of checked Puts and Deletes writes, as {@link checkCellCount} counts them
+ * (a whole-row Delete as one: it writes one marker per family). Anything else counts 0.
+ */
+export function cellCount(mutations: readonly unknown[]): number {
+  let count = 0;
+  for (const m of mutations) {
+    if (m instanceof Put) count += m.cells.length;
+    else if (m instanceof Delete) count += Math.max(1, m.entries.length);
+  }
+  return count;
 }
 
 /** A check-and-mutate's expectation, in internal form; `mutation` must be of that row. */

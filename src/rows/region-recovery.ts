@@ -41,10 +41,7 @@ export async function recoverRegion(options: CheckedRegionOptions): Promise<Regi
     const replay = (record: Uint8Array, each: boolean) => {
       const { cells } = decodeCells(record);
       if (!each) seq++;
-      for (const cell of cells) {
-        if (each) seq++;
-        memstore.insert({ ...cell, seq });
-      }
+      memstore.insert(cells.map((cell) => ({ ...cell, seq: each ? ++seq : seq })));
     };
     for (const record of recovered.snapshot) replay(record, true);
     for (const record of recovered.log) replay(record, false);

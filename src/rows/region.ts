@@ -21,7 +21,12 @@ import { RegionTestHooks, rowsInternals, type StorageSeams } from './internals.j
 import type { Memstore } from './memstore.js';
 import { Delete, Increment, Put, RowMutations } from './mutation.js';
 import { MutationCells } from './mutation-cells.js';
-import { checkExpectation, checkMutateRows, checkRowMutations } from './mutation-checks.js';
+import {
+  cellCount,
+  checkExpectation,
+  checkMutateRows,
+  checkRowMutations,
+} from './mutation-checks.js';
 import { MutationRunner } from './mutation-runner.js';
 import { Mvcc } from './mvcc.js';
 import { Get, Scan } from './query.js';
@@ -35,7 +40,7 @@ import { type RegionRecovery, recoverRegion } from './region-recovery.js';
 import { RegionRowLocks } from './region-row-locks.js';
 import type { RegionStorage } from './region-storage.js';
 import { Result } from './result.js';
-import { type BytesInput, checkRow } from './row-input.js';
+import { type BytesInput, checkCellCount, checkRow } from './row-input.js';
 import type { RowLock } from './row-lock.js';
 import type { RowLockActivity, RowLockOwner } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
@@ -398,6 +403,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     this.#checkOpen();
     if (!Array.isArray(mutations))
       throw new InvalidArgumentError('batch() takes an array of Put and Delete');
+    checkCellCount(cellCount(mutations), 'A batch');
     const settled = await Promise.allSettled(
       mutations.map((m) => {
         if (m instanceof Put) return this.put(m, checked);

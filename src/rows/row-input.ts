@@ -10,6 +10,24 @@ export const MAX_ROW_BYTES = 32767;
 export const MAX_QUALIFIER_BYTES = 65535;
 export const MAX_VALUE_BYTES = 10 * 1024 * 1024;
 
+/**
+ * The most cells one call may write (a Put's cells, a Delete's entries, an Increment's
+ * columns, summed over the mutations of a multi-mutation call). Not HBase's: it bounds how
+ * long one call may hold the event loop. A write's cost is near-linear in its cells, but its
+ * decoding, log record and trim are each one synchronous pass; at this size each pass is a
+ * few tens of milliseconds (docs/server.md, "Limits").
+ */
+export const MAX_CELLS_PER_CALL = 100_000;
+
+/** Refuses a call of more than {@link MAX_CELLS_PER_CALL} cells (`what`: "A put", ...). */
+export function checkCellCount(count: number, what: string): void {
+  if (count > MAX_CELLS_PER_CALL) {
+    throw new InvalidArgumentError(
+      `${what} has ${count} cells; one call may write at most ${MAX_CELLS_PER_CALL} (split it into several calls)`,
+    );
+  }
+}
+
 function isBytes(input: unknown): input is BytesInput {
   return typeof input === 'string' || input instanceof Uint8Array;
 }

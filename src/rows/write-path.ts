@@ -30,9 +30,7 @@ function cellOf(d: Draft, seq: number): Cell {
   };
 }
 
-/** Production pacing: a huge mutation yields to other work every `INSERT_CHUNK` cells. */
-const paceInserts: InsertPace = (i) =>
-  (i + 1) % INSERT_CHUNK === 0 ? new Promise((r) => setImmediate(r)) : undefined;
+const nextTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /**
  * The write path of a region, for cells built under their rows' locks: MVCC write number →
@@ -55,7 +53,8 @@ export class WritePath {
   /** Write numbers whose cells are in the memstore but whose log record is not yet queued. */
   readonly #pending = new Set<number>();
   #failure: unknown;
-  #pace: InsertPace = paceInserts;
+  /** A test's pacing, or undefined: a huge mutation yields every `INSERT_CHUNK` cells. */
+  #pace: InsertPace | undefined;
   readonly checkpoints: CheckpointScheduler;
 
   constructor(
@@ -84,9 +83,9 @@ export class WritePath {
     );
   }
 
-  /** Test seam: how inserts pace themselves; `undefined` restores {@link paceInserts}. */
+  /** Test seam: how inserts pace themselves; `undefined` restores the production pacing. */
   overridePace(pace: InsertPace | undefined): void {
-    this.#pace = pace ?? paceInserts;
+    this.#pace = pace;
   }
 
   /** The first storage failure, if any (a failed append or background checkpoint). */
@@ -100,15 +99,14 @@ export class WritePath {
    * frame and awaits were the largest allocation of a small put.
    */
   apply(drafts: Draft[]): Promise<void> {
-    if (drafts.length >= INSERT_CHUNK || this.#pace !== paceInserts)
-      return this.#applyPaced(drafts);
+    if (drafts.length >= INSERT_CHUNK || this.#pace !== undefined) return this.#applyPaced(drafts);
     const memstore = this.#memstore;
     const seq = this.#mvcc.begin();
     const cells = drafts.map((d): Cell => cellOf(d, seq));
     this.#pending.add(seq);
     let durable: Promise<void> | undefined;
     try {
-      for (const cell of cells) memstore.insert(cell);
+      memstore.insert(cells);
       if (this.#storage !== undefined)
         durable = this.#storage.append(encodeCells('mutation', drafts));
     } catch (err) {
@@ -134,10 +132,15 @@ export class WritePath {
     let durable: Promise<void> | undefined;
     try {
       const pace = this.#pace;
-      for (let i = 0; i < cells.length; i++) {
-        memstore.insert(cells[i] as Cell);
-        const wait = pace(i);
-        if (wait !== undefined) await wait;
+      if (pace === undefined) {
+        // Steps of whole columns (see Memstore.insertSteps), one per turn of the event loop.
+        for (const _ of memstore.insertSteps(cells, INSERT_CHUNK)) await nextTurn();
+      } else {
+        for (let i = 0; i < cells.length; i++) {
+          memstore.insert([cells[i] as Cell]);
+          const wait = pace(i);
+          if (wait !== undefined) await wait;
+        }
       }
       if (this.#storage !== undefined)
         durable = this.#storage.append(encodeCells('mutation', drafts));

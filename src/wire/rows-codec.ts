@@ -3,6 +3,7 @@ import type { Cell, CellType } from '../rows/cell.js';
 import { Delete, type DeleteEntry, Increment, Put, RowMutations } from '../rows/mutation.js';
 import { Get, type Query, Scan } from '../rows/query.js';
 import { Result } from '../rows/result.js';
+import { checkCellCount } from '../rows/row-input.js';
 
 /**
  * The wire forms of the row store's requests and results (docs/protocol.md, "Values"): plain
@@ -153,7 +154,10 @@ export function encodeScan(scan: Scan): unknown[] {
 export function decodePut(value: unknown, resolve?: LockResolver): Put {
   const [row, lockId, token, cells] = array(value, 'put', 4);
   const put = new Put(bytes(row, 'put row'), mutationOptions(lockId, token, resolve));
-  for (const cell of array(cells, 'put cells')) {
+  const list = array(cells, 'put cells');
+  // Refused before anything is built: the region would refuse it after (see checkCellCount).
+  checkCellCount(list.length, 'A Put');
+  for (const cell of list) {
     const [family, qualifier, v, ts] = array(cell, 'put cell', 4);
     const t = optional(ts, (x) => wireInteger(x, 'timestamp'));
     put.add(family as string, bytes(qualifier, 'qualifier'), bytes(v, 'value'), t);
@@ -164,7 +168,9 @@ export function decodePut(value: unknown, resolve?: LockResolver): Put {
 export function decodeDelete(value: unknown, resolve?: LockResolver): Delete {
   const [row, lockId, token, entries] = array(value, 'delete', 4);
   const del = new Delete(bytes(row, 'delete row'), mutationOptions(lockId, token, resolve));
-  for (const entry of array(entries, 'delete entries')) {
+  const list = array(entries, 'delete entries');
+  checkCellCount(list.length, 'A Delete');
+  for (const entry of list) {
     const [type, family, qualifier, ts] = array(entry, 'delete entry', 4);
     const t = optional(ts, (x) => wireInteger(x, 'timestamp'));
     const q = bytes(qualifier, 'qualifier');
@@ -179,7 +185,9 @@ export function decodeDelete(value: unknown, resolve?: LockResolver): Delete {
 export function decodeIncrement(value: unknown, resolve?: LockResolver): Increment {
   const [row, lockId, token, columns] = array(value, 'increment', 4);
   const inc = new Increment(bytes(row, 'increment row'), mutationOptions(lockId, token, resolve));
-  for (const column of array(columns, 'increment columns')) {
+  const list = array(columns, 'increment columns');
+  checkCellCount(list.length, 'An Increment');
+  for (const column of list) {
     const [family, qualifier, amount] = array(column, 'increment column', 3);
     if (typeof amount !== 'bigint' && typeof amount !== 'number')
       fail('increment amount: expected an integer');
