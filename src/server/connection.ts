@@ -24,6 +24,7 @@ import {
   ServerKind,
   type Welcome,
 } from '../wire/messages.js';
+import { checkValueCount } from '../wire/value-count.js';
 import { toWireError } from '../wire/wire-error.js';
 import type { CallContext, Dispatcher } from './dispatch.js';
 import type { Lane, Slot } from './lane.js';
@@ -249,6 +250,7 @@ export class Connection implements SessionSink {
   #handle(payload: Buffer): void {
     let message: ClientMessage;
     try {
+      checkValueCount(payload);
       message = parseClientMessage(decode(payload));
     } catch (err) {
       this.#fail(err as LocksmithError);
