@@ -392,7 +392,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     checkRowKey(row);
     if (owner !== undefined) checkOwner(owner);
     if (this.#rows.has(row)) return null;
-    return this.#grant(row, { owner, explicit: true });
+    return this.#grant(row, owner, true, owner);
   }
 
   /**
@@ -462,7 +462,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     checkRowKey(row);
     if (owner !== undefined) checkOwner(owner);
     if (this.#rows.has(row)) return null;
-    return this.#grant(row, { owner, explicit: false });
+    return this.#grant(row, owner, false, undefined);
   }
 
   /**
@@ -525,7 +525,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         const holder = this.#rows.get(row);
         grants.push(
           holder === undefined
-            ? this.#grant(row, who)
+            ? this.#grant(row, owner, false, who.call)
             : await this.#wait(
                 holder,
                 who,
@@ -624,10 +624,11 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       return Promise.reject(err);
     }
     const holder = this.#rows.get(row);
-    const who: Requester = { owner, explicit };
-    if (holder === undefined) return Promise.resolve(this.#grant(row, who));
+    if (holder === undefined) {
+      return Promise.resolve(this.#grant(row, owner, explicit, explicit ? owner : undefined));
+    }
     // Only a wait needs the signal: a deferred one is made now.
-    return this.#wait(holder, who, waitMs, signal ?? deferred?.signal, onWait);
+    return this.#wait(holder, { owner, explicit }, waitMs, signal ?? deferred?.signal, onWait);
   }
 
   #wait(
@@ -667,9 +668,13 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     return promise;
   }
 
-  #grant(row: string, who: Requester): Hold {
-    const { owner, explicit } = who;
-    const holds = explicit ? owner : who.call;
+  /** `holds`: the graph's holder of the row (see `PendingWait.holds`). */
+  #grant(
+    row: string,
+    owner: RowLockOwner | undefined,
+    explicit: boolean,
+    holds: RowLockOwner | undefined,
+  ): Hold {
     const last = this.#lastToken;
     const token =
       last === undefined || (++this.#grants & 127) === 0
@@ -701,7 +706,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       return;
     }
     this.#finishWait(waiter);
-    const next = this.#grant(hold.row, waiter);
+    const next = this.#grant(hold.row, waiter.owner, waiter.explicit, waiter.holds);
     if (queue.head !== undefined) next.queue = queue;
     waiter.resolve(next);
   }
