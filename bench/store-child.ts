@@ -35,7 +35,7 @@ export interface ChildConfig {
   table?: string;
   /** `lockAcquireSleepInterval` (the lease duration for the lease locker); default: ours. */
   interval?: number;
-  /** The supervisor's `lockKeepAlivePeriod`; default: the locker's `defaultKeepAlivePeriod`. */
+  /** The supervisor's `lockKeepAlivePeriod`; default: the locker's `defaultKeepAlivePeriodMs`. */
   period?: number;
   /** DatabaseLocker `queryTimeout` (default 2 000 ms); also bounds the takeover pause. */
   queryTimeout?: number;

@@ -4,7 +4,7 @@
  * `node dist-test/bench/store-failover-model.bench.js` (also part of `npm run bench:store`,
  * where it ends with our failover figures against these, p50 against p50).
  */
-import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL } from '../src/store/index.js';
+import { DEFAULT_ACQUIRE_INTERVAL_MS } from '../src/store/index.js';
 // mulberry32: the model prints the same figures on every run.
 import { seeded as prng } from '../test/helpers.js';
 import type { FailoverRow, Scenario } from './store-failover.bench.js';
@@ -53,7 +53,7 @@ function simulate(f: (rand: () => number) => number, trials = 50_000): Simulated
  * SAW the record change (`observedTime`), not from the renewal itself.
  */
 function models(): Model[] {
-  const amqInterval = DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
+  const amqInterval = DEFAULT_ACQUIRE_INTERVAL_MS;
   const firstAfter = (list: number[], t: number) => list.find((x) => x >= t) ?? Number.NaN;
   const fixedPoll = (rand: () => number) => rand() * amqInterval;
   const leaseRenew = 5_000;

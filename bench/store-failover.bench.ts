@@ -14,9 +14,9 @@
  */
 import { join } from 'node:path';
 import {
+  DEFAULT_ACQUIRE_INTERVAL_MS,
   DEFAULT_DATABASE_KEEP_ALIVE_PERIOD,
   DEFAULT_DATABASE_QUERY_TIMEOUT,
-  DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
   DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD,
 } from '../src/store/index.js';
 import type { ChildConfig } from './store-child.js';
@@ -88,7 +88,7 @@ const DEFAULT: Profile = {
   interval: undefined,
   period: undefined,
   queryTimeout: undefined,
-  cycleMs: DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
+  cycleMs: DEFAULT_ACQUIRE_INTERVAL_MS,
   timeoutMs: 60_000,
 };
 
@@ -96,7 +96,7 @@ const DEFAULT: Profile = {
 function settings(p: Profile, s: Scenario): { interval: number; period: number; query: number } {
   const interval =
     p.interval === undefined
-      ? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL
+      ? DEFAULT_ACQUIRE_INTERVAL_MS
       : s.locker === 'lease'
         ? FAST_LEASE
         : p.interval;

@@ -146,7 +146,7 @@ function leaseOps(
     new LeaseDatabaseLocker({
       database: source,
       lockTableName: tableName,
-      lockAcquireSleepInterval: LEASE,
+      leaseMs: LEASE,
       failIfLocked,
     });
   const tryer = make(true);

@@ -5,8 +5,8 @@
 import { AbortedError, SharedFileLocker, Supervisor } from 'locksmith/store';
 
 const supervisor = new Supervisor({
-  locker: new SharedFileLocker({ directory: './store-data', lockAcquireSleepInterval: 1000 }),
-  lockKeepAlivePeriod: 500,
+  locker: new SharedFileLocker({ directory: './store-data', acquireIntervalMs: 1000 }),
+  keepAlivePeriodMs: 500,
   service: {
     start({ signal, token }) {
       console.log(`master now, fencing token ${token}`);

@@ -193,16 +193,16 @@ export async function run(args: string[]): Promise<number> {
   const supervisor = new Supervisor({
     locker,
     service,
-    ...(options.renewMs === undefined ? {} : { lockKeepAlivePeriod: options.renewMs }),
+    ...(options.renewMs === undefined ? {} : { keepAlivePeriodMs: options.renewMs }),
   });
   const policy = watchdogPolicy({
     kind: options.locker,
     leaseMs: options.leaseMs,
     graceMs: options.graceMs,
-    renewMs: supervisor.lockKeepAlivePeriod,
+    renewMs: supervisor.keepAlivePeriodMs,
   });
-  if (options.locker === 'database' && supervisor.lockKeepAlivePeriod > 0) {
-    const pauseS = (supervisor.lockKeepAlivePeriod + DATABASE_QUERY_TIMEOUT_MS) / 1000;
+  if (options.locker === 'database' && supervisor.keepAlivePeriodMs > 0) {
+    const pauseS = (supervisor.keepAlivePeriodMs + DATABASE_QUERY_TIMEOUT_MS) / 1000;
     pauseNote = `pausing ${pauseS} s before taking over, as ActiveMQ's DatabaseLocker does`;
   }
   supervisor.on('confirmed', (confirmed: ConfirmedEvent) => {

@@ -114,7 +114,7 @@ async function haOptions(
   }
   return {
     locker,
-    ...(flags.renewMs === undefined ? {} : { lockKeepAlivePeriodMs: flags.renewMs }),
+    ...(flags.renewMs === undefined ? {} : { keepAlivePeriodMs: flags.renewMs }),
     ...(advertise === undefined ? {} : { advertise }),
     ...(unsafeSkipFencing ? { unsafeSkipFencing } : {}),
   };

@@ -14,7 +14,7 @@ export interface HaOptions {
   /** Decides which server is master (`createLocker` of `locksmith/store`). */
   locker: Locker;
   /** The supervisor's keep-alive period, ms (default the locker's own). */
-  lockKeepAlivePeriodMs?: number | undefined;
+  keepAlivePeriodMs?: number | undefined;
   /** `host:port` clients should use to reach this server (default its listening address). */
   advertise?: string | undefined;
   /**
@@ -136,7 +136,7 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
     this.id = parts.id;
     this.address = parts.address;
     this.locker = parts.options.locker;
-    this.#keepAliveMs = parts.options.lockKeepAlivePeriodMs;
+    this.#keepAliveMs = parts.options.keepAlivePeriodMs;
     this.#unsafe = parts.options.unsafeSkipFencing === true;
     this.#dataDir = parts.dataDir;
     this.#clock = parts.clock;
@@ -219,7 +219,7 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
       service,
       restartAllowed: true,
       clock: this.#clock,
-      ...(this.#keepAliveMs === undefined ? {} : { lockKeepAlivePeriod: this.#keepAliveMs }),
+      ...(this.#keepAliveMs === undefined ? {} : { keepAlivePeriodMs: this.#keepAliveMs }),
     });
     this.#supervisor = supervisor;
     supervisor.on('waiting', () => {

@@ -163,7 +163,7 @@ function count(value: unknown, what: string, fallback: number, max = 1_000_000, 
   return value;
 }
 
-const HA_KEYS = ['locker', 'lockKeepAlivePeriodMs', 'advertise', 'unsafeSkipFencing'];
+const HA_KEYS = ['locker', 'keepAlivePeriodMs', 'advertise', 'unsafeSkipFencing'];
 const ADVERTISE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/;
 
 /** Checks the `ha` option: a Locker, an optional keep-alive period, an optional `host:port`. */
@@ -191,10 +191,10 @@ function checkHa(value: unknown): HaOptions | undefined {
   }
   return {
     locker: locker as Locker,
-    lockKeepAlivePeriodMs:
-      o.lockKeepAlivePeriodMs === undefined
+    keepAlivePeriodMs:
+      o.keepAlivePeriodMs === undefined
         ? undefined
-        : checkDuration(o.lockKeepAlivePeriodMs, 'ha.lockKeepAlivePeriodMs'),
+        : checkDuration(o.keepAlivePeriodMs, 'ha.keepAlivePeriodMs'),
     advertise,
     unsafeSkipFencing: checkBoolean(o.unsafeSkipFencing ?? false, 'ha.unsafeSkipFencing'),
   };

@@ -1,15 +1,26 @@
 import { EventEmitter } from 'node:events';
 import type { Clock } from '../core/clock.js';
-import { checkDuration } from '../core/duration.js';
-import { AbortedError, InvalidArgumentError, LockLostError } from '../core/errors.js';
-import { checkBoolean, checkClock, checkOptionsObject, checkSignal } from '../core/options.js';
+import { AbortedError, LockLostError } from '../core/errors.js';
 import {
-  DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
+  booleanOption,
+  clockOption,
+  customOption,
+  durationOption,
+  type OptionValues,
+  readOptions,
+  type SpecOf,
+  signalOption,
+  stringOption,
+  withAliases,
+  withDefault,
+} from '../core/option-spec.js';
+import {
+  DEFAULT_ACQUIRE_INTERVAL_MS,
   type Locker,
   type LockerOptions,
   type LockerStartOptions,
 } from './locker.js';
-import { checkLogger, type StoreLogger } from './logger.js';
+import { checkLogger, type StoreLogger, silentLogger } from './logger.js';
 import { Mastership, markEnded, markUnconfirmed } from './mastership.js';
 
 export interface AbstractLockerOptions extends LockerOptions {
@@ -19,12 +30,44 @@ export interface AbstractLockerOptions extends LockerOptions {
   logger?: StoreLogger | undefined;
 }
 
+/** The options every locker takes, declared once (see `core/option-spec.ts`). */
+export const ABSTRACT_LOCKER_SPEC = {
+  name: { ...stringOption(), defaultText: 'per locker: its directory, or its table' },
+  acquireIntervalMs: withAliases(
+    withDefault(durationOption(), DEFAULT_ACQUIRE_INTERVAL_MS),
+    'lockAcquireSleepInterval',
+  ),
+  failIfLocked: withDefault(booleanOption(), false),
+  clock: clockOption(),
+  logger: withDefault(
+    customOption('a logger with info(), debug() and warn()', (value) =>
+      checkLogger(value as StoreLogger),
+    ),
+    silentLogger,
+    'silent',
+  ),
+} as const satisfies SpecOf<AbstractLockerOptions>;
+
+/**
+ * The checked options an {@link AbstractLocker} is constructed with (from {@link readOptions}
+ * over a spec that extends {@link ABSTRACT_LOCKER_SPEC}); an absent one takes the spec's default.
+ */
+export type AbstractLockerValues = Partial<OptionValues<typeof ABSTRACT_LOCKER_SPEC>>;
+
+const DEFAULTS = readOptions({}, 'Locker options', ABSTRACT_LOCKER_SPEC);
+
+/** The options of `start()`. */
+const START_SPEC = {
+  signal: signalOption(),
+  keepAlivePeriodMs: withAliases(withDefault(durationOption(), 0), 'lockKeepAlivePeriod'),
+} as const satisfies SpecOf<LockerStartOptions>;
+
 /** What {@link AbstractLocker.doStart} gets. */
 export interface AcquireContext {
   /** Aborts on `stop()` or when the caller's start signal aborts: give up, hold nothing. */
   signal: AbortSignal;
   /** The supervisor's keep-alive period (0 when not told): the AMQ-4705 post-acquire pause. */
-  lockKeepAlivePeriod: number;
+  keepAlivePeriodMs: number;
 }
 
 /** ActiveMQ's message when a stop ends an acquisition; kept word for word. */
@@ -46,9 +89,10 @@ interface Run {
  * ActiveMQ's `AbstractLocker` (on `ServiceSupport`): the life cycle every store locker shares,
  * so subclasses only implement how to acquire, check and release.
  *
- * - Options are validated up front: `lockAcquireSleepInterval` finite and >= 0 (default
- *   10 000 ms), `failIfLocked` boolean (false), `name` a non-empty string (the subclass's
- *   default); anything else throws an {@link InvalidArgumentError}.
+ * - Options are declared in {@link ABSTRACT_LOCKER_SPEC} (each subclass adds its own) and
+ *   checked by the subclass before it calls `super`: an unknown name or a value out of its
+ *   domain throws an {@link InvalidArgumentError}, so a misspelt option never runs with a
+ *   default the caller did not choose.
  * - `start()` is guarded: while a start is running or the lock is held, further calls share
  *   the same promise. A failed start (not aborted) leaves the locker startable again.
  * - `stop()` before `start()` does nothing. During acquisition it aborts the subclass's wait
@@ -71,34 +115,22 @@ export abstract class AbstractLocker
   implements Locker
 {
   readonly name: string;
-  readonly lockAcquireSleepInterval: number;
+  readonly acquireIntervalMs: number;
   readonly failIfLocked: boolean;
-  abstract readonly defaultKeepAlivePeriod: number;
+  abstract readonly defaultKeepAlivePeriodMs: number;
   protected readonly clock: Clock;
   protected readonly logger: StoreLogger;
 
   #run: Run | undefined;
   #stopping: Promise<void> | undefined;
 
-  constructor(options: AbstractLockerOptions | undefined, defaultName: string) {
+  constructor(values: AbstractLockerValues, defaultName: string) {
     super();
-    const o = checkOptionsObject(options, 'Locker options');
-    const interval = checkDuration(
-      o.lockAcquireSleepInterval ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
-      'lockAcquireSleepInterval',
-    );
-    const failIfLocked = checkBoolean(o.failIfLocked ?? false, 'failIfLocked');
-    const name = o.name ?? defaultName;
-    if (typeof name !== 'string' || name.length === 0) {
-      throw new InvalidArgumentError(`name must be a non-empty string, got ${String(name)}`);
-    }
-    const clock = checkClock(o.clock);
-    const logger = checkLogger(o.logger);
-    this.name = name;
-    this.lockAcquireSleepInterval = interval;
-    this.failIfLocked = failIfLocked;
-    this.clock = clock;
-    this.logger = logger;
+    this.name = values.name ?? defaultName;
+    this.acquireIntervalMs = values.acquireIntervalMs ?? DEFAULTS.acquireIntervalMs;
+    this.failIfLocked = values.failIfLocked ?? DEFAULTS.failIfLocked;
+    this.clock = values.clock ?? DEFAULTS.clock;
+    this.logger = values.logger ?? DEFAULTS.logger;
   }
 
   /** The fencing token of the current mastership; `undefined` while not master. */
@@ -110,9 +142,8 @@ export abstract class AbstractLocker
     let period: number;
     let signal: AbortSignal | undefined;
     try {
-      const o = checkOptionsObject(options, 'start options');
-      period = checkDuration(o.lockKeepAlivePeriod ?? 0, 'lockKeepAlivePeriod');
-      signal = checkSignal(o.signal);
+      ({ keepAlivePeriodMs: period, signal } = readOptions(options, 'start options', START_SPEC));
+      this.checkKeepAlivePeriod(period);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -142,7 +173,7 @@ export abstract class AbstractLocker
     else external?.addEventListener('abort', onAbort, { once: true });
     try {
       if (controller.signal.aborted) throw controller.signal.reason;
-      const token = await this.doStart({ signal: controller.signal, lockKeepAlivePeriod: period });
+      const token = await this.doStart({ signal: controller.signal, keepAlivePeriodMs: period });
       if (controller.signal.aborted) {
         // Acquired just as the stop came: give it back before reporting the abort.
         await this.doStop();
@@ -262,6 +293,12 @@ export abstract class AbstractLocker
     run.alive = false;
     this.emit('lost', reason);
   }
+
+  /**
+   * Refuses (an InvalidArgumentError) a keep-alive period this locker cannot keep its lock
+   * with; `start()` rejects with it before anything is taken. Every period is fine by default.
+   */
+  protected checkKeepAlivePeriod(_periodMs: number): void {}
 
   /** Acquires (waiting as the subclass sees fit) and resolves with the fencing token. */
   protected abstract doStart(context: AcquireContext): Promise<number>;

@@ -1,8 +1,20 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import {
+  booleanOption,
+  customOption,
+  durationOption,
+  type OptionSpec,
+  oneOfOption,
+  readOptions,
+  type SpecOf,
+  stringOption,
+} from '../core/option-spec.js';
 import { checkOptionsObject, describeValue } from '../core/options.js';
+import type { DatabaseLockerOptions } from './database-locker.js';
+import type { LeaseDatabaseLockerOptions } from './lease-database-locker.js';
 import type { Locker } from './locker.js';
-import type { StoreLogger } from './logger.js';
-import { SharedFileLocker } from './shared-file-locker.js';
+import { checkLogger, type StoreLogger } from './logger.js';
+import { SharedFileLocker, type SharedFileLockerOptions } from './shared-file-locker.js';
 
 /** The lockers {@link createLocker} makes, by name. */
 export const LOCKER_KINDS = ['shared-file', 'database', 'lease-database'] as const;
@@ -62,45 +74,71 @@ export type CreateLockerOptions =
   | DatabaseLockerSpec
   | LeaseDatabaseLockerSpec;
 
+const COMMON_SPEC = {
+  kind: oneOfOption(LOCKER_KINDS),
+  failIfLocked: booleanOption(),
+  logger: customOption('a logger with info(), debug() and warn()', (value) =>
+    checkLogger(value as StoreLogger),
+  ),
+} as const;
+
+/** Each kind's options, declared once: a name another kind takes is refused, not ignored. */
+const SPECS = {
+  'shared-file': {
+    ...COMMON_SPEC,
+    directory: customOption('a directory path', (value) => value as string),
+    acquireIntervalMs: durationOption(),
+  } satisfies SpecOf<SharedFileLockerSpec>,
+  database: {
+    ...COMMON_SPEC,
+    database: stringOption(),
+    lockTableName: stringOption(),
+    acquireIntervalMs: durationOption(),
+  } satisfies SpecOf<DatabaseLockerSpec>,
+  'lease-database': {
+    ...COMMON_SPEC,
+    database: stringOption(),
+    lockTableName: stringOption(),
+    leaseHolderId: stringOption(250),
+    leaseMs: durationOption(),
+  } satisfies SpecOf<LeaseDatabaseLockerSpec>,
+} as const satisfies Record<LockerKind, OptionSpec>;
+
 /**
  * The one place that turns plain options into a {@link Locker}. The database lockers are
  * imported on demand, so that `shared-file` never loads the database drivers. The lockers'
  * constructors validate their settings (the URL, the table name: an InvalidArgumentError);
- * nothing connects before `start()`. The held-transaction `database` locker has no holder
- * column, so it takes no holder id; its keep-alive statement is limited to
- * {@link DATABASE_QUERY_TIMEOUT_MS}.
+ * nothing connects before `start()`. Each kind takes only its own options (an unknown name,
+ * or one of another kind such as `leaseMs` on `database`, is an InvalidArgumentError). The
+ * held-transaction `database` locker has no holder column, so it takes no holder id; its
+ * keep-alive statement is limited to {@link DATABASE_QUERY_TIMEOUT_MS}.
  */
 export async function createLocker(options: CreateLockerOptions): Promise<Locker> {
-  const o = checkOptionsObject(options, 'createLocker options');
-  const common = { failIfLocked: o.failIfLocked, logger: o.logger };
-  switch (o.kind) {
-    case 'shared-file':
-      return new SharedFileLocker({
-        directory: o.directory,
-        lockAcquireSleepInterval: o.acquireIntervalMs,
-        ...common,
-      });
+  const kind = checkOptionsObject(options, 'createLocker options').kind;
+  if (!(LOCKER_KINDS as readonly unknown[]).includes(kind)) {
+    throw new InvalidArgumentError(
+      `createLocker option kind must be one of ${LOCKER_KINDS.join(', ')}, got ${describeValue(kind)}`,
+    );
+  }
+  const what = `createLocker options (kind ${kind})`;
+  // Absent options stay undefined, so each locker applies its own defaults and checks.
+  switch (kind) {
+    case 'shared-file': {
+      const { kind: _, ...o } = readOptions(options, what, SPECS[kind]);
+      return new SharedFileLocker(o as SharedFileLockerOptions);
+    }
     case 'lease-database': {
+      const { kind: _, ...o } = readOptions(options, what, SPECS[kind]);
       const { LeaseDatabaseLocker } = await import('./lease-database-locker.js');
-      const { database, lockTableName, leaseHolderId } = o;
-      // ActiveMQ's semantics: the lease locker's acquire interval is its lease duration.
-      return new LeaseDatabaseLocker({
-        ...{ database, lockTableName, leaseHolderId, lockAcquireSleepInterval: o.leaseMs },
-        ...common,
-      });
+      return new LeaseDatabaseLocker(o as LeaseDatabaseLockerOptions);
     }
     case 'database': {
+      const { kind: _, ...o } = readOptions(options, what, SPECS[kind]);
       const { DatabaseLocker } = await import('./database-locker.js');
-      const { database, lockTableName } = o;
-      const queryTimeout = DATABASE_QUERY_TIMEOUT_MS;
       return new DatabaseLocker({
-        ...{ database, lockTableName, lockAcquireSleepInterval: o.acquireIntervalMs, queryTimeout },
-        ...common,
-      });
+        ...o,
+        queryTimeoutMs: DATABASE_QUERY_TIMEOUT_MS,
+      } as DatabaseLockerOptions);
     }
-    default:
-      throw new InvalidArgumentError(
-        `createLocker option kind must be one of ${LOCKER_KINDS.join(', ')}, got ${describeValue((o as { kind?: unknown }).kind)}`,
-      );
   }
 }

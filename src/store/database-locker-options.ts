@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { checkBoolean, checkOptionsObject } from '../core/options.js';
-import type { AbstractLockerOptions } from './abstract-locker.js';
+import { booleanOption, customOption, type SpecOf, withDefault } from '../core/option-spec.js';
+import { ABSTRACT_LOCKER_SPEC, type AbstractLockerOptions } from './abstract-locker.js';
 import { checkIdentifier } from './sql/identifier.js';
 import { DEFAULT_LOCK_TABLE_NAME } from './sql/lock-table.js';
 import type { DatabaseSource } from './sql/open-dialect.js';
@@ -16,21 +16,22 @@ export interface DatabaseLockerCommonOptions extends AbstractLockerOptions {
 }
 
 /**
- * The validation both database lockers start with: `options` an object (`what` names it),
- * the table name an identifier (default `ACTIVEMQ_LOCK`), `createTablesOnStartup` a boolean
- * (default true). The database source is validated when the locker opens its dialect.
+ * The options both database lockers declare: the table name an SQL identifier (default
+ * `ACTIVEMQ_LOCK`), `createTablesOnStartup` a boolean (default true). The database source is
+ * validated when the locker opens its dialect.
  */
-export function checkDatabaseLockerOptions<T extends DatabaseLockerCommonOptions>(
-  options: T,
-  what: string,
-): { o: T; table: string; createTablesOnStartup: boolean } {
-  const o = checkOptionsObject(options, what);
-  return {
-    o,
-    table: checkIdentifier(o.lockTableName ?? DEFAULT_LOCK_TABLE_NAME, 'lockTableName'),
-    createTablesOnStartup: checkBoolean(o.createTablesOnStartup ?? true, 'createTablesOnStartup'),
-  };
-}
+export const DATABASE_LOCKER_COMMON_SPEC = {
+  ...ABSTRACT_LOCKER_SPEC,
+  database: customOption<DatabaseSource>(
+    'a database URL (sqlite:, postgres://, mysql://) or a pool',
+    (value) => value as DatabaseSource,
+  ),
+  lockTableName: withDefault(
+    customOption('an SQL identifier', (value, label) => checkIdentifier(value as string, label)),
+    DEFAULT_LOCK_TABLE_NAME,
+  ),
+  createTablesOnStartup: withDefault(booleanOption(), true),
+} as const satisfies SpecOf<DatabaseLockerCommonOptions>;
 
 /** An SQL override: absent, or a non-empty string. */
 export function checkStatement(value: unknown, what: string): string | undefined {

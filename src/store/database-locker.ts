@@ -1,10 +1,18 @@
-import { checkDuration, checkPositiveDuration } from '../core/duration.js';
 import { LockIOError, LockLostError, LockObtainFailedError } from '../core/errors.js';
+import {
+  customOption,
+  durationOption,
+  positiveDurationOption,
+  readOptions,
+  type SpecOf,
+  withAliases,
+  withDefault,
+} from '../core/option-spec.js';
 import { abortableSleep } from '../core/wait.js';
 import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
-  checkDatabaseLockerOptions,
   checkStatement,
+  DATABASE_LOCKER_COMMON_SPEC,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';
 import { describe } from './describe-error.js';
@@ -29,16 +37,31 @@ export interface DatabaseLockerOptions extends DatabaseLockerCommonOptions {
    * ID = 1` after `BEGIN IMMEDIATE`). ActiveMQ's own default has no WHERE clause.
    */
   lockStatement?: string | undefined;
-  /** Limit on the keep-alive statement, ms (2 000); past it keepAlive is false. */
-  queryTimeout?: number | undefined;
+  /** Limit on the keep-alive statement, ms (2 000); past it keepAlive is false. Alias `queryTimeout`. */
+  queryTimeoutMs?: number | undefined;
   /**
    * How long a new master waits after taking the row lock before it reports mastership, so a
    * previous master whose connection was killed has noticed (by the connection's error, or at
-   * the latest by its next keep-alive failing) and stopped. Default `lockKeepAlivePeriod +
-   * queryTimeout`; 0 is ActiveMQ's behaviour (no pause).
+   * the latest by its next keep-alive failing) and stopped. Default keep-alive period +
+   * `queryTimeoutMs`; 0 is ActiveMQ's behaviour (no pause).
    */
-  takeoverPause?: number | undefined;
+  takeoverPauseMs?: number | undefined;
 }
+
+export const DATABASE_LOCKER_SPEC = {
+  ...DATABASE_LOCKER_COMMON_SPEC,
+  lockStatement: customOption('a non-empty SQL string', (value, label) =>
+    checkStatement(value, label),
+  ),
+  queryTimeoutMs: withAliases(
+    withDefault(positiveDurationOption(), DEFAULT_DATABASE_QUERY_TIMEOUT),
+    'queryTimeout',
+  ),
+  takeoverPauseMs: {
+    ...durationOption(),
+    defaultText: 'the keep-alive period + queryTimeoutMs',
+  },
+} as const satisfies SpecOf<DatabaseLockerOptions>;
 
 interface Held {
   conn: SqlConnection;
@@ -50,7 +73,7 @@ interface Held {
  * a dedicated connection, for as long as the process is master.
  *
  * - Acquire: on a fresh connection, `BEGIN`, then the lock statement (SELECT … FOR UPDATE),
- *   waiting in the database at most `lockAcquireSleepInterval` (PostgreSQL `lock_timeout`,
+ *   waiting in the database at most `acquireIntervalMs` (PostgreSQL `lock_timeout`,
  *   InnoDB `innodb_lock_wait_timeout` in whole seconds), then again. SQLite: `BEGIN IMMEDIATE`
  *   (the database's write lock) with busy timeout 0, retried every interval, so the event
  *   loop never blocks. A stop during the wait drops the connection, which ends the wait.
@@ -61,7 +84,7 @@ interface Held {
  *   database-time floor. So tokens strictly increase across takeovers and restarts as long as
  *   the database's clock does not go back by more than the time between two grants.
  * - `keepAlive()`: `UPDATE … SET TIME = now WHERE ID = 1` on the held connection within
- *   `queryTimeout`; true iff 1 row. Any error is false, never a throw (ActiveMQ).
+ *   `queryTimeoutMs`; true iff 1 row. Any error is false, never a throw (ActiveMQ).
  * - Loss of the connection (killed, network, database restart) is loss of the lock: `lost`
  *   fires at once and keepAlive is false.
  * - `stop()`: commits (EPOCH becomes durable) and closes the connection; the row lock goes
@@ -74,9 +97,9 @@ interface Held {
 export class DatabaseLocker extends AbstractLocker {
   readonly lockTableName: string;
   readonly createTablesOnStartup: boolean;
-  readonly queryTimeout: number;
-  readonly takeoverPause: number | undefined;
-  readonly defaultKeepAlivePeriod = DEFAULT_DATABASE_KEEP_ALIVE_PERIOD;
+  readonly queryTimeoutMs: number;
+  readonly takeoverPauseMs: number | undefined;
+  readonly defaultKeepAlivePeriodMs = DEFAULT_DATABASE_KEEP_ALIVE_PERIOD;
   readonly #source: DatabaseSource;
   readonly #lockStatement: string | undefined;
   #dialect: Dialect | undefined;
@@ -84,25 +107,15 @@ export class DatabaseLocker extends AbstractLocker {
   #everStarted = false;
 
   constructor(options: DatabaseLockerOptions) {
-    const { o, table, createTablesOnStartup } = checkDatabaseLockerOptions(
-      options,
-      'DatabaseLocker options',
-    );
-    super(o, `database lock ${table}`);
-    const timeout = checkPositiveDuration(
-      o.queryTimeout ?? DEFAULT_DATABASE_QUERY_TIMEOUT,
-      'queryTimeout',
-    );
-    const pause =
-      o.takeoverPause === undefined ? undefined : checkDuration(o.takeoverPause, 'takeoverPause');
-    checkStatement(o.lockStatement, 'lockStatement');
+    const o = readOptions(options, 'DatabaseLocker options', DATABASE_LOCKER_SPEC);
+    super(o, `database lock ${o.lockTableName}`);
     this.#dialect = openDialect(o.database);
-    this.#source = o.database;
+    this.#source = o.database as DatabaseSource;
     this.#lockStatement = o.lockStatement;
-    this.lockTableName = table;
-    this.createTablesOnStartup = createTablesOnStartup;
-    this.queryTimeout = timeout;
-    this.takeoverPause = pause;
+    this.lockTableName = o.lockTableName;
+    this.createTablesOnStartup = o.createTablesOnStartup;
+    this.queryTimeoutMs = o.queryTimeoutMs;
+    this.takeoverPauseMs = o.takeoverPauseMs;
   }
 
   /** The database session holding the lock (PostgreSQL backend pid, MySQL connection id). */
@@ -128,7 +141,7 @@ export class DatabaseLocker extends AbstractLocker {
     }
   }
 
-  async #acquire({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
+  async #acquire({ signal, keepAlivePeriodMs }: AcquireContext): Promise<number> {
     this.#dialect ??= openDialect(this.#source);
     const dialect = this.#dialect;
     if (this.createTablesOnStartup) {
@@ -139,7 +152,7 @@ export class DatabaseLocker extends AbstractLocker {
         this.logger.warn(`Lock table check failed, retrying: ${describe(err)} (${this.name})`);
       }
     }
-    const interval = this.lockAcquireSleepInterval;
+    const interval = this.acquireIntervalMs;
     let waited = false;
     // Set once a session of this start was lost (the database restarted or killed it): from
     // then on failures are an outage to wait out, not a misconfiguration to report at once.
@@ -224,8 +237,8 @@ export class DatabaseLocker extends AbstractLocker {
           );
         });
         const pause =
-          this.takeoverPause ??
-          (lockKeepAlivePeriod > 0 ? lockKeepAlivePeriod + this.queryTimeout : 0);
+          this.takeoverPauseMs ??
+          (keepAlivePeriodMs > 0 ? keepAlivePeriodMs + this.queryTimeoutMs : 0);
         if (pause > 0) {
           await abortableSleep(pause, signal, this.clock, 'takeover pause');
           if (conn.broken || !(await this.#update(conn).catch(() => false))) {
@@ -311,8 +324,8 @@ export class DatabaseLocker extends AbstractLocker {
       conn.query(
         `UPDATE ${this.lockTableName} SET TIME = ${dialect.nowMs} + ${DATABASE_HOLD_MS} WHERE ID = 1`,
       ),
-      this.queryTimeout,
-      () => new LockIOError(`keep-alive took more than ${this.queryTimeout} ms`),
+      this.queryTimeoutMs,
+      () => new LockIOError(`keep-alive took more than ${this.queryTimeoutMs} ms`),
     );
     return r.affected === 1;
   }
@@ -343,7 +356,7 @@ export class DatabaseLocker extends AbstractLocker {
             );
             await held.conn.query('COMMIT');
           })(),
-          this.queryTimeout,
+          this.queryTimeoutMs,
           () => new LockIOError('commit timed out'),
         );
         await held.conn.release();

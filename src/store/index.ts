@@ -62,7 +62,7 @@ export {
   MIN_LEASE_MS,
 } from './lease-rules.js';
 export {
-  DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
+  DEFAULT_ACQUIRE_INTERVAL_MS,
   type Locker,
   type LockerOptions,
   type LockerStartOptions,

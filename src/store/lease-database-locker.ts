@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { checkDuration, checkPositiveDuration } from '../core/duration.js';
 import {
   InvalidArgumentError,
   LockIOError,
@@ -8,16 +7,29 @@ import {
   LockLostError,
   LockObtainFailedError,
 } from '../core/errors.js';
-import { checkBoolean, checkOptionsObject } from '../core/options.js';
+import {
+  booleanOption,
+  customOption,
+  durationOption,
+  positiveDurationOption,
+  readOptions,
+  type SpecOf,
+  stringOption,
+  withAliases,
+  withDefault,
+} from '../core/option-spec.js';
+import { checkOptionsObject } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
 import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
-  checkDatabaseLockerOptions,
   checkStatement,
+  DATABASE_LOCKER_COMMON_SPEC,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';
 import { describe } from './describe-error.js';
 import { type IOErrorPolicy, isIOErrorPolicy, stopOnUnknownOwnership } from './io-error-policy.js';
+import { MAX_RENEW_FRACTION, MIN_LEASE_MS } from './lease-rules.js';
+import { DEFAULT_ACQUIRE_INTERVAL_MS } from './locker.js';
 import { type Dialect, withTimeout } from './sql/dialect.js';
 import {
   ensureLockTable,
@@ -65,7 +77,14 @@ export function defaultLeaseStatements(dialect: Dialect, table: string): LeaseSt
   };
 }
 
-export interface LeaseDatabaseLockerOptions extends DatabaseLockerCommonOptions {
+export interface LeaseDatabaseLockerOptions
+  extends Omit<DatabaseLockerCommonOptions, 'acquireIntervalMs'> {
+  /**
+   * The lease, ms (10 000, at least 1 000: a shorter lease leaves no time to renew it on a
+   * busy machine). ActiveMQ's semantics: also the retry period while another holds it, and
+   * its name for it, `lockAcquireSleepInterval`, is accepted as an alias.
+   */
+  leaseMs?: number | undefined;
   /**
    * Who holds the lease; must be unique among the contenders (at most 250 characters).
    * Default `<hostname>:<pid>:<8 random hex digits>`: unique per locker instance, readable in
@@ -80,7 +99,7 @@ export interface LeaseDatabaseLockerOptions extends DatabaseLockerCommonOptions 
    * expiry never needs it (it is judged on the database's clock in the statement); the
    * offset is what an ActiveMQ broker on the same table would apply.
    */
-  maxAllowableDiffFromDBTime?: number | undefined;
+  maxAllowableDiffFromDBTimeMs?: number | undefined;
   /**
    * Self-fencing: mastership ends (`lost`) when no renewal succeeded for `lease − margin` ms
    * on the local monotonic clock, counted from when the last good renewal was SENT (the
@@ -88,22 +107,64 @@ export interface LeaseDatabaseLockerOptions extends DatabaseLockerCommonOptions 
    * the budget to stop the service and absorb clock-rate drift. Default lease / 4; must be
    * > 0 and < lease.
    */
-  selfFencingMargin?: number | undefined;
+  selfFencingMarginMs?: number | undefined;
   /**
    * A stall of the event loop longer than this (ms) ends mastership like a missed renewal:
    * during a stall the master could not have reacted to its deadline. Default: the margin.
    */
-  maxEventLoopLag?: number | undefined;
+  maxEventLoopLagMs?: number | undefined;
   /** Acquire errors reject `start()` instead of being retried (false, AMQ-5162). */
   handleStartException?: boolean | undefined;
   /** Create the table and seed row if missing (true; ActiveMQ's locker: false). */
   createTablesOnStartup?: boolean | undefined;
-  /** Limit per statement, ms (default: the lease). 0: none. */
-  queryTimeout?: number | undefined;
+  /** Limit per statement, ms (default: the lease). 0: none. Alias `queryTimeout`. */
+  queryTimeoutMs?: number | undefined;
   statements?: Partial<LeaseStatements> | undefined;
   /** What a failing renewal means (default {@link stopOnUnknownOwnership}). */
   ioErrorPolicy?: IOErrorPolicy | undefined;
 }
+
+const { acquireIntervalMs: _interval, ...COMMON_WITHOUT_INTERVAL } = DATABASE_LOCKER_COMMON_SPEC;
+
+export const LEASE_DATABASE_LOCKER_SPEC = {
+  ...COMMON_WITHOUT_INTERVAL,
+  leaseMs: withAliases(
+    withDefault(durationOption(MIN_LEASE_MS), DEFAULT_ACQUIRE_INTERVAL_MS),
+    'lockAcquireSleepInterval',
+  ),
+  leaseHolderId: { ...stringOption(250), defaultText: '<hostname>:<pid>:<8 random hex digits>' },
+  maxAllowableDiffFromDBTimeMs: withAliases(
+    withDefault(durationOption(), 0),
+    'maxAllowableDiffFromDBTime',
+  ),
+  selfFencingMarginMs: { ...positiveDurationOption(), defaultText: 'leaseMs / 4' },
+  maxEventLoopLagMs: { ...positiveDurationOption(), defaultText: 'selfFencingMarginMs' },
+  handleStartException: withDefault(booleanOption(), false),
+  queryTimeoutMs: withAliases({ ...durationOption(), defaultText: 'leaseMs' }, 'queryTimeout'),
+  statements: customOption(
+    'an object of SQL strings: acquire, renew, release, select, dbTime',
+    (value, label) => {
+      const overrides = checkOptionsObject(value as Partial<LeaseStatements>, label);
+      for (const [key, sql] of Object.entries(overrides)) {
+        if (!['acquire', 'renew', 'release', 'select', 'dbTime'].includes(key)) {
+          throw new InvalidArgumentError(`Unknown statement ${JSON.stringify(key)}`);
+        }
+        checkStatement(sql, `Statement ${key}`);
+      }
+      return overrides;
+    },
+  ),
+  ioErrorPolicy: withDefault(
+    customOption('an I/O error policy (a name and a handle() method)', (value) => {
+      if (!isIOErrorPolicy(value)) {
+        throw new InvalidArgumentError('ioErrorPolicy must have a name and a handle() method');
+      }
+      return value;
+    }),
+    stopOnUnknownOwnership,
+    'stopOnUnknownOwnership',
+  ),
+} as const satisfies SpecOf<LeaseDatabaseLockerOptions>;
 
 interface Held {
   epoch: number;
@@ -118,15 +179,15 @@ interface Held {
 /**
  * ActiveMQ's `LeaseDatabaseLocker` (AMQ-3654), made safe: one master per lease row.
  *
- * - Lease duration = `lockAcquireSleepInterval` (> 0; ActiveMQ's semantics); renewal = each
- *   `keepAlive()`, i.e. the supervisor's `lockKeepAlivePeriod`, by default lease / 4
- *   ({@link defaultKeepAlivePeriod}); ActiveMQ's JDBC default of 30 s against a 10 s lease
- *   lets the lease expire, which we warn about, as we do when the period is not shorter than
- *   the lease (ActiveMQ: only when longer), is 0, or exceeds `lease − margin`.
+ * - Lease = `leaseMs` (>= 1 s; ActiveMQ's `lockAcquireSleepInterval`, also the retry
+ *   period); renewal = each `keepAlive()`, i.e. the supervisor's `keepAlivePeriodMs`, by
+ *   default lease / 4 ({@link defaultKeepAlivePeriodMs}). `start()` refuses a period over 3/8
+ *   of the lease (ActiveMQ's JDBC default of 30 s against a 10 s lease lets the lease expire;
+ *   ActiveMQ only warns) and warns about a period of 0.
  * - Acquire: the `acquire` statement, then the row is read back (holder = us, EPOCH = the
  *   token) and one renewal confirms it. Held elsewhere: `failIfLocked` rejects; otherwise the
  *   locker sleeps until the lease's expiry on the database's clock or for one renew period
- *   (`lockKeepAlivePeriod`; the lease when that is 0 or longer), whichever is shorter, and
+ *   (`keepAlivePeriodMs`; the lease when that is 0 or longer), whichever is shorter, and
  *   tries again: a lease released on stop is taken over within about one renew period.
  * - No post-acquire pause: a previous master that lost its lease without knowing it has
  *   self-fenced (`lease − margin` after its last renewal) before the lease could expire, and
@@ -149,14 +210,16 @@ interface Held {
 export class LeaseDatabaseLocker extends AbstractLocker {
   readonly lockTableName: string;
   readonly leaseHolderId: string;
-  readonly maxAllowableDiffFromDBTime: number;
-  readonly selfFencingMargin: number;
-  readonly maxEventLoopLag: number;
+  /** The lease, ms; also the retry period while another process holds it. */
+  readonly leaseMs: number;
+  readonly maxAllowableDiffFromDBTimeMs: number;
+  readonly selfFencingMarginMs: number;
+  readonly maxEventLoopLagMs: number;
   readonly handleStartException: boolean;
   readonly createTablesOnStartup: boolean;
-  readonly queryTimeout: number;
+  readonly queryTimeoutMs: number;
   readonly ioErrorPolicy: IOErrorPolicy;
-  readonly defaultKeepAlivePeriod: number;
+  readonly defaultKeepAlivePeriodMs: number;
   readonly #source: DatabaseSource;
   readonly #overrides: Partial<LeaseStatements>;
   #dialect: Dialect | undefined;
@@ -172,69 +235,50 @@ export class LeaseDatabaseLocker extends AbstractLocker {
   #timeOffset = 0;
 
   constructor(options: LeaseDatabaseLockerOptions) {
-    const { o, table, createTablesOnStartup } = checkDatabaseLockerOptions(
-      options,
-      'LeaseDatabaseLocker options',
-    );
+    const o = readOptions(options, 'LeaseDatabaseLocker options', LEASE_DATABASE_LOCKER_SPEC);
     const holder = o.leaseHolderId ?? defaultLeaseHolderId();
-    if (typeof holder !== 'string' || holder.length === 0 || holder.length > 250) {
+    const lease = o.leaseMs;
+    super({ ...o, acquireIntervalMs: lease }, `lease ${holder} on ${o.lockTableName}`);
+    const margin = o.selfFencingMarginMs ?? lease / 4;
+    if (margin >= lease) {
       throw new InvalidArgumentError(
-        `leaseHolderId must be a non-empty string of at most 250 characters, got ${String(holder)}`,
+        `selfFencingMarginMs must be > 0 and < the lease (${lease} ms), got ${margin}`,
       );
     }
-    super(o, `lease ${holder} on ${table}`);
-    const lease = this.lockAcquireSleepInterval;
-    if (lease <= 0) {
-      throw new InvalidArgumentError(
-        `lockAcquireSleepInterval is the lease duration of a LeaseDatabaseLocker and must be > 0, got ${lease}`,
-      );
-    }
-    const margin = o.selfFencingMargin ?? lease / 4;
-    if (typeof margin !== 'number' || !Number.isFinite(margin) || margin <= 0 || margin >= lease) {
-      throw new InvalidArgumentError(
-        `selfFencingMargin must be > 0 and < the lease (${lease} ms), got ${String(margin)}`,
-      );
-    }
-    this.maxAllowableDiffFromDBTime = checkDuration(
-      o.maxAllowableDiffFromDBTime ?? 0,
-      'maxAllowableDiffFromDBTime',
-    );
-    this.maxEventLoopLag = checkPositiveDuration(o.maxEventLoopLag ?? margin, 'maxEventLoopLag');
-    this.queryTimeout = checkDuration(o.queryTimeout ?? lease, 'queryTimeout');
-    this.handleStartException = checkBoolean(
-      o.handleStartException ?? false,
-      'handleStartException',
-    );
-    this.createTablesOnStartup = createTablesOnStartup;
-    const policy = o.ioErrorPolicy ?? stopOnUnknownOwnership;
-    if (!isIOErrorPolicy(policy)) {
-      throw new InvalidArgumentError('ioErrorPolicy must have a name and a handle() method');
-    }
-    const overrides = checkOptionsObject(o.statements, 'statements');
-    for (const [key, value] of Object.entries(overrides)) {
-      if (!['acquire', 'renew', 'release', 'select', 'dbTime'].includes(key)) {
-        throw new InvalidArgumentError(`Unknown statement ${JSON.stringify(key)}`);
-      }
-      checkStatement(value, `Statement ${key}`);
-    }
+    this.leaseMs = lease;
+    this.maxAllowableDiffFromDBTimeMs = o.maxAllowableDiffFromDBTimeMs;
+    this.maxEventLoopLagMs = o.maxEventLoopLagMs ?? margin;
+    this.queryTimeoutMs = o.queryTimeoutMs ?? lease;
+    this.handleStartException = o.handleStartException;
+    this.createTablesOnStartup = o.createTablesOnStartup;
     this.#dialect = openDialect(o.database);
-    this.#source = o.database;
-    this.#overrides = overrides;
-    this.lockTableName = table;
+    this.#source = o.database as DatabaseSource;
+    this.#overrides = o.statements ?? {};
+    this.lockTableName = o.lockTableName;
     this.leaseHolderId = holder;
-    this.selfFencingMargin = margin;
-    this.ioErrorPolicy = policy;
-    this.defaultKeepAlivePeriod = Math.floor(lease / 4);
+    this.selfFencingMarginMs = margin;
+    this.ioErrorPolicy = o.ioErrorPolicy;
+    this.defaultKeepAlivePeriodMs = Math.floor(lease / 4);
+  }
+
+  /**
+   * The lease rule for renewals: a keep-alive period longer than 3/8 of the lease (or not
+   * shorter than it) lets the lease lapse, or the master self-fence, between two renewals.
+   * 0 (no keep-alive told) is allowed: mastership then self-fences `lease − margin` after the
+   * acquisition unless the caller renews on its own.
+   */
+  protected override checkKeepAlivePeriod(period: number): void {
+    const lease = this.leaseMs;
+    if (period > lease * MAX_RENEW_FRACTION) {
+      throw new InvalidArgumentError(
+        `keepAlivePeriodMs (${period} ms) must be at most 3/8 of the lease (${lease} ms), e.g. ${Math.floor(lease / 4)} ms: a lease renewed more slowly lapses, or its master self-fences, between renewals`,
+      );
+    }
   }
 
   /** ActiveMQ's db − local offset from the skew check (0 unless over the maximum). */
   get timeOffset(): number {
     return this.#timeOffset;
-  }
-
-  /** Lease duration in ms (= `lockAcquireSleepInterval`). */
-  get leaseDuration(): number {
-    return this.lockAcquireSleepInterval;
   }
 
   #setup(): { dialect: Dialect; statements: LeaseStatements } {
@@ -252,10 +296,10 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     return dialect.queryWithin(
       sql,
       params,
-      this.queryTimeout,
+      this.queryTimeoutMs,
       () =>
         new LockIOError(
-          `Statement on ${dialect.description} took more than ${this.queryTimeout} ms (${this.name})`,
+          `Statement on ${dialect.description} took more than ${this.queryTimeoutMs} ms (${this.name})`,
         ),
     );
   }
@@ -273,9 +317,9 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     }
   }
 
-  async #acquire({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
+  async #acquire({ signal, keepAlivePeriodMs }: AcquireContext): Promise<number> {
     const { dialect, statements } = this.#setup();
-    this.#warnPeriods(lockKeepAlivePeriod);
+    this.#warnPeriods(keepAlivePeriodMs);
     try {
       if (this.createTablesOnStartup) await ensureLockTable(dialect, this.lockTableName);
       await this.#checkSkew(statements);
@@ -283,8 +327,8 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       if (!this.#everStarted || this.handleStartException) throw err;
       this.logger.warn(`Lease locker set-up failed, retrying: ${describe(err)} (${this.name})`);
     }
-    const lease = this.lockAcquireSleepInterval;
-    const poll = standbyPollPeriod(lease, lockKeepAlivePeriod);
+    const lease = this.leaseMs;
+    const poll = standbyPollPeriod(lease, keepAlivePeriodMs);
     let waited = false;
     for (;;) {
       if (signal.aborted) throw signal.reason;
@@ -385,10 +429,10 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     const timed = <T>(p: Promise<T>) =>
       withTimeout(
         p,
-        this.queryTimeout,
+        this.queryTimeoutMs,
         () =>
           new LockIOError(
-            `Statement on ${dialect.description} took more than ${this.queryTimeout} ms (${this.name})`,
+            `Statement on ${dialect.description} took more than ${this.queryTimeoutMs} ms (${this.name})`,
           ),
       );
     try {
@@ -402,9 +446,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
         await conn.release();
         return 'row-locked';
       }
-      const r = await timed(
-        conn.query(statements.acquire, [this.leaseHolderId, this.leaseDuration]),
-      );
+      const r = await timed(conn.query(statements.acquire, [this.leaseHolderId, this.leaseMs]));
       await timed(conn.query('COMMIT'));
       await conn.release();
       return r.affected === 1;
@@ -428,7 +470,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     });
     const held: Held = {
       epoch: row.epoch,
-      deadline: sent + this.lockAcquireSleepInterval - this.selfFencingMargin,
+      deadline: sent + this.leaseMs - this.selfFencingMarginMs,
       lost: false,
       stop: new AbortController(),
       lostPromise,
@@ -457,55 +499,38 @@ export class LeaseDatabaseLocker extends AbstractLocker {
 
   async #checkSkew(statements: LeaseStatements): Promise<void> {
     this.#timeOffset = 0;
-    if (this.maxAllowableDiffFromDBTime <= 0) return;
+    if (this.maxAllowableDiffFromDBTimeMs <= 0) return;
     const local = this.clock.wall();
     const db = readLockRow((await this.#query(statements.dbTime)).rows[0]).now;
     if (db === undefined) throw new LockIOError(`dbTime statement returned no NOW_MS column`);
     const diff = db - local;
-    if (Math.abs(diff) > this.maxAllowableDiffFromDBTime) {
+    if (Math.abs(diff) > this.maxAllowableDiffFromDBTimeMs) {
       this.#timeOffset = diff;
       this.logger.warn(
-        `Local time differs from the database's by ${diff} ms (more than maxAllowableDiffFromDBTime ${this.maxAllowableDiffFromDBTime} ms); offset ${diff} ms (${this.name})`,
+        `Local time differs from the database's by ${diff} ms (more than maxAllowableDiffFromDBTimeMs ${this.maxAllowableDiffFromDBTimeMs} ms); offset ${diff} ms (${this.name})`,
       );
     }
   }
 
   #warnPeriods(period: number): void {
-    const lease = this.lockAcquireSleepInterval;
-    if (period === 0) {
-      this.logger.warn(
-        `No keep-alive (lockKeepAlivePeriod 0): the lease of ${lease} ms is never renewed and mastership self-fences after ${lease - this.selfFencingMargin} ms (${this.name})`,
-      );
-    } else if (period >= lease) {
-      this.logger.warn(
-        `lockKeepAlivePeriod ${period} ms is not shorter than the lease duration (lockAcquireSleepInterval) ${lease} ms. These values will allow the lease to expire (${this.name})`,
-      );
-    } else if (period > lease - this.selfFencingMargin) {
-      this.logger.warn(
-        `lockKeepAlivePeriod ${period} ms is longer than lease − selfFencingMargin (${lease - this.selfFencingMargin} ms): mastership will self-fence between renewals (${this.name})`,
-      );
-    }
+    if (period !== 0) return;
+    this.logger.warn(
+      `No keep-alive (keepAlivePeriodMs 0): the lease of ${this.leaseMs} ms is never renewed and mastership self-fences after ${this.leaseMs - this.selfFencingMarginMs} ms (${this.name})`,
+    );
   }
 
   /** One renewal of `held`; true extends the self-fencing deadline. Rejects on I/O errors. */
   async #renew(held: Held): Promise<boolean> {
     const { statements } = this.#setup();
     const sent = this.clock.monotonic();
-    const r = await this.#query(statements.renew, [
-      this.lockAcquireSleepInterval,
-      this.leaseHolderId,
-      held.epoch,
-    ]);
+    const r = await this.#query(statements.renew, [this.leaseMs, this.leaseHolderId, held.epoch]);
     if (r.affected !== 1 || held.lost || this.#held !== held) return false;
     if (this.clock.monotonic() >= held.deadline) {
       // Renewed too late: another process may have taken the lease meanwhile.
       this.#lose(held, this.#expiredWhy(), 'LEASE_EXPIRED');
       return false;
     }
-    held.deadline = Math.max(
-      held.deadline,
-      sent + this.lockAcquireSleepInterval - this.selfFencingMargin,
-    );
+    held.deadline = Math.max(held.deadline, sent + this.leaseMs - this.selfFencingMarginMs);
     return true;
   }
 
@@ -549,7 +574,10 @@ export class LeaseDatabaseLocker extends AbstractLocker {
 
   /** The self-fencing deadline and the event-loop-lag check, in one loop per mastership. */
   async #watch(held: Held): Promise<void> {
-    const tick = Math.max(5, Math.min(250, this.selfFencingMargin / 4, this.maxEventLoopLag / 4));
+    const tick = Math.max(
+      5,
+      Math.min(250, this.selfFencingMarginMs / 4, this.maxEventLoopLagMs / 4),
+    );
     for (;;) {
       const before = this.clock.monotonic();
       const ms = Math.max(0, Math.min(tick, held.deadline - before));
@@ -565,10 +593,10 @@ export class LeaseDatabaseLocker extends AbstractLocker {
         this.#lose(held, this.#expiredWhy(), 'LEASE_EXPIRED');
         return;
       }
-      if (lag > this.maxEventLoopLag) {
+      if (lag > this.maxEventLoopLagMs) {
         this.#lose(
           held,
-          `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLag ${this.maxEventLoopLag} ms), counted as a missed renewal`,
+          `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLagMs ${this.maxEventLoopLagMs} ms), counted as a missed renewal`,
           'LOCK_UNCONFIRMED',
         );
         return;
@@ -577,7 +605,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
   }
 
   #expiredWhy(): string {
-    return `lease not renewed for ${this.lockAcquireSleepInterval - this.selfFencingMargin} ms (lease ${this.lockAcquireSleepInterval} ms − margin ${this.selfFencingMargin} ms): self-fenced before it can expire`;
+    return `lease not renewed for ${this.leaseMs - this.selfFencingMarginMs} ms (lease ${this.leaseMs} ms − margin ${this.selfFencingMarginMs} ms): self-fenced before it can expire`;
   }
 
   #lose(held: Held, why: string, code: LockLossCode): void {
@@ -607,7 +635,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
           await dialect.queryWithin(
             statements.release,
             [this.leaseHolderId, held.epoch],
-            this.queryTimeout,
+            this.queryTimeoutMs,
             () => new LockIOError('release timed out'),
           );
         } catch (err) {
@@ -632,12 +660,12 @@ export function defaultLeaseHolderId(): string {
 
 /**
  * How often a waiting standby re-reads the lease: the renew period (the supervisor's
- * `lockKeepAlivePeriod`), or the lease when that is shorter or the period is 0. One standby
+ * `keepAlivePeriodMs`), or the lease when that is shorter or the period is 0. One standby
  * then costs the database what the master's renewals cost (one statement per period, plus a
  * read), and a graceful release is taken over within about one period instead of one lease.
  */
-export function standbyPollPeriod(lease: number, lockKeepAlivePeriod: number): number {
-  return lockKeepAlivePeriod > 0 ? Math.min(lease, lockKeepAlivePeriod) : lease;
+export function standbyPollPeriod(lease: number, keepAlivePeriodMs: number): number {
+  return keepAlivePeriodMs > 0 ? Math.min(lease, keepAlivePeriodMs) : lease;
 }
 
 function definedOnly<T extends object>(o: Partial<T>): Partial<T> {

@@ -1,7 +1,7 @@
 import { MAX_DURATION_MS } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { DATABASE_QUERY_TIMEOUT_MS, type LockerKind } from './create-locker.js';
-import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL } from './locker.js';
+import { DEFAULT_ACQUIRE_INTERVAL_MS } from './locker.js';
 
 /** The shortest lease accepted: below it, scheduling noise alone eats the margins. */
 export const MIN_LEASE_MS = 1000;
@@ -17,7 +17,7 @@ export const MAX_RENEW_FRACTION = 3 / 8;
 /** The timings {@link checkLeaseRules} checks, in ms; absent means the locker's default. */
 export interface LeaseTimings {
   kind: LockerKind;
-  /** lease-database: the lease (default {@link DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL}). */
+  /** lease-database: the lease (default {@link DEFAULT_ACQUIRE_INTERVAL_MS}). */
   leaseMs?: number | undefined;
   /** The supervisor's keep-alive (renewal) period. */
   renewMs?: number | undefined;
@@ -49,7 +49,7 @@ export function checkLeaseRules(
   const { kind, renewMs: renew } = timings;
   const renewText = wording.renewText ?? `${renew}ms`;
   if (kind === 'lease-database') {
-    const lease = timings.leaseMs ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
+    const lease = timings.leaseMs ?? DEFAULT_ACQUIRE_INTERVAL_MS;
     const leaseText =
       timings.leaseMs === undefined
         ? `${lease}ms, the default`

@@ -2,14 +2,17 @@ import type { EventEmitter } from 'node:events';
 import type { LockLostError } from '../core/errors.js';
 import type { Mastership } from './mastership.js';
 
-/** ActiveMQ's defaults: `lockAcquireSleepInterval` 10 s, `failIfLocked` false. */
-export const DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL = 10_000;
+/** ActiveMQ's defaults: acquire interval (`lockAcquireSleepInterval`) 10 s, `failIfLocked` false. */
+export const DEFAULT_ACQUIRE_INTERVAL_MS = 10_000;
 
 export interface LockerOptions {
   /** Shown in messages and logs; defaults per locker (the directory, the holder id, …). */
   name?: string | undefined;
-  /** Milliseconds between acquisition attempts while another process is master (10 000). */
-  lockAcquireSleepInterval?: number | undefined;
+  /**
+   * Milliseconds between acquisition attempts while another process is master (10 000).
+   * ActiveMQ's name, `lockAcquireSleepInterval`, is accepted as an alias.
+   */
+  acquireIntervalMs?: number | undefined;
   /** Reject `start()` at once when the lock is held elsewhere, instead of waiting (false). */
   failIfLocked?: boolean | undefined;
 }
@@ -20,10 +23,11 @@ export interface LockerStartOptions {
   /**
    * The keep-alive period the caller (the supervisor) will use once master, in ms. Lockers
    * that pause after a wait-then-acquire (SharedFileLocker, AMQ-4705) pause this long so the
-   * previous master's keep-alive has run before this one acts. Default 0: no pause.
-   * (Added for the supervisor; ActiveMQ reads it from the `Lockable`.)
+   * previous master's keep-alive has run before this one acts; a lease locker refuses a
+   * period its lease cannot survive. Default 0: no pause. ActiveMQ's name,
+   * `lockKeepAlivePeriod`, is accepted as an alias (ActiveMQ reads it from the `Lockable`).
    */
-  lockKeepAlivePeriod?: number | undefined;
+  keepAlivePeriodMs?: number | undefined;
 }
 
 /**
@@ -47,10 +51,10 @@ export interface LockerStartOptions {
 export interface Locker
   extends Pick<EventEmitter<{ lost: [LockLostError] }>, 'on' | 'once' | 'off'> {
   readonly name: string;
-  readonly lockAcquireSleepInterval: number;
+  readonly acquireIntervalMs: number;
   readonly failIfLocked: boolean;
-  /** Suggested `lockKeepAlivePeriod` when the supervisor is not told one (ActiveMQ: 0 for files, 30 000 for JDBC). */
-  readonly defaultKeepAlivePeriod: number;
+  /** Suggested keep-alive period when the supervisor is not told one (ActiveMQ: 0 for files, 30 000 for JDBC). */
+  readonly defaultKeepAlivePeriodMs: number;
   readonly token: number | undefined;
   /**
    * Until when this mastership is certain, in the locker's `clock.monotonic()` ms: no other

@@ -1,8 +1,17 @@
-import { type Clock, systemClock } from '../core/clock.js';
-import { checkDuration } from '../core/duration.js';
+import type { Clock } from '../core/clock.js';
 import { InvalidArgumentError, LockLostError } from '../core/errors.js';
 import { LockHandleBase } from '../core/lock-handle.js';
-import { checkOptionsObject, checkSignal, describeValue, hasMethods } from '../core/options.js';
+import {
+  callbackOption,
+  clockOption,
+  customOption,
+  durationOption,
+  readOptions,
+  type SpecOf,
+  signalOption,
+  withAliases,
+} from '../core/option-spec.js';
+import { checkToken, describeValue, hasMethods } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
@@ -16,6 +25,14 @@ export interface MastershipOptions {
   /** The clock `locker.validUntil` is measured on (default the system clock). */
   clock?: Clock | undefined;
 }
+
+const MASTERSHIP_SPEC = {
+  token: customOption('a fencing token (a safe integer >= 0)', (value, label) =>
+    checkToken(value, label),
+  ),
+  stop: callbackOption<() => Promise<void>>(),
+  clock: clockOption(),
+} as const satisfies SpecOf<MastershipOptions>;
 
 // Lets the lockers of this package report what only they see (a keep-alive that could not
 // answer, a stop that did not come through the handle) without making it public API.
@@ -59,11 +76,11 @@ export class Mastership extends LockHandleBase {
   }
 
   constructor(locker: Locker, options?: MastershipOptions) {
-    const o = checkOptionsObject(options, 'Mastership options');
+    const o = readOptions(options, 'Mastership options', MASTERSHIP_SPEC);
     super(locker.name, o.token ?? locker.token ?? 0);
     this.#locker = locker;
     this.#stop = o.stop ?? (() => locker.stop());
-    this.#clock = o.clock ?? systemClock;
+    this.#clock = o.clock;
     locker.on('lost', this.#onLost);
   }
 
@@ -143,15 +160,24 @@ export interface WithMastershipOptions {
   signal?: AbortSignal | undefined;
   /**
    * How often the lock is confirmed (`locker.keepAlive()`) while `fn` runs, ms; default
-   * `locker.defaultKeepAlivePeriod`. 0: never (only what the locker notices by itself).
+   * `locker.defaultKeepAlivePeriodMs`. 0: never (only what the locker notices by itself).
+   * ActiveMQ's name, `lockKeepAlivePeriod`, is accepted as an alias.
    */
-  lockKeepAlivePeriod?: number | undefined;
+  keepAlivePeriodMs?: number | undefined;
 }
+
+export const WITH_MASTERSHIP_SPEC = {
+  signal: signalOption(),
+  keepAlivePeriodMs: withAliases(
+    { ...durationOption(), defaultText: "the locker's defaultKeepAlivePeriodMs" },
+    'lockKeepAlivePeriod',
+  ),
+} as const satisfies SpecOf<WithMastershipOptions>;
 
 /**
  * Waits until `locker` makes this process master, runs `fn` with the {@link Mastership}, and
  * stops the locker on every exit path: return, throw, or a loss in the middle. While `fn` runs
- * the lock is confirmed every `lockKeepAlivePeriod`: a keep-alive that returns false ends the
+ * the lock is confirmed every `keepAlivePeriodMs`: a keep-alive that returns false ends the
  * mastership with `LOCK_LOST`, one that fails with `LOCK_UNCONFIRMED`; pass
  * `mastership.signal` to the work and `mastership.token` to whatever it writes.
  *
@@ -173,13 +199,9 @@ export async function withMastership<T>(
       `withMastership needs a function to run, got ${describeValue(fn)}`,
     );
   }
-  const o = checkOptionsObject(options, 'withMastership options');
-  const signal = checkSignal(o.signal);
-  const period = checkDuration(
-    o.lockKeepAlivePeriod ?? locker.defaultKeepAlivePeriod,
-    'lockKeepAlivePeriod',
-  );
-  const mastership = await locker.start({ signal, lockKeepAlivePeriod: period });
+  const o = readOptions(options, 'withMastership options', WITH_MASTERSHIP_SPEC);
+  const period = o.keepAlivePeriodMs ?? locker.defaultKeepAlivePeriodMs;
+  const mastership = await locker.start({ signal: o.signal, keepAlivePeriodMs: period });
   const loop = period > 0 ? keepConfirming(locker, mastership, period) : undefined;
   try {
     return await withHandle(mastership, fn);

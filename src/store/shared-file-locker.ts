@@ -19,7 +19,14 @@ import {
   LockObtainFailedError,
 } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
-import { checkBoolean, checkOptionsObject } from '../core/options.js';
+import {
+  booleanOption,
+  customOption,
+  readOptions,
+  type SpecOf,
+  withDefault,
+} from '../core/option-spec.js';
+import { describeValue } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
 import { watchLockFile } from '../directory/lock-file-watch.js';
 import { makeDirectoriesSync } from '../directory/make-directories.js';
@@ -31,6 +38,7 @@ import {
   kernelFileLockReleases,
 } from '../os/kernel-file-lock.js';
 import {
+  ABSTRACT_LOCKER_SPEC,
   AbstractLocker,
   type AbstractLockerOptions,
   type AcquireContext,
@@ -88,7 +96,7 @@ export interface SharedFileLockerOptions extends AbstractLockerOptions {
   directory: string;
   /**
    * Wake early on kernel hints (inotify on Linux) that the lock may have been freed, besides
-   * polling every `lockAcquireSleepInterval` (true). Hints never replace the poll.
+   * polling every `acquireIntervalMs` (true). Hints never replace the poll.
    */
   wakeOnHints?: boolean | undefined;
   /**
@@ -99,6 +107,20 @@ export interface SharedFileLockerOptions extends AbstractLockerOptions {
    */
   watchLockFile?: boolean | undefined;
 }
+
+export const SHARED_FILE_LOCKER_SPEC = {
+  ...ABSTRACT_LOCKER_SPEC,
+  directory: customOption('a directory path', (value, label) => {
+    if (typeof value !== 'string' || value.length === 0 || value.includes('\0')) {
+      throw new InvalidArgumentError(
+        `SharedFileLocker needs a ${label} path, got ${describeValue(value)}`,
+      );
+    }
+    return value;
+  }),
+  wakeOnHints: withDefault(booleanOption(), true),
+  watchLockFile: withDefault(booleanOption(), true),
+} as const satisfies SpecOf<SharedFileLockerOptions>;
 
 interface Held {
   /** The kernel lock, registered under the lock file's real path (the same-process guard). */
@@ -132,7 +154,7 @@ interface Acquired {
  *   its mtime recorded.
  * - Waiting (not `failIfLocked`): one INFO line, then a DEBUG line per retry; a retry every
  *   `lockAcquireSleepInterval`, earlier on a release hint. After a wait-then-acquire the
- *   locker pauses `lockKeepAlivePeriod` (AMQ-4705: the old master's keep-alive must run first)
+ *   locker pauses `keepAlivePeriodMs` (AMQ-4705: the old master's keep-alive must run first)
  *   and rejects if the lock no longer checks out; not when the previous holder left the
  *   released mark (it stopped before it released, so there is no old master to wait for).
  * - `keepAlive()` is false (and stays false) when the kernel lock is gone, the file was
@@ -146,26 +168,22 @@ interface Acquired {
 export class SharedFileLocker extends AbstractLocker {
   readonly directory: string;
   readonly path: string;
-  readonly defaultKeepAlivePeriod = DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD;
+  readonly defaultKeepAlivePeriodMs = DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD;
   readonly #wakeOnHints: boolean;
   readonly #watchLockFile: boolean;
   #held: Held | undefined;
 
   constructor(options: SharedFileLockerOptions) {
-    const o = checkOptionsObject(options, 'SharedFileLocker options');
-    if (typeof o.directory !== 'string' || o.directory.length === 0 || o.directory.includes('\0')) {
-      throw new InvalidArgumentError(
-        `SharedFileLocker needs a directory path, got ${String(o.directory)}`,
-      );
+    const o = readOptions(options, 'SharedFileLocker options', SHARED_FILE_LOCKER_SPEC);
+    if (o.directory === undefined) {
+      throw new InvalidArgumentError('SharedFileLocker needs a directory path, got undefined');
     }
     const directory = resolve(o.directory);
     super(o, directory);
-    const wake = checkBoolean(o.wakeOnHints ?? true, 'wakeOnHints');
-    const watch = checkBoolean(o.watchLockFile ?? true, 'watchLockFile');
     this.directory = directory;
     this.path = join(directory, LOCK_FILE_NAME);
-    this.#wakeOnHints = wake;
-    this.#watchLockFile = watch;
+    this.#wakeOnHints = o.wakeOnHints;
+    this.#watchLockFile = o.watchLockFile;
   }
 
   protected async doStart(context: AcquireContext): Promise<number> {
@@ -233,14 +251,14 @@ export class SharedFileLocker extends AbstractLocker {
     }
   }
 
-  async #acquire({ signal, lockKeepAlivePeriod }: AcquireContext): Promise<number> {
+  async #acquire({ signal, keepAlivePeriodMs }: AcquireContext): Promise<number> {
     const key = this.#prepare();
     let waited = false;
     for (;;) {
       if (signal.aborted) throw signal.reason;
       const outcome = this.#tryLock(key);
       if (typeof outcome === 'object') {
-        if (!waited || lockKeepAlivePeriod === 0) return outcome.token;
+        if (!waited || keepAlivePeriodMs === 0) return outcome.token;
         if (outcome.previousReleased) {
           // The previous holder stopped and then released: no old master left to notice.
           this.logger.debug(
@@ -250,10 +268,10 @@ export class SharedFileLocker extends AbstractLocker {
         }
         // AMQ-4705: let the previous master's keep-alive notice before we act as master.
         try {
-          await abortableSleep(lockKeepAlivePeriod, signal, this.clock, 'post-acquire pause');
+          await abortableSleep(keepAlivePeriodMs, signal, this.clock, 'post-acquire pause');
           if (!(await this.#check())) {
             throw new LockObtainFailedError(
-              `Lock on ${this.path} was lost during the post-acquire pause of ${lockKeepAlivePeriod} ms`,
+              `Lock on ${this.path} was lost during the post-acquire pause of ${keepAlivePeriodMs} ms`,
             );
           }
         } catch (err) {
@@ -272,7 +290,7 @@ export class SharedFileLocker extends AbstractLocker {
         waited = true;
       } else {
         this.logger.debug(
-          `Database ${this.path} is still locked by ${outcome}; retrying in ${this.lockAcquireSleepInterval} ms (${this.name})`,
+          `Database ${this.path} is still locked by ${outcome}; retrying in ${this.acquireIntervalMs} ms (${this.name})`,
         );
       }
       await this.#sleepOrHint(key, signal);
@@ -344,7 +362,7 @@ export class SharedFileLocker extends AbstractLocker {
     const unrelease = kernelFileLockReleases(key)(wake);
     const unwatch = this.#wakeOnHints ? fileWakeSource(this.path)(wake) : undefined;
     try {
-      await this.clock.sleep(this.lockAcquireSleepInterval, pause.signal);
+      await this.clock.sleep(this.acquireIntervalMs, pause.signal);
     } catch {
       // Woken early by a hint or by the signal; the caller's loop checks which.
     } finally {

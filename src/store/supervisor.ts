@@ -1,16 +1,25 @@
 import { EventEmitter } from 'node:events';
 import type { Clock } from '../core/clock.js';
-import { checkDuration } from '../core/duration.js';
 import {
   AbortedError,
   AlreadyClosedError,
   InvalidArgumentError,
   LockLostError,
 } from '../core/errors.js';
-import { checkBoolean, checkClock, checkOptionsObject, hasMethods } from '../core/options.js';
+import {
+  booleanOption,
+  clockOption,
+  customOption,
+  durationOption,
+  readOptions,
+  type SpecOf,
+  withAliases,
+  withDefault,
+} from '../core/option-spec.js';
+import { hasMethods } from '../core/options.js';
 import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
-import { checkLogger, type StoreLogger } from './logger.js';
+import { checkLogger, type StoreLogger, silentLogger } from './logger.js';
 import type { Service } from './service.js';
 
 export interface SupervisorOptions {
@@ -19,8 +28,11 @@ export interface SupervisorOptions {
   service: Service;
   /** false: no locker, no timer; the service starts at once with token 0 (true). */
   useLock?: boolean | undefined;
-  /** Keep-alive period in ms; 0 runs none (default `locker.defaultKeepAlivePeriod`). */
-  lockKeepAlivePeriod?: number | undefined;
+  /**
+   * Keep-alive period in ms; 0 runs none (default `locker.defaultKeepAlivePeriodMs`). ActiveMQ's
+   * name, `lockKeepAlivePeriod`, is accepted as an alias.
+   */
+  keepAlivePeriodMs?: number | undefined;
   /** A throwing keep-alive demotes only when true (false, AMQ-7473). */
   stopOnError?: boolean | undefined;
   /** After a demotion, go back to waiting as a slave (true, AMQ-4526). */
@@ -28,6 +40,26 @@ export interface SupervisorOptions {
   clock?: Clock | undefined;
   logger?: StoreLogger | undefined;
 }
+
+export const SUPERVISOR_SPEC = {
+  locker: customOption<Locker>('a Locker (start, stop, keepAlive, on)', (value) => value as Locker),
+  service: customOption<Service>('a Service (start, stop)', (value) => value as Service),
+  useLock: withDefault(booleanOption(), true),
+  keepAlivePeriodMs: withAliases(
+    { ...durationOption(), defaultText: "the locker's defaultKeepAlivePeriodMs" },
+    'lockKeepAlivePeriod',
+  ),
+  stopOnError: withDefault(booleanOption(), false),
+  restartAllowed: withDefault(booleanOption(), true),
+  clock: clockOption(),
+  logger: withDefault(
+    customOption('a logger with info(), debug() and warn()', (value) =>
+      checkLogger(value as StoreLogger),
+    ),
+    silentLogger,
+    'silent',
+  ),
+} as const satisfies SpecOf<SupervisorOptions>;
 
 /** What every supervisor event carries. */
 export interface SupervisorEvent {
@@ -89,7 +121,7 @@ interface Mastership {
  *
  * - Order: `locker.start()` (while it waits this is a slave, and nothing of the service is
  *   started), then `service.start({ signal, token })`, then the keep-alive timer: a fixed
- *   rate of `lockKeepAlivePeriod`, first run one period after mastership (0 runs none).
+ *   rate of `keepAlivePeriodMs`, first run one period after mastership (0 runs none).
  * - Loss: a keep-alive returning false, the locker's `lost` event, or (only with
  *   `stopOnError`) a throwing keep-alive ends the mastership exactly once: the service's
  *   signal aborts at once with a {@link LockLostError}, `service.stop()` is awaited, the
@@ -108,7 +140,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
   readonly locker: Locker | undefined;
   readonly service: Service;
   readonly useLock: boolean;
-  readonly lockKeepAlivePeriod: number;
+  readonly keepAlivePeriodMs: number;
   readonly stopOnError: boolean;
   readonly restartAllowed: boolean;
   readonly #clock: Clock;
@@ -122,8 +154,8 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
 
   constructor(options: SupervisorOptions) {
     super();
-    const o = checkOptionsObject(options, 'Supervisor options');
-    const useLock = checkBoolean(o.useLock ?? true, 'useLock');
+    const o = readOptions(options, 'Supervisor options', SUPERVISOR_SPEC);
+    const useLock = o.useLock;
     const service = o.service;
     if (!hasMethods(service, 'start', 'stop')) {
       throw new InvalidArgumentError('service must have start() and stop() methods');
@@ -137,22 +169,15 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
         );
       }
     }
-    const period = checkDuration(
-      o.lockKeepAlivePeriod ?? locker?.defaultKeepAlivePeriod ?? 0,
-      'lockKeepAlivePeriod',
-    );
-    const stopOnError = checkBoolean(o.stopOnError ?? false, 'stopOnError');
-    const restartAllowed = checkBoolean(o.restartAllowed ?? true, 'restartAllowed');
-    const logger = checkLogger(o.logger);
-    const clock = checkClock(o.clock);
+    const period = o.keepAlivePeriodMs ?? locker?.defaultKeepAlivePeriodMs ?? 0;
     this.locker = locker;
-    this.service = service;
+    this.service = service as Service;
     this.useLock = useLock;
-    this.lockKeepAlivePeriod = useLock ? period : 0;
-    this.stopOnError = stopOnError;
-    this.restartAllowed = restartAllowed;
-    this.#clock = clock;
-    this.#logger = logger;
+    this.keepAlivePeriodMs = useLock ? period : 0;
+    this.stopOnError = o.stopOnError;
+    this.restartAllowed = o.restartAllowed;
+    this.#clock = o.clock;
+    this.#logger = o.logger;
   }
 
   get state(): SupervisorState {
@@ -202,7 +227,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
             // ioErrorPolicy to judge.
             ({ token } = await this.locker.start({
               signal: stopSignal,
-              lockKeepAlivePeriod: this.lockKeepAlivePeriod,
+              keepAlivePeriodMs: this.keepAlivePeriodMs,
             }));
             acquiredAt = this.#clock.monotonic();
           } catch (err) {
@@ -275,7 +300,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
         this.#logger.info(`${this.#name()} is master (fencing token ${token})`);
         this.#emit('master', { token });
         resolveFirst();
-        if (this.locker !== undefined && this.lockKeepAlivePeriod > 0) {
+        if (this.locker !== undefined && this.keepAlivePeriodMs > 0) {
           timer = this.#keepAliveLoop(this.locker, mastership);
         }
       }
@@ -310,7 +335,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
   /** Fixed-rate keep-alive, first run one period in; ends with the mastership. Never rejects. */
   async #keepAliveLoop(locker: Locker, mastership: Mastership): Promise<void> {
     const { signal } = mastership.controller;
-    const period = this.lockKeepAlivePeriod;
+    const period = this.keepAlivePeriodMs;
     let next = this.#clock.monotonic() + period;
     for (;;) {
       try {

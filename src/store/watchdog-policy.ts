@@ -1,7 +1,7 @@
 import { systemClock } from '../core/clock.js';
 import { sharedNow } from '../os/command-watchdog.js';
 import { DATABASE_QUERY_TIMEOUT_MS, type LockerKind } from './create-locker.js';
-import { DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL } from './locker.js';
+import { DEFAULT_ACQUIRE_INTERVAL_MS } from './locker.js';
 import type { ConfirmedEvent } from './supervisor.js';
 
 /** The command watchdog's deadlines, in {@link sharedNow} ms. */
@@ -14,7 +14,7 @@ export interface WatchdogDeadlines {
 export interface WatchdogPolicyOptions {
   /** The locker, made by {@link createLocker} with these settings. */
   kind: LockerKind;
-  /** lease-database: the lease (default {@link DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL}). */
+  /** lease-database: the lease (default {@link DEFAULT_ACQUIRE_INTERVAL_MS}). */
   leaseMs?: number | undefined;
   /** Time between SIGTERM and SIGKILL the command is given when it must stop. */
   graceMs: number;
@@ -54,7 +54,7 @@ export function watchdogPolicy(
   });
   switch (options.kind) {
     case 'lease-database': {
-      const lease = options.leaseMs ?? DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL;
+      const lease = options.leaseMs ?? DEFAULT_ACQUIRE_INTERVAL_MS;
       return ({ validUntil }) => deadlines(toShared(validUntil), lease / 8);
     }
     case 'database':

@@ -180,8 +180,8 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
   it('on a master and a slave of one data directory: roles, the master a slave names, peers, and the takeover live', async () => {
     using data = tempDir('locksmith-dashboard-ha-');
     const ha = () => ({
-      locker: new SharedFileLocker({ directory: data.path, lockAcquireSleepInterval: 200 }),
-      lockKeepAlivePeriodMs: 200,
+      locker: new SharedFileLocker({ directory: data.path, acquireIntervalMs: 200 }),
+      keepAlivePeriodMs: 200,
     });
     const first = await LocksmithServer.listen({
       dataDir: data.path,

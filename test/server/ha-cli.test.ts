@@ -65,7 +65,7 @@ describe('LocksmithServer.listen ha option', () => {
       {},
       { locker: {} },
       { locker, advertise: 'no-port' },
-      { locker, lockKeepAlivePeriodMs: -1 },
+      { locker, keepAlivePeriodMs: -1 },
       { locker, other: 1 },
     ]) {
       await assert.rejects(

@@ -61,7 +61,7 @@ async function skipUnlessAvailable(t: TestContext, needPostgres: boolean): Promi
 function ours(locker: Locker, lockKeepAlivePeriod: number, onMaster: () => void = () => {}) {
   const supervisor = new Supervisor({
     locker,
-    lockKeepAlivePeriod,
+    keepAlivePeriodMs: lockKeepAlivePeriod,
     restartAllowed: false,
     service: { start() {}, stop() {} },
   });
@@ -230,7 +230,7 @@ function leaseLocker(db: TestDatabase, leaseHolderId: string): LeaseDatabaseLock
     database: db.url,
     lockTableName: 'ACTIVEMQ_LOCK',
     leaseHolderId,
-    lockAcquireSleepInterval: OUR_LEASE,
+    leaseMs: OUR_LEASE,
   });
 }
 
@@ -438,7 +438,7 @@ describe('ActiveMQ Classic 5.17 KahaDB shared-file-locker and our SharedFileLock
       { ours: () => ({ master: us?.master ?? false, name: 'locksmith' }), broker: () => broker },
     );
     const fileLocker = () =>
-      new SharedFileLocker({ directory: kahadb, lockAcquireSleepInterval: OUR_FILE_POLL });
+      new SharedFileLocker({ directory: kahadb, acquireIntervalMs: OUR_FILE_POLL });
     try {
       // 1. Ours holds the KahaDB lock file.
       us = ours(fileLocker(), OUR_FILE_KEEP_ALIVE, recordOurStamp);
@@ -536,8 +536,8 @@ function ourDatabaseLocker(db: TestDatabase): DatabaseLocker {
   return new DatabaseLocker({
     database: db.url,
     lockTableName: 'ACTIVEMQ_LOCK',
-    lockAcquireSleepInterval: OUR_LEASE,
-    takeoverPause: 0,
+    acquireIntervalMs: OUR_LEASE,
+    takeoverPauseMs: 0,
   });
 }
 

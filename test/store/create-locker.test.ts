@@ -24,7 +24,7 @@ describe('createLocker', () => {
       failIfLocked: true,
     });
     assert.ok(shared instanceof SharedFileLocker);
-    assert.equal(shared.lockAcquireSleepInterval, 250);
+    assert.equal(shared.acquireIntervalMs, 250);
     assert.equal(shared.failIfLocked, true);
 
     const url = `sqlite:${join(tmp.path, 'locks.db')}`;
@@ -36,11 +36,11 @@ describe('createLocker', () => {
     });
     assert.ok(lease instanceof LeaseDatabaseLocker);
     assert.equal(lease.leaseHolderId, 'a');
-    assert.equal(lease.lockAcquireSleepInterval, 3000, 'the lease is the acquire interval');
+    assert.equal(lease.leaseMs, 3000, 'the lease is the acquire interval');
 
     const db = await createLocker({ kind: 'database', database: url, lockTableName: 'L' });
     assert.ok(db instanceof DatabaseLocker);
-    assert.equal(db.queryTimeout, DATABASE_QUERY_TIMEOUT_MS);
+    assert.equal(db.queryTimeoutMs, DATABASE_QUERY_TIMEOUT_MS);
     assert.equal(db.lockTableName, 'L');
     for (const locker of [shared, lease, db]) await locker.stop();
   });
@@ -55,6 +55,26 @@ describe('createLocker', () => {
       createLocker({ kind: 'database', database: 'sqlite:x', lockTableName: 'no such' }),
       InvalidArgumentError,
     );
+  });
+
+  it('refuses an option the kind does not take, instead of running with a default', async () => {
+    using tmp = tempDir();
+    const url = `sqlite:${join(tmp.path, 'locks.db')}`;
+    for (const [options, pattern] of [
+      // A lease on the held-transaction locker, which has none: it used to be dropped.
+      [{ kind: 'database', database: url, leaseMs: 5000 }, /unknown option "leaseMs"/],
+      [{ kind: 'lease-database', database: url, leaseMS: 5000 }, /unknown option "leaseMS"/],
+      [{ kind: 'lease-database', database: url, acquireIntervalMs: 5000 }, /"acquireIntervalMs"/],
+      [{ kind: 'shared-file', directory: tmp.path, database: url }, /unknown option "database"/],
+      [{ kind: 'shared-file', directory: tmp.path, failIfLocked: 'yes' }, /failIfLocked/],
+      [{ kind: 'lease-database', database: url, leaseMs: 500 }, /leaseMs 500: must be >= 1000/],
+    ] as const) {
+      await assert.rejects(
+        createLocker(options as unknown as CreateLockerOptions),
+        (err: unknown) => err instanceof InvalidArgumentError && pattern.test(err.message),
+        JSON.stringify(options),
+      );
+    }
   });
 });
 

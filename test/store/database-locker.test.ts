@@ -27,8 +27,8 @@ for (const kind of KINDS) {
       const locker = new DatabaseLocker({
         database: url,
         lockTableName: table,
-        lockAcquireSleepInterval: 200,
-        takeoverPause: 0,
+        acquireIntervalMs: 200,
+        takeoverPauseMs: 0,
         ...options,
       });
       stoppers.push(() => locker.stop());
@@ -85,7 +85,7 @@ for (const kind of KINDS) {
       const t = table();
       const a = make(t);
       await a.start();
-      const b = make(t, { lockAcquireSleepInterval: 5_000 });
+      const b = make(t, { acquireIntervalMs: 5_000 });
       const p = b.start();
       await sleep(150);
       const t0 = performance.now();
@@ -106,12 +106,12 @@ for (const kind of KINDS) {
           const locker = new DatabaseLocker({
             database: url,
             lockTableName: tb,
-            lockAcquireSleepInterval: 200,
-            queryTimeout: 300,
+            acquireIntervalMs: 200,
+            queryTimeoutMs: 300,
           });
           const s = new Supervisor({
             locker,
-            lockKeepAlivePeriod: 200,
+            keepAlivePeriodMs: 200,
             service: {
               start: () => {
                 events.push(`${name} start`);
@@ -155,10 +155,10 @@ describe('DatabaseLocker configuration', () => {
   it('refuses bad configuration with InvalidArgumentError', () => {
     const database = 'sqlite:/tmp/never-opened.db';
     const bad: Partial<DatabaseLockerOptions>[] = [
-      { lockAcquireSleepInterval: -1 },
-      { queryTimeout: 0 },
-      { queryTimeout: -5 },
-      { takeoverPause: -1 },
+      { acquireIntervalMs: -1 },
+      { queryTimeoutMs: 0 },
+      { queryTimeoutMs: -5 },
+      { takeoverPauseMs: -1 },
       { lockTableName: 'ACTIVEMQ_LOCK WHERE 1=1; --' },
       { lockTableName: 'x"y' },
       { lockStatement: ' ' },
@@ -172,7 +172,7 @@ describe('DatabaseLocker configuration', () => {
       );
     }
     assert.equal(
-      new DatabaseLocker({ database }).defaultKeepAlivePeriod,
+      new DatabaseLocker({ database }).defaultKeepAlivePeriodMs,
       DEFAULT_DATABASE_KEEP_ALIVE_PERIOD,
     );
   });
@@ -196,7 +196,7 @@ describe('DatabaseLocker configuration', () => {
     const l = new DatabaseLocker({
       database: urlOf('postgres', '/tmp'),
       lockTableName: t,
-      takeoverPause: 0,
+      takeoverPauseMs: 0,
     });
     try {
       await l.start();

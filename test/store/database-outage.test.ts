@@ -66,20 +66,20 @@ describe('database outage: the master stops before the lock can pass, and serves
           ? new LeaseDatabaseLocker({
               database,
               lockTableName: table,
-              lockAcquireSleepInterval: lease,
+              leaseMs: lease,
             })
           : new DatabaseLocker({
               database,
               lockTableName: table,
-              lockAcquireSleepInterval: 200,
-              queryTimeout: 300,
-              takeoverPause: 0,
+              acquireIntervalMs: 200,
+              queryTimeoutMs: 300,
+              takeoverPauseMs: 0,
             });
       const events: string[] = [];
       const tokens: number[] = [];
       const supervisor = new Supervisor({
         locker,
-        lockKeepAlivePeriod: 200,
+        keepAlivePeriodMs: 200,
         service: {
           start: ({ token }) => {
             tokens.push(token);

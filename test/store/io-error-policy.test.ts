@@ -73,7 +73,7 @@ describe('I/O error policies inside the lease locker', () => {
     const locker = new LeaseDatabaseLocker({
       database: `sqlite:${path}`,
       lockTableName: 'IO_LOCK',
-      lockAcquireSleepInterval: 10_000,
+      leaseMs: 10_000,
       ...(ioErrorPolicy === undefined ? {} : { ioErrorPolicy }),
     });
     await locker.start();
@@ -106,12 +106,12 @@ describe('I/O error policies inside the lease locker', () => {
     const locker = new LeaseDatabaseLocker({
       database: `sqlite:${path}`,
       lockTableName: 'IO_LOCK',
-      lockAcquireSleepInterval: 10_000,
+      leaseMs: 10_000,
     });
     const events: string[] = [];
     const supervisor = new Supervisor({
       locker,
-      lockKeepAlivePeriod: 50,
+      keepAlivePeriodMs: 50,
       restartAllowed: false,
       service: {
         start: () => {

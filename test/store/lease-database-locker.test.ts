@@ -9,7 +9,11 @@ import {
   LockIOError,
   LockObtainFailedError,
 } from '../../src/core/errors.js';
-import { LeaseDatabaseLocker, type LeaseDatabaseLockerOptions } from '../../src/store/index.js';
+import {
+  LeaseDatabaseLocker,
+  type LeaseDatabaseLockerOptions,
+  type LockerStartOptions,
+} from '../../src/store/index.js';
 import {
   admin,
   dropTable,
@@ -64,7 +68,7 @@ for (const kind of KINDS) {
       const locker = new LeaseDatabaseLocker({
         database: url,
         lockTableName: table,
-        lockAcquireSleepInterval: 1_000,
+        leaseMs: 1_000,
         ...options,
       });
       lockers.push(locker);
@@ -118,7 +122,7 @@ for (const kind of KINDS) {
 
     it('failIfLocked rejects at once; a held lease blocks, the release lets exactly one in (S3, S31, S32)', async () => {
       const t = table();
-      const a = make(t, { lockAcquireSleepInterval: 300 });
+      const a = make(t, { leaseMs: 1_000 });
       await a.start();
       await assert.rejects(make(t, { failIfLocked: true }).start(), LockObtainFailedError);
       // A foreign lease (an ActiveMQ broker, say), far from expiring.
@@ -128,9 +132,9 @@ for (const kind of KINDS) {
         url,
         `UPDATE ${t} SET BROKER_NAME = 'foreign', TIME = 99999999999999 WHERE ID = 1`,
       );
-      // Lease 400 ms: long enough that the winner's lease cannot expire during the check.
-      const b = make(t, { lockAcquireSleepInterval: 400 });
-      const c = make(t, { lockAcquireSleepInterval: 400 });
+      // Lease 1 s: long enough that the winner's lease cannot expire during the check.
+      const b = make(t, { leaseMs: 1_000 });
+      const c = make(t, { leaseMs: 1_000 });
       const pb = tracked(b.start());
       const pc = tracked(c.start());
       await sleep(250);
@@ -145,7 +149,7 @@ for (const kind of KINDS) {
       const t0 = performance.now();
       await winner.stop();
       await loserStart.promise;
-      assert.ok(performance.now() - t0 < 2 * 400, 'the other wins within 2 intervals');
+      assert.ok(performance.now() - t0 < 2 * 1_000, 'the other wins within 2 intervals');
       assert.ok((loser.token as number) > 0);
       await loser.stop();
     });
@@ -154,12 +158,12 @@ for (const kind of KINDS) {
       const tb = table();
       const LEASE = 3_000;
       const PERIOD = 250;
-      const a = make(tb, { lockAcquireSleepInterval: LEASE, maxEventLoopLag: 10_000 });
+      const a = make(tb, { leaseMs: LEASE, maxEventLoopLagMs: 10_000 });
       await a.start();
-      const b = make(tb, { lockAcquireSleepInterval: LEASE });
+      const b = make(tb, { leaseMs: LEASE });
       const logger = recordingLogger();
-      const c = make(tb, { lockAcquireSleepInterval: LEASE, logger });
-      const pb = tracked(b.start({ lockKeepAlivePeriod: PERIOD }));
+      const c = make(tb, { leaseMs: LEASE, logger });
+      const pb = tracked(b.start({ keepAlivePeriodMs: PERIOD }));
       // c has no renew period: it polls once a lease, ActiveMQ's behaviour, and still only
       // takes the lease when it is free or expired.
       const pc = tracked(c.start());
@@ -184,14 +188,14 @@ for (const kind of KINDS) {
 
     it('expiry is judged on the database clock: an expired lease is taken, the old holder cannot renew', async () => {
       const t = table();
-      const a = make(t, { lockAcquireSleepInterval: 200, maxEventLoopLag: 10_000 });
+      const a = make(t, { leaseMs: 1_000, maxEventLoopLagMs: 10_000 });
       await a.start();
       const lost = new Promise((r) => a.once('lost', r));
-      // a renews nothing; after 200 ms its lease has expired in the database.
-      const b = make(t, { lockAcquireSleepInterval: 200 });
+      // a renews nothing; after 1 s its lease has expired in the database.
+      const b = make(t, { leaseMs: 1_000 });
       await b.start();
       assert.ok((b.token as number) > (a.token as number));
-      await lost; // a self-fenced (150 ms) before b could take over (200 ms)
+      await lost; // a self-fenced (750 ms) before b could take over (1 s)
       assert.equal(await a.keepAlive(), false);
       assert.ok(await b.keepAlive());
     });
@@ -210,7 +214,7 @@ for (const kind of KINDS) {
       const t = table();
       const a = make(t);
       await a.start();
-      const b = make(t, { lockAcquireSleepInterval: 100 });
+      const b = make(t, { leaseMs: 1_000 });
       const p = b.start();
       await sleep(120);
       await b.stop();
@@ -228,7 +232,7 @@ for (const kind of KINDS) {
         return;
       }
       const tb = table();
-      const a = make(tb, { lockAcquireSleepInterval: 1_000, selfFencingMargin: 300 });
+      const a = make(tb, { leaseMs: 1_000, selfFencingMarginMs: 300 });
       await a.start();
       // Another session locks the row: a's renewal blocks in the database.
       let release: () => Promise<void>;
@@ -267,7 +271,7 @@ for (const kind of KINDS) {
 
     it('a stalled event loop counts as a missed renewal', async () => {
       const t = table();
-      const a = make(t, { lockAcquireSleepInterval: 5_000, maxEventLoopLag: 100 });
+      const a = make(t, { leaseMs: 5_000, maxEventLoopLagMs: 100 });
       await a.start();
       const lost = new Promise<Error>((r) => a.once('lost', r));
       const end = performance.now() + 300;
@@ -284,14 +288,16 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
   it('refuses bad configuration at construction with InvalidArgumentError', () => {
     const database = 'sqlite:/tmp/never-opened.db';
     const bad: Partial<LeaseDatabaseLockerOptions>[] = [
-      { lockAcquireSleepInterval: -1 },
-      { lockAcquireSleepInterval: 0 },
-      { lockAcquireSleepInterval: Number.NaN },
-      { selfFencingMargin: 0 },
-      { lockAcquireSleepInterval: 1000, selfFencingMargin: 1000 },
-      { maxAllowableDiffFromDBTime: -5 },
-      { maxEventLoopLag: 0 },
-      { queryTimeout: -1 },
+      { leaseMs: -1 },
+      { leaseMs: 0 },
+      { leaseMs: 100 },
+      { leaseMs: 999 },
+      { leaseMs: Number.NaN },
+      { selfFencingMarginMs: 0 },
+      { leaseMs: 1000, selfFencingMarginMs: 1000 },
+      { maxAllowableDiffFromDBTimeMs: -5 },
+      { maxEventLoopLagMs: 0 },
+      { queryTimeoutMs: -1 },
       { lockTableName: 'LOCK; DROP TABLE x' },
       { lockTableName: '1LOCK' },
       { lockTableName: 'a.b.c' },
@@ -325,11 +331,11 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     const b = new LeaseDatabaseLocker({ database: 'sqlite:/tmp/x.db' });
     assert.notEqual(a.leaseHolderId, b.leaseHolderId);
     assert.match(a.leaseHolderId, new RegExp(`:${process.pid}:[0-9a-f]{8}$`));
-    assert.equal(a.leaseDuration, 10_000);
+    assert.equal(a.leaseMs, 10_000);
     assert.equal(a.lockTableName, 'ACTIVEMQ_LOCK');
-    assert.equal(a.defaultKeepAlivePeriod, 2_500);
-    assert.equal(a.selfFencingMargin, 2_500);
-    assert.equal(a.maxAllowableDiffFromDBTime, 0);
+    assert.equal(a.defaultKeepAlivePeriodMs, 2_500);
+    assert.equal(a.selfFencingMarginMs, 2_500);
+    assert.equal(a.maxAllowableDiffFromDBTimeMs, 0);
   });
 
   it('an unreachable database fails the first start with a clear LockIOError', async () => {
@@ -338,7 +344,7 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
       'mysql://root@127.0.0.1:1/test',
       'postgres://postgres@127.0.0.1:5432/no_such_database_here',
     ]) {
-      const l = new LeaseDatabaseLocker({ database, lockAcquireSleepInterval: 100 });
+      const l = new LeaseDatabaseLocker({ database, leaseMs: 1_000 });
       await assert.rejects(l.start(), (err: unknown) => {
         assert.ok(err instanceof LockIOError, String(err));
         assert.match(err.message, /unreachable|Cannot create or read/);
@@ -348,29 +354,78 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     }
   });
 
-  it('warns when the lease is not longer than the renew period, or the period is 0 (S25)', async () => {
+  it('refuses a renew period the lease cannot survive at start, holding nothing; warns when it is 0 (S25)', async () => {
     using dir = tempDir();
     const url = `sqlite:${dir.path}/w.db`;
-    for (const [period, pattern] of [
-      [1_000, /not shorter than the lease/],
-      [2_000, /not shorter than the lease/],
-      [0, /No keep-alive/],
-      [900, /self-fence between renewals/],
+    // ActiveMQ only warns (and lets the lease lapse between renewals); a period over 3/8 of
+    // the lease is refused before anything is taken.
+    for (const period of [2_000, 1_000, 900, 376]) {
+      const l = new LeaseDatabaseLocker({ database: url, leaseMs: 1_000 });
+      await assert.rejects(l.start({ keepAlivePeriodMs: period }), (err: unknown) => {
+        assert.ok(err instanceof InvalidArgumentError, String(err));
+        assert.match(err.message, /keepAlivePeriodMs .* must be at most 3\/8 of the lease/);
+        return true;
+      });
+      assert.equal(l.token, undefined);
+      // Nothing was taken: another locker takes the lease at once.
+      const other = new LeaseDatabaseLocker({ database: url, leaseMs: 1_000, failIfLocked: true });
+      await other.start();
+      await other.stop();
+    }
+    // ActiveMQ's name for the period is accepted too.
+    const amq = new LeaseDatabaseLocker({ database: url, leaseMs: 1_000 });
+    await assert.rejects(
+      amq.start({ lockKeepAlivePeriod: 1_000 } as LockerStartOptions),
+      /lockKeepAlivePeriod|keepAlivePeriodMs/,
+    );
+    const logger = recordingLogger();
+    const zero = new LeaseDatabaseLocker({ database: url, leaseMs: 1_000, logger });
+    await zero.start({ keepAlivePeriodMs: 0 });
+    await zero.stop();
+    assert.ok(logger.lines.some((x) => x.level === 'warn' && /No keep-alive/.test(x.message)));
+    const quiet = recordingLogger();
+    const l = new LeaseDatabaseLocker({ database: url, leaseMs: 1_000, logger: quiet });
+    await l.start({ keepAlivePeriodMs: 375 });
+    await l.stop();
+    assert.equal(quiet.count('warn'), 0);
+  });
+
+  it('an unknown option is refused, not ignored; ActiveMQ names are aliases, never both', () => {
+    const database = 'sqlite:/tmp/never-opened.db';
+    // The defect: `leaseMs` was unknown and silently ignored, so the lease was the 10 s default.
+    assert.equal(new LeaseDatabaseLocker({ database, leaseMs: 5_000 }).leaseMs, 5_000);
+    for (const [options, pattern] of [
+      [{ leaseMS: 5_000 }, /unknown option "leaseMS" \(known: .*leaseMs/],
+      [{ lease: 5_000 }, /unknown option "lease"/],
+      [{ acquireIntervalMs: 5_000 }, /unknown option "acquireIntervalMs"/],
+      [{ selfFencingMargin: 500 }, /unknown option "selfFencingMargin"/],
+      [
+        { leaseMs: 5_000, lockAcquireSleepInterval: 5_000 },
+        /leaseMs and lockAcquireSleepInterval name the same option/,
+      ],
     ] as const) {
-      const logger = recordingLogger();
-      const l = new LeaseDatabaseLocker({ database: url, lockAcquireSleepInterval: 1_000, logger });
-      await l.start({ lockKeepAlivePeriod: period });
-      await l.stop();
-      assert.ok(
-        logger.lines.some((x) => x.level === 'warn' && pattern.test(x.message)),
-        `${period}`,
+      assert.throws(
+        () => new LeaseDatabaseLocker({ database, ...(options as object) }),
+        (err: unknown) => err instanceof InvalidArgumentError && pattern.test(err.message),
+        JSON.stringify(options),
       );
     }
-    const logger = recordingLogger();
-    const l = new LeaseDatabaseLocker({ database: url, lockAcquireSleepInterval: 1_000, logger });
-    await l.start({ lockKeepAlivePeriod: 250 });
-    await l.stop();
-    assert.equal(logger.count('warn'), 0);
+    const amq = new LeaseDatabaseLocker({
+      database,
+      ...({
+        lockAcquireSleepInterval: 4_000,
+        queryTimeout: 700,
+        maxAllowableDiffFromDBTime: 9,
+      } as object),
+    });
+    assert.equal(amq.leaseMs, 4_000);
+    assert.equal(amq.acquireIntervalMs, 4_000);
+    assert.equal(amq.queryTimeoutMs, 700);
+    assert.equal(amq.maxAllowableDiffFromDBTimeMs, 9);
+    assert.throws(
+      () => new LeaseDatabaseLocker({ database, ...({ lockAcquireSleepInterval: 500 } as object) }),
+      /Invalid lockAcquireSleepInterval 500: must be >= 1000 ms/,
+    );
   });
 
   it('skew check (S28): 0 queries nothing; above 0 and over the max, offset = db − local', async () => {
@@ -381,7 +436,7 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     const l1 = new LeaseDatabaseLocker({
       database: url,
       clock: ahead,
-      lockAcquireSleepInterval: 1000,
+      leaseMs: 1000,
     });
     await l1.start();
     assert.equal(l1.timeOffset, 0);
@@ -390,8 +445,8 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     const l2 = new LeaseDatabaseLocker({
       database: url,
       clock: new FakeClock(0, Date.now() + 60_000),
-      maxAllowableDiffFromDBTime: 1_000,
-      lockAcquireSleepInterval: 1000,
+      maxAllowableDiffFromDBTimeMs: 1_000,
+      leaseMs: 1000,
       logger,
     });
     await l2.start();
@@ -401,8 +456,8 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     const l3 = new LeaseDatabaseLocker({
       database: url,
       clock: new FakeClock(0, Date.now() - 500),
-      maxAllowableDiffFromDBTime: 1_000,
-      lockAcquireSleepInterval: 1000,
+      maxAllowableDiffFromDBTimeMs: 1_000,
+      leaseMs: 1000,
     });
     await l3.start();
     assert.equal(l3.timeOffset, 0, 'within the maximum: no offset');
@@ -430,12 +485,12 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     const a = new LeaseDatabaseLocker({
       database: `${POSTGRES_URL}?application_name=${app}`,
       lockTableName: t,
-      lockAcquireSleepInterval: 1_000,
+      leaseMs: 1_000,
     });
     const b = new LeaseDatabaseLocker({
       database: POSTGRES_URL,
       lockTableName: t,
-      lockAcquireSleepInterval: 1_000,
+      leaseMs: 1_000,
     });
     try {
       await a.start();

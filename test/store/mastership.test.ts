@@ -37,10 +37,10 @@ import { scratchTables, tracked } from './store-helpers.js';
 
 /** A locker whose keep-alive answers what the test says (a rejection is "unknown"). */
 class ScriptedAnswerLocker extends AbstractLocker {
-  readonly defaultKeepAlivePeriod = 20;
+  readonly defaultKeepAlivePeriodMs = 20;
   answers: (boolean | Error)[] = [];
   constructor() {
-    super({ lockAcquireSleepInterval: 10 }, 'scripted');
+    super({ acquireIntervalMs: 10 }, 'scripted');
   }
   protected async doStart(): Promise<number> {
     return 7;
@@ -63,8 +63,7 @@ describe('Mastership', () => {
       'SharedFileLocker',
       () => {
         const d = join(dir.path, uniqueTable());
-        return (extra) =>
-          new SharedFileLocker({ directory: d, lockAcquireSleepInterval: 50, ...extra });
+        return (extra) => new SharedFileLocker({ directory: d, acquireIntervalMs: 50, ...extra });
       },
     ],
   ];
@@ -77,8 +76,8 @@ describe('Mastership', () => {
           new DatabaseLocker({
             database: urlOf(kind, dir.path),
             lockTableName: t,
-            lockAcquireSleepInterval: 200,
-            takeoverPause: 0,
+            acquireIntervalMs: 200,
+            takeoverPauseMs: 0,
             ...extra,
           });
       },
@@ -91,7 +90,7 @@ describe('Mastership', () => {
           new LeaseDatabaseLocker({
             database: urlOf(kind, dir.path),
             lockTableName: t,
-            lockAcquireSleepInterval: 2_000,
+            leaseMs: 2_000,
             ...extra,
           });
       },
@@ -271,7 +270,7 @@ describe('Mastership', () => {
         const locker = new DatabaseLocker({
           database: urlOf(kind, dir.path),
           lockTableName: table(kind),
-          takeoverPause: 0,
+          takeoverPauseMs: 0,
         });
         const m = await locker.start();
         const lost = new Promise<LockLostError>((r) => m.once('lost', r));
@@ -292,7 +291,7 @@ describe('Mastership', () => {
       const locker = new LeaseDatabaseLocker({
         database: urlOf('postgres', dir.path),
         lockTableName: t,
-        lockAcquireSleepInterval: 5_000,
+        leaseMs: 5_000,
       });
       const m = await locker.start();
       await admin('postgres', `UPDATE ${t} SET BROKER_NAME = 'thief', EPOCH = EPOCH + 1`);
@@ -308,9 +307,9 @@ describe('Mastership', () => {
         const locker = new LeaseDatabaseLocker({
           database: urlOf(kind, dir.path),
           lockTableName: tb,
-          lockAcquireSleepInterval: LEASE,
+          leaseMs: LEASE,
         });
-        const m = await locker.start({ lockKeepAlivePeriod: 300 });
+        const m = await locker.start({ keepAlivePeriodMs: 300 });
         const validUntil = m.validUntil as number;
         // Another session holds the lock row (as ActiveMQ's DefaultDatabaseLocker would, which
         // ignores the lease): every renewal now waits in the database.
@@ -321,7 +320,7 @@ describe('Mastership', () => {
           const reason = await within(lost, 3 * LEASE);
           const at = performance.now();
           t.diagnostic(
-            `lost ${(at - validUntil).toFixed(0)} ms after validUntil (lease ${LEASE}, margin ${locker.selfFencingMargin})`,
+            `lost ${(at - validUntil).toFixed(0)} ms after validUntil (lease ${LEASE}, margin ${locker.selfFencingMarginMs})`,
           );
           assert.equal(reason.code, 'LEASE_EXPIRED');
           assert.ok(at >= validUntil - 5);
@@ -373,7 +372,7 @@ describe('Mastership', () => {
             new Promise((resolve) => {
               m.signal.addEventListener('abort', () => resolve('done anyway'));
             }),
-          { lockKeepAlivePeriod: 10 },
+          { keepAlivePeriodMs: 10 },
         ),
         (err: LockLostError) => err instanceof LockLostError && err.code === 'LOCK_LOST',
       );
@@ -387,7 +386,7 @@ describe('Mastership', () => {
         withMastership(
           locker,
           (m) => new Promise((resolve) => m.signal.addEventListener('abort', resolve)),
-          { lockKeepAlivePeriod: 10 },
+          { keepAlivePeriodMs: 10 },
         ),
         (err: LockLostError) => err instanceof LockLostError && err.code === 'LOCK_UNCONFIRMED',
       );
@@ -413,7 +412,7 @@ describe('Mastership', () => {
         InvalidArgumentError,
       );
       await assert.rejects(
-        withMastership(waiter, () => 1, { lockKeepAlivePeriod: -1 }),
+        withMastership(waiter, () => 1, { keepAlivePeriodMs: -1 }),
         InvalidArgumentError,
       );
       await assert.rejects(

@@ -35,14 +35,14 @@ describe('mixed database lockers on one table', () => {
       ? new LeaseDatabaseLocker({
           database: urlOf(kind, dir.path),
           lockTableName: t,
-          lockAcquireSleepInterval: LEASE,
+          leaseMs: LEASE,
           ...extra,
         })
       : new DatabaseLocker({
           database: urlOf(kind, dir.path),
           lockTableName: t,
-          lockAcquireSleepInterval: 200,
-          takeoverPause: 0,
+          acquireIntervalMs: 200,
+          takeoverPauseMs: 0,
           failIfLocked: extra.failIfLocked,
         });
 
@@ -51,11 +51,11 @@ describe('mixed database lockers on one table', () => {
       it(`${kind}: ${first} master, then ${second}: the ${second} locker waits (and with failIfLocked fails naming the holder) until the ${first} one stops`, async () => {
         const t = table(kind);
         const a = make(first, kind, t, { leaseHolderId: 'holder-A' });
-        const ma = await a.start({ lockKeepAlivePeriod: PERIOD });
+        const ma = await a.start({ keepAlivePeriodMs: PERIOD });
         try {
           const failing = make(second, kind, t, { failIfLocked: true, leaseHolderId: 'B' });
           try {
-            await assert.rejects(failing.start({ lockKeepAlivePeriod: PERIOD }), (err: Error) => {
+            await assert.rejects(failing.start({ keepAlivePeriodMs: PERIOD }), (err: Error) => {
               assert.ok(err instanceof LockObtainFailedError, String(err));
               if (first === 'lease') {
                 assert.match(err.message, /leased by holder-A until \d{4}-\d\d-\d\dT/);
@@ -69,7 +69,7 @@ describe('mixed database lockers on one table', () => {
           }
           const b = make(second, kind, t, { leaseHolderId: 'holder-B' });
           try {
-            const started = tracked(b.start({ lockKeepAlivePeriod: PERIOD }));
+            const started = tracked(b.start({ keepAlivePeriodMs: PERIOD }));
             // Well past a lease (the old code let the second one in at once), renewing as a
             // supervisor would.
             for (let i = 0; i < 8; i++) {

@@ -21,7 +21,7 @@ import {
 } from '../../src/core/errors.js';
 import { fileLocks } from '../../src/os/file-lock.js';
 import {
-  DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL,
+  DEFAULT_ACQUIRE_INTERVAL_MS,
   DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD,
   SharedFileLocker,
 } from '../../src/store/index.js';
@@ -59,17 +59,17 @@ describe('SharedFileLocker', () => {
   it('S2: defaults to 10 000 ms and false; configured values are kept', () => {
     using dir = tempDir();
     const d = new SharedFileLocker({ directory: dir.path });
-    assert.equal(d.lockAcquireSleepInterval, DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL);
-    assert.equal(d.lockAcquireSleepInterval, 10_000);
+    assert.equal(d.acquireIntervalMs, DEFAULT_ACQUIRE_INTERVAL_MS);
+    assert.equal(d.acquireIntervalMs, 10_000);
     assert.equal(d.failIfLocked, false);
-    assert.equal(d.defaultKeepAlivePeriod, DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD);
+    assert.equal(d.defaultKeepAlivePeriodMs, DEFAULT_SHARED_FILE_KEEP_ALIVE_PERIOD);
     const c = new SharedFileLocker({
       directory: dir.path,
-      lockAcquireSleepInterval: 250,
+      acquireIntervalMs: 250,
       failIfLocked: true,
       name: 'broker-a',
     });
-    assert.equal(c.lockAcquireSleepInterval, 250);
+    assert.equal(c.acquireIntervalMs, 250);
     assert.equal(c.failIfLocked, true);
     assert.equal(c.name, 'broker-a');
   });
@@ -105,7 +105,7 @@ describe('SharedFileLocker', () => {
     await assert.rejects(locker.start(), (err: unknown) => {
       return err instanceof LockIOError && err.message.includes(join(dir.path, 'file', 'store'));
     });
-    await assert.rejects(locker.start({ lockKeepAlivePeriod: -5 }), InvalidArgumentError);
+    await assert.rejects(locker.start({ keepAlivePeriodMs: -5 }), InvalidArgumentError);
   });
 
   it('S11: the lock file is <dir>/lock, parents are created, the name defaults to the directory', async () => {
@@ -159,7 +159,7 @@ describe('SharedFileLocker', () => {
     );
     assert.equal(locker.token, undefined);
     // Not failIfLocked: waits, and takes over once the child releases.
-    const waiter = new SharedFileLocker({ directory: dir.path, lockAcquireSleepInterval: 50 });
+    const waiter = new SharedFileLocker({ directory: dir.path, acquireIntervalMs: 50 });
     const started = tracked(waiter.start());
     await sleep(150);
     assert.equal(started.settled, false);
@@ -202,7 +202,7 @@ describe('SharedFileLocker', () => {
       directory: dir.path,
       clock,
       logger,
-      lockAcquireSleepInterval: 1_000,
+      acquireIntervalMs: 1_000,
       wakeOnHints: false,
     });
     const started = tracked(waiter.start());
@@ -229,7 +229,7 @@ describe('SharedFileLocker', () => {
     using dir = tempDir();
     const holder = new SharedFileLocker({ directory: dir.path });
     await holder.start();
-    const waiter = new SharedFileLocker({ directory: dir.path, lockAcquireSleepInterval: 20 });
+    const waiter = new SharedFileLocker({ directory: dir.path, acquireIntervalMs: 20 });
     const started = waiter.start();
     await sleep(50);
     await waiter.stop();
@@ -282,10 +282,10 @@ describe('SharedFileLocker', () => {
     const waiter = new SharedFileLocker({
       directory: dir.path,
       clock,
-      lockAcquireSleepInterval: 100,
+      acquireIntervalMs: 100,
       wakeOnHints: false,
     });
-    let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+    let started = tracked(waiter.start({ keepAlivePeriodMs: 500 }));
     await eventually(() => clock.pending === 1);
     // The holder's lock no longer checks out (its mtime changed behind its back), so its stop
     // leaves no released mark: the case the pause is for.
@@ -306,7 +306,7 @@ describe('SharedFileLocker', () => {
 
     // The check after the pause fails (file deleted meanwhile): start rejects, nothing held.
     await holder.start();
-    started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+    started = tracked(waiter.start({ keepAlivePeriodMs: 500 }));
     await eventually(() => clock.pending === 1);
     lostBehindItsBack();
     await holder.stop();
@@ -343,10 +343,10 @@ describe('SharedFileLocker', () => {
     const waiter = new SharedFileLocker({
       directory: dir.path,
       clock,
-      lockAcquireSleepInterval: 100,
+      acquireIntervalMs: 100,
       wakeOnHints: false,
     });
-    let started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+    let started = tracked(waiter.start({ keepAlivePeriodMs: 500 }));
     await eventually(() => clock.pending === 1);
     await holder.stop();
     // The in-process release wakes the waiter, which finds the mark: master with no pause
@@ -368,7 +368,7 @@ describe('SharedFileLocker', () => {
       [brokerStamped, true],
     ] as const) {
       await holder.start();
-      started = tracked(waiter.start({ lockKeepAlivePeriod: 500 }));
+      started = tracked(waiter.start({ keepAlivePeriodMs: 500 }));
       await eventually(() => clock.pending === 1);
       writeFileSync(holder.path, content);
       await holder.stop();

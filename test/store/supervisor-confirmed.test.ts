@@ -13,9 +13,9 @@ import { eventually } from '../helpers.js';
 /** Grants at once; keep-alives answer from `answers` (true when empty); a settable deadline. */
 class QuickLocker extends EventEmitter<{ lost: [LockLostError] }> implements Locker {
   readonly name = 'quick';
-  readonly lockAcquireSleepInterval = 10;
+  readonly acquireIntervalMs = 10;
   readonly failIfLocked = false;
-  readonly defaultKeepAlivePeriod = 20;
+  readonly defaultKeepAlivePeriodMs = 20;
   token: number | undefined;
   deadline = 0;
   answers: boolean[] = [];
@@ -78,7 +78,7 @@ test('Supervisor: confirmed comes before the service starts and after each true 
 test('Supervisor.demote(): ends the mastership as a loss once, then waits again; false when not master', async () => {
   const locker = new QuickLocker();
   const log: string[] = [];
-  const sup = new Supervisor({ locker, service: service(log), lockKeepAlivePeriod: 0 });
+  const sup = new Supervisor({ locker, service: service(log), keepAlivePeriodMs: 0 });
   assert.equal(sup.demote(new Error('x')), false, 'not started');
   const masters: number[] = [];
   sup.on('master', ({ token }) => masters.push(token as number));

@@ -26,9 +26,9 @@ import { recordingLogger, settle, tracked } from './store-helpers.js';
 /** A locker driven by the test: start resolves when `grant()` is called. */
 class ScriptedLocker extends EventEmitter<{ lost: [LockLostError] }> implements Locker {
   readonly name = 'scripted';
-  readonly lockAcquireSleepInterval = 100;
+  readonly acquireIntervalMs = 100;
   readonly failIfLocked = false;
-  readonly defaultKeepAlivePeriod = 1_000;
+  readonly defaultKeepAlivePeriodMs = 1_000;
   token: number | undefined;
   get validUntil(): number | undefined {
     return this.token === undefined ? undefined : Number.POSITIVE_INFINITY;
@@ -103,7 +103,7 @@ describe('Supervisor', () => {
     const locker = new ScriptedLocker();
     const service = recordingService(locker.calls);
     const clock = new FakeClock();
-    const sup = new Supervisor({ locker, service, clock, lockKeepAlivePeriod: 0 });
+    const sup = new Supervisor({ locker, service, clock, keepAlivePeriodMs: 0 });
     const seen = events(sup);
     const started = tracked(sup.start());
     assert.equal(sup.start(), started.promise, 'start is idempotent');
@@ -133,7 +133,7 @@ describe('Supervisor', () => {
     const clock = new FakeClock();
     const sup = new Supervisor({ useLock: false, service: recordingService(calls), clock });
     assert.equal(sup.locker, undefined);
-    assert.equal(sup.lockKeepAlivePeriod, 0);
+    assert.equal(sup.keepAlivePeriodMs, 0);
     await sup.start();
     assert.deepEqual(calls, ['service.start 0']);
     assert.equal(clock.pending, 0);
@@ -147,10 +147,10 @@ describe('Supervisor', () => {
     const locker = new ScriptedLocker();
     const clock = new FakeClock();
     const sup = new Supervisor({ locker, service: recordingService([]), clock });
-    assert.equal(sup.lockKeepAlivePeriod, 1_000, 'defaults to locker.defaultKeepAlivePeriod');
+    assert.equal(sup.keepAlivePeriodMs, 1_000, 'defaults to locker.defaultKeepAlivePeriodMs');
     const started = sup.start();
     await eventually(() => locker.waiting);
-    assert.equal(locker.startOptions[0]?.lockKeepAlivePeriod, 1_000, 'passed to the locker');
+    assert.equal(locker.startOptions[0]?.keepAlivePeriodMs, 1_000, 'passed to the locker');
     locker.grant();
     await started;
     const ticks = () => locker.calls.filter((c) => c === 'locker.keepAlive').length;
@@ -171,7 +171,7 @@ describe('Supervisor', () => {
       locker: quiet,
       service: recordingService([]),
       clock,
-      lockKeepAlivePeriod: 0,
+      keepAlivePeriodMs: 0,
     });
     const s2 = none.start();
     await eventually(() => quiet.waiting);
@@ -187,7 +187,7 @@ describe('Supervisor', () => {
     const locker = new ScriptedLocker();
     const service = recordingService(locker.calls);
     const clock = new FakeClock();
-    const sup = new Supervisor({ locker, service, clock, lockKeepAlivePeriod: 100 });
+    const sup = new Supervisor({ locker, service, clock, keepAlivePeriodMs: 100 });
     const seen = events(sup);
     const started = sup.start();
     await eventually(() => locker.waiting);
@@ -227,7 +227,7 @@ describe('Supervisor', () => {
       locker,
       service: recordingService([]),
       clock,
-      lockKeepAlivePeriod: 100,
+      keepAlivePeriodMs: 100,
       restartAllowed: false,
       stopOnError: false,
     });
@@ -258,7 +258,7 @@ describe('Supervisor', () => {
       service: recordingService([]),
       clock,
       logger,
-      lockKeepAlivePeriod: 100,
+      keepAlivePeriodMs: 100,
     });
     const seen = events(sup);
     const started = sup.start();
@@ -282,7 +282,7 @@ describe('Supervisor', () => {
       locker: strict,
       service: recordingService([]),
       clock,
-      lockKeepAlivePeriod: 100,
+      keepAlivePeriodMs: 100,
       stopOnError: true,
     });
     const seen2 = events(sup2);
@@ -308,7 +308,7 @@ describe('Supervisor', () => {
     const locker = new ScriptedLocker();
     const service = recordingService(locker.calls);
     const clock = new FakeClock();
-    const sup = new Supervisor({ locker, service, clock, lockKeepAlivePeriod: 10_000 });
+    const sup = new Supervisor({ locker, service, clock, keepAlivePeriodMs: 10_000 });
     const demoted: unknown[] = [];
     sup.on('demoted', (e) => demoted.push(e.reason));
     const started = sup.start();
@@ -346,7 +346,7 @@ describe('Supervisor', () => {
     const locker = new ScriptedLocker();
     const sup = new Supervisor({
       locker,
-      lockKeepAlivePeriod: 0,
+      keepAlivePeriodMs: 0,
       service: {
         start: () => {
           throw new Error('service cannot open the store');
@@ -398,12 +398,12 @@ describe('Supervisor', () => {
 
   it('c (in process): deleting the lock file demotes a SharedFileLocker master', async () => {
     using dir = tempDir();
-    const locker = new SharedFileLocker({ directory: dir.path, lockAcquireSleepInterval: 50 });
+    const locker = new SharedFileLocker({ directory: dir.path, acquireIntervalMs: 50 });
     const calls: string[] = [];
     const sup = new Supervisor({
       locker,
       service: recordingService(calls),
-      lockKeepAlivePeriod: 20,
+      keepAlivePeriodMs: 20,
     });
     const demoted: unknown[] = [];
     sup.on('demoted', (e) => demoted.push(e.reason));

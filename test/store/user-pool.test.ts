@@ -54,7 +54,8 @@ describe('lockers on a pool the user hands in', () => {
           const locker = new Locker({
             database: pgPool !== undefined ? { postgres: pgPool } : { mysql: myPool as mysql.Pool },
             lockTableName: table,
-            lockAcquireSleepInterval: 1_000,
+            // ActiveMQ's name: the acquire interval of one, the lease of the other.
+            ...({ lockAcquireSleepInterval: 1_000 } as object),
           });
           await locker.start();
           await locker.stop();
