@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { InvalidArgumentError, LockIOError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { checkFileName, Directory } from './directory.js';
+import { markFSDirectory } from './fs-directory-brand.js';
 import { LockFactory } from './lock-factory.js';
 import { makeDirectories } from './make-directories.js';
 import { NativeFSLockFactory } from './native-fs-lock-factory.js';
@@ -23,6 +24,7 @@ export class FSDirectory extends Directory {
     super();
     this.path = realPath;
     this.#lockFactory = lockFactory;
+    markFSDirectory(this);
   }
 
   /**

@@ -2,7 +2,8 @@ import { InvalidArgumentError, UnsupportedOperationError } from '../core/errors.
 import { validateLockName } from '../core/lock-name.js';
 import { describeValue } from '../core/options.js';
 import { Directory } from './directory.js';
-import { FSDirectory } from './fs-directory.js';
+import type { FSDirectory } from './fs-directory.js';
+import { isFSDirectory } from './fs-directory-brand.js';
 import type { Lock } from './lock.js';
 import { LockFactory } from './lock-factory.js';
 
@@ -24,12 +25,12 @@ export abstract class FSLockFactory extends LockFactory {
     if (!(directory instanceof Directory)) {
       throw new InvalidArgumentError(`${this} needs a Directory, got ${describeValue(directory)}`);
     }
-    if (!(directory instanceof FSDirectory)) {
+    if (!isFSDirectory(directory)) {
       throw new UnsupportedOperationError(
         `${this} can only be used with FSDirectory subclasses, got: ${directory}`,
       );
     }
-    return directory;
+    return directory as FSDirectory;
   }
 
   protected abstract obtainFSLock(directory: FSDirectory, lockName: string): Promise<Lock>;
