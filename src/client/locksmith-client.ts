@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import { type Clock, systemClock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
-import { InvalidArgumentError, LockLostError } from '../core/errors.js';
+import { InvalidArgumentError, LockLostError, ProtocolError } from '../core/errors.js';
 import {
   checkBoolean,
   checkClock,
@@ -16,6 +16,7 @@ import { ClientConnection, type SessionInfo } from './client-connection.js';
 import { RemoteRowLock } from './remote-row-lock.js';
 import { RemoteTable, type TableClient } from './remote-table.js';
 import { parseServerAddresses } from './server-address.js';
+import { fromServer, serverTuple } from './server-value.js';
 
 export interface ConnectOptions {
   /** The server's token (`locksmith serve --token-file`). */
@@ -135,16 +136,16 @@ export class LocksmithClient
     this.#tableClient = {
       call: (method, args, options) => connection.call(method, args, options),
       granted: (table, row, grant, sentAt) => {
-        const [lockId, token, leaseMs] = grant as [unknown, unknown, unknown];
+        const [lockId, token, leaseMs] = serverTuple(grant, 'grant', 3);
         if (typeof lockId !== 'string')
-          throw new InvalidArgumentError('The server sent a malformed grant');
+          throw new ProtocolError('The server sent a malformed grant');
         const lock = new RemoteRowLock(
           table,
           row,
           lockId,
-          wireInteger(token, 'token'),
+          fromServer('grant', () => wireInteger(token, 'token')),
           sentAt,
-          wireInteger(leaseMs, 'lease'),
+          fromServer('grant', () => wireInteger(leaseMs, 'lease')),
           control,
         );
         this.#locks.set(lockId, lock);

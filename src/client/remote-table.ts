@@ -1,4 +1,4 @@
-import { InvalidArgumentError, UnknownRowLockError } from '../core/errors.js';
+import { InvalidArgumentError, ProtocolError, UnknownRowLockError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import { type CallOptions, checkCallOptions } from '../rows/call-options.js';
@@ -28,6 +28,7 @@ import {
 } from '../wire/rows-codec.js';
 import { fromWireError } from '../wire/wire-error.js';
 import type { RemoteRowLock } from './remote-row-lock.js';
+import { fromServer, serverTuple } from './server-value.js';
 
 /** What a remote table needs of its client. */
 export interface TableClient {
@@ -165,27 +166,33 @@ export class RemoteTable implements Table {
         idempotent: true,
       }),
     );
-    return decodeResult(value);
+    return fromServer('get result', () => decodeResult(value));
   }
 
   async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
     const batch = this.#client.scanBatch;
-    const [id, first] = (await this.#client.call('openScanner', [
-      this.name,
-      encodeScan(scan),
-      batch,
-    ])) as [string | null, unknown[]];
+    const opened = serverTuple(
+      await this.#client.call('openScanner', [this.name, encodeScan(scan), batch]),
+      'scanner',
+      2,
+    );
+    const [id, first] = opened;
+    if ((id !== null && typeof id !== 'string') || !Array.isArray(first)) {
+      throw new ProtocolError('The server sent a malformed scanner');
+    }
     let scanner = id;
     try {
-      for (const r of first) yield decodeResult(r);
+      for (const r of first) yield fromServer('scan result', () => decodeResult(r));
       while (scanner !== null) {
-        const [rows, more] = (await this.#client.call('nextRows', [scanner, batch])) as [
-          unknown[],
-          boolean,
-        ];
-        if (!more) scanner = null;
-        for (const r of rows) yield decodeResult(r);
+        const [rows, more] = serverTuple(
+          await this.#client.call('nextRows', [scanner, batch]),
+          'scan batch',
+          2,
+        );
+        if (!Array.isArray(rows)) throw new ProtocolError('The server sent a malformed scan batch');
+        if (more !== true) scanner = null;
+        for (const r of rows) yield fromServer('scan result', () => decodeResult(r));
       }
     } finally {
       if (scanner !== null)
@@ -248,14 +255,13 @@ export class RemoteTable implements Table {
       throw new InvalidArgumentError('increment() takes an Increment');
     if (inc.columns.length === 0)
       throw new InvalidArgumentError('An Increment needs at least one column');
-    return decodeResult(
-      await this.#mutate(
-        'increment',
-        inc.rowLock?.lockId,
-        [this.name, encodeIncrement(inc)],
-        options,
-      ),
+    const value = await this.#mutate(
+      'increment',
+      inc.rowLock?.lockId,
+      [this.name, encodeIncrement(inc)],
+      options,
     );
+    return fromServer('increment result', () => decodeResult(value));
   }
 
   async incrementColumnValue(
@@ -270,7 +276,9 @@ export class RemoteTable implements Table {
     inc.addColumn(family, qualifier, amount);
     const result = await this.increment(inc, rest);
     const cell = result.cells[0];
-    if (cell === undefined) throw new InvalidArgumentError('The server returned no counter');
+    if (cell === undefined || cell.value.length !== 8) {
+      throw new ProtocolError('The server sent a malformed counter');
+    }
     return cell.value.readBigInt64BE(0);
   }
 

@@ -40,6 +40,22 @@ export interface LocksmithErrorOptions {
   cause?: unknown;
 }
 
+/**
+ * Codes a caller may retry as they are (after a backoff): the same call can succeed later
+ * without anything else changing. `CONNECTION_LOST` is not here: whether a call the server
+ * may have applied can be repeated depends on the call, and the client decides that.
+ */
+const RETRYABLE_CODES: ReadonlySet<LocksmithErrorCode> = new Set<LocksmithErrorCode>([
+  'LOCK_TIMEOUT',
+  'DEADLOCK',
+  'LIMIT_EXCEEDED',
+  'NOT_MASTER',
+]);
+
+/**
+ * The base of every locksmith error. Throw a subclass: each code has one class
+ * ({@link errorFromCode}), the same for an error raised here and one received from a server.
+ */
 export class LocksmithError extends Error {
   readonly code: LocksmithErrorCode;
 
@@ -47,6 +63,11 @@ export class LocksmithError extends Error {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.name = new.target.name;
+  }
+
+  /** Whether the same call may succeed if repeated as it is, after a backoff. */
+  get retryable(): boolean {
+    return RETRYABLE_CODES.has(this.code);
   }
 }
 
@@ -188,6 +209,13 @@ export class DeadlockError extends LocksmithError {
   }
 }
 
+/** A write carried a fencing token older than one already seen (`STALE_TOKEN`). */
+export class StaleTokenError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('STALE_TOKEN', message, options);
+  }
+}
+
 /** True for Node system errors (`ENOENT`, `EACCES`, …), optionally of one of the given codes. */
 export function isErrno(err: unknown, ...codes: string[]): err is NodeJS.ErrnoException {
   if (!(err instanceof Error) || typeof (err as NodeJS.ErrnoException).code !== 'string') {
@@ -263,4 +291,59 @@ export class NotMasterError extends LocksmithError {
     super('NOT_MASTER', message, options);
     this.master = options?.master;
   }
+}
+
+/**
+ * The one class of each code: what {@link errorFromCode} makes, and what every local throw
+ * of that code uses (a test checks both), so `instanceof` answers the same for an error from a
+ * server as for one raised in this process.
+ */
+const ERROR_CLASSES: {
+  readonly [C in LocksmithErrorCode]: (
+    message: string,
+    options?: LocksmithErrorOptions,
+  ) => LocksmithError;
+} = {
+  INVALID_ARGUMENT: (m, o) => new InvalidArgumentError(m, o),
+  IO_ERROR: (m, o) => new LockIOError(m, o),
+  LOCK_OBTAIN_FAILED: (m, o) => new LockObtainFailedError(m, o),
+  LOCK_TIMEOUT: (m, o) => new LockTimeoutError(m, o),
+  LOCK_RELEASE_FAILED: (m, o) => new LockReleaseFailedError(m, o),
+  ALREADY_CLOSED: (m, o) => new AlreadyClosedError(m, o),
+  LOCK_LOST: (m, o) => new LockLostError(m, { ...o, code: 'LOCK_LOST' }),
+  LEASE_EXPIRED: (m, o) => new LockLostError(m, { ...o, code: 'LEASE_EXPIRED' }),
+  LOCK_UNCONFIRMED: (m, o) => new LockLostError(m, { ...o, code: 'LOCK_UNCONFIRMED' }),
+  SESSION_EXPIRED: (m, o) => new LockLostError(m, { ...o, code: 'SESSION_EXPIRED' }),
+  MASTER_CHANGED: (m, o) => new LockLostError(m, { ...o, code: 'MASTER_CHANGED' }),
+  ABORTED: (m, o) => new AbortedError(m, o),
+  UNSUPPORTED_OPERATION: (m, o) => new UnsupportedOperationError(m, o),
+  PROTOCOL_ERROR: (m, o) => new ProtocolError(m, o),
+  LOCK_VIOLATION: (m, o) => new LockViolationError(m, o),
+  UNKNOWN_ROW_LOCK: (m, o) => new UnknownRowLockError(m, o),
+  DEADLOCK: (m, o) => new DeadlockError(m, o),
+  STALE_TOKEN: (m, o) => new StaleTokenError(m, o),
+  CONNECTION_LOST: (m, o) => new ConnectionLostError(m, o),
+  UNAUTHENTICATED: (m, o) => new UnauthenticatedError(m, o),
+  LIMIT_EXCEEDED: (m, o) => new LimitExceededError(m, o),
+  TABLE_NOT_FOUND: (m, o) => new TableError('TABLE_NOT_FOUND', m, o),
+  TABLE_EXISTS: (m, o) => new TableError('TABLE_EXISTS', m, o),
+  FENCED: (m, o) => new FencedError(m, o),
+  NOT_MASTER: (m, o) => new NotMasterError(m, o),
+  INTERNAL: (m, o) => new InternalError(m, o),
+};
+
+/** Every error code. */
+export const ERROR_CODES = Object.keys(ERROR_CLASSES) as readonly LocksmithErrorCode[];
+
+export function isErrorCode(code: unknown): code is LocksmithErrorCode {
+  return typeof code === 'string' && Object.hasOwn(ERROR_CLASSES, code);
+}
+
+/** The error of `code`, of that code's one class. */
+export function errorFromCode(
+  code: LocksmithErrorCode,
+  message: string,
+  options?: LocksmithErrorOptions,
+): LocksmithError {
+  return ERROR_CLASSES[code](message, options);
 }

@@ -1,5 +1,7 @@
-import { LocksmithError } from './errors.js';
+import { StaleTokenError } from './errors.js';
 import { checkToken } from './options.js';
+
+export { StaleTokenError };
 
 /**
  * Fencing tokens are integers that strictly increase with every grant of a resource.
@@ -14,12 +16,6 @@ export function nextFencingToken(previous: number | undefined, wallMs: number): 
   const floor = Math.floor(wallMs * 1000);
   const next = previous === undefined || !Number.isSafeInteger(previous) ? floor : previous + 1;
   return Math.max(next, floor);
-}
-
-export class StaleTokenError extends LocksmithError {
-  constructor(message: string) {
-    super('STALE_TOKEN', message);
-  }
 }
 
 /**

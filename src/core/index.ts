@@ -5,10 +5,13 @@ export {
   AlreadyClosedError,
   ConnectionLostError,
   DeadlockError,
+  ERROR_CODES,
+  errorFromCode,
   FencedError,
   InternalError,
   InvalidArgumentError,
   isErrno,
+  isErrorCode,
   LimitExceededError,
   LockIOError,
   type LockLossCode,
@@ -27,6 +30,18 @@ export {
   UnsupportedOperationError,
 } from './errors.js';
 export { FencingGate, nextFencingToken, StaleTokenError } from './fencing.js';
+export {
+  booleanOption,
+  describeOptions,
+  durationOption,
+  type OptionRule,
+  type OptionSpec,
+  type OptionValues,
+  readOptions,
+  type SpecOf,
+  withAliases,
+  withDefault,
+} from './option-spec.js';
 export { type LockHandle, LockHandleBase } from './lock-handle.js';
 export { validateLockName } from './lock-name.js';
 export {

@@ -17,12 +17,6 @@ export function wallMicros(): number {
   return read();
 }
 
-/** Whether {@link wallMicros} has microsecond resolution on this platform. */
-export function wallMicrosIsFine(): boolean {
-  wallMicros();
-  return read !== millisTimes1000;
-}
-
 const millisTimes1000 = () => Date.now() * 1000;
 
 function tryClockGettime(): (() => number) | undefined {

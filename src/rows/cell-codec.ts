@@ -1,4 +1,4 @@
-import { LocksmithError } from '../core/errors.js';
+import { LockIOError } from '../core/errors.js';
 import type { Cell, CellType } from './cell.js';
 
 /**
@@ -48,8 +48,7 @@ export function encodeCells(kind: RecordKind, cells: readonly EncodableCell[]): 
 export function decodeCells(record: Uint8Array): { kind: RecordKind; cells: EncodableCell[] } {
   const buf = Buffer.from(record.buffer, record.byteOffset, record.byteLength);
   const fail = (why: string): never => {
-    throw new LocksmithError(
-      'IO_ERROR',
+    throw new LockIOError(
       `Corrupt row store record (${why}); its checksum matched, so it was written this way`,
     );
   };
@@ -90,8 +89,7 @@ export function decodeCells(record: Uint8Array): { kind: RecordKind; cells: Enco
 export function forEachFamily(record: Uint8Array, visit: (family: string) => void): void {
   const buf = Buffer.from(record.buffer, record.byteOffset, record.byteLength);
   const fail = (why: string): never => {
-    throw new LocksmithError(
-      'IO_ERROR',
+    throw new LockIOError(
       `Corrupt row store record (${why}); its checksum matched, so it was written this way`,
     );
   };

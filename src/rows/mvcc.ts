@@ -1,4 +1,4 @@
-import { LocksmithError } from '../core/errors.js';
+import { LockIOError } from '../core/errors.js';
 
 /**
  * Multi-version concurrency control, as HBase's `MultiVersionConsistencyControl`.
@@ -35,8 +35,7 @@ export class Mvcc {
   complete(num: number): void {
     const index = num - this.#readPoint - 1;
     if (index < 0 || index >= this.#done.length || this.#done[index]) {
-      throw new LocksmithError(
-        'IO_ERROR',
+      throw new LockIOError(
         `MVCC invariant broken: write ${num} is not outstanding (read point ${this.#readPoint})`,
       );
     }

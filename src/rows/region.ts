@@ -4,7 +4,7 @@ import {
   AlreadyClosedError,
   FencedError,
   InvalidArgumentError,
-  LocksmithError,
+  LockIOError,
 } from '../core/errors.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
@@ -462,7 +462,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
       );
     }
     if (!reading && failure !== undefined) {
-      throw new LocksmithError('IO_ERROR', 'This region stopped writing after a storage failure', {
+      throw new LockIOError('This region stopped writing after a storage failure', {
         cause: failure,
       });
     }

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import {
   AbortedError,
   ConnectionLostError,
+  errorFromCode,
   LimitExceededError,
   LockLostError,
   type LocksmithError,
@@ -25,7 +26,7 @@ import {
   type Welcome,
 } from '../wire/messages.js';
 import { checkValueCount } from '../wire/value-count.js';
-import { toWireError } from '../wire/wire-error.js';
+import { errorFrame } from '../wire/wire-error.js';
 import type { CallContext, Dispatcher } from './dispatch.js';
 import type { Lane, Slot } from './lane.js';
 import type { OutputBudget } from './output-budget.js';
@@ -190,7 +191,7 @@ export class Connection implements SessionSink {
   /** Closes the connection at once (server shutdown, session moved elsewhere). */
   close(err?: LocksmithError): void {
     if (this.#closed) return;
-    if (err !== undefined) this.#send([ServerKind.ERROR, 0, err.code, err.message, false]);
+    if (err !== undefined) this.#send(errorFrame(0, err));
     this.#flush();
     this.socket.end();
     this.socket.destroySoon();
@@ -207,7 +208,7 @@ export class Connection implements SessionSink {
     message: string,
   ): void {
     this.#session = undefined;
-    this.#send([ServerKind.ERROR, 0, code, message, false]);
+    this.#send(errorFrame(0, errorFromCode(code, message)));
     this.#flush();
     this.socket.end();
     // A change of master leaves nothing for this connection to do: its session is gone.
@@ -314,8 +315,7 @@ export class Connection implements SessionSink {
     const data = this.#host.serving();
     if (data instanceof NotMasterError) {
       // A slave (or a master between two masterships): say where the master is, and close.
-      const details = data.master === undefined ? {} : { master: data.master };
-      this.#send([ServerKind.ERROR, 0, data.code, data.message, true, details]);
+      this.#send(errorFrame(0, data));
       this.#flush();
       this.socket.end();
       this.socket.destroySoon();
@@ -329,13 +329,15 @@ export class Connection implements SessionSink {
       options.epoch !== data.epoch
     ) {
       // Sessions do not survive a change of master; the client may open a new one here.
-      this.#send([
-        ServerKind.ERROR,
-        0,
-        'MASTER_CHANGED',
-        `The session was opened by the master of epoch ${options.epoch}; this is epoch ${data.epoch}: its session and row locks are gone`,
-        false,
-      ]);
+      this.#send(
+        errorFrame(
+          0,
+          new LockLostError(
+            `The session was opened by the master of epoch ${options.epoch}; this is epoch ${data.epoch}: its session and row locks are gone`,
+            { code: 'MASTER_CHANGED' },
+          ),
+        ),
+      );
       return;
     }
     let session: Session;
@@ -345,13 +347,15 @@ export class Connection implements SessionSink {
         const found = data.sessions.get(options.session);
         if (found === undefined) {
           // The connection stays in its handshake: the client may open a new session.
-          this.#send([
-            ServerKind.ERROR,
-            0,
-            'SESSION_EXPIRED',
-            'No such session: it expired, was closed, or the server restarted; its locks are released',
-            false,
-          ]);
+          this.#send(
+            errorFrame(
+              0,
+              new LockLostError(
+                'No such session: it expired, was closed, or the server restarted; its locks are released',
+                { code: 'SESSION_EXPIRED' },
+              ),
+            ),
+          );
           return;
         }
         session = found;
@@ -397,28 +401,21 @@ export class Connection implements SessionSink {
   #call(session: Session, id: number, method: string, args: unknown[]): void {
     const dispatcher = this.#data?.dispatcher;
     if (session.ended || dispatcher === undefined) {
-      this.#send([
-        ServerKind.ERROR,
-        id,
-        'SESSION_EXPIRED',
-        `Session ${session.label} has ended`,
-        false,
-      ]);
+      this.#send(
+        errorFrame(
+          id,
+          new LockLostError(`Session ${session.label} has ended`, { code: 'SESSION_EXPIRED' }),
+        ),
+      );
       return;
     }
     if (this.#inFlight.has(id)) {
-      this.#send([
-        ServerKind.ERROR,
-        id,
-        'PROTOCOL_ERROR',
-        `Call id ${id} is already in flight`,
-        false,
-      ]);
+      this.#send(errorFrame(id, new ProtocolError(`Call id ${id} is already in flight`)));
       return;
     }
     if (!isMethod(method)) {
       const err = new UnsupportedOperationError(`Unknown method ${JSON.stringify(method)}`);
-      this.#send([ServerKind.ERROR, id, err.code, err.message, false]);
+      this.#send(errorFrame(id, err));
       this.#host.record('unknown', false);
       return;
     }
@@ -426,7 +423,7 @@ export class Connection implements SessionSink {
       const err = new LimitExceededError(
         `This connection has ${this.#inFlight.size} calls in flight; the limit is ${this.#host.limits.maxInFlight}`,
       );
-      this.#send([ServerKind.ERROR, id, err.code, err.message, true]);
+      this.#send(errorFrame(id, err));
       this.#host.record(method, false);
       return;
     }
@@ -462,12 +459,7 @@ export class Connection implements SessionSink {
         (err: unknown) => {
           this.#inFlight.delete(id);
           this.#host.record(method, false);
-          const wire = toWireError(err);
-          const answer: unknown[] = [ServerKind.ERROR, id, wire.code, wire.message, wire.retryable];
-          if (err instanceof NotMasterError && err.master !== undefined) {
-            answer.push({ master: err.master });
-          }
-          this.#send(answer);
+          this.#send(errorFrame(id, err));
           if (gated) this.#gateDone();
         },
       );
@@ -563,8 +555,7 @@ export class Connection implements SessionSink {
   /** A protocol failure: one ERROR for the connection, then close. */
   #fail(err: LocksmithError): void {
     if (this.#closed) return;
-    const wire = toWireError(err);
-    this.#send([ServerKind.ERROR, 0, wire.code, wire.message, false]);
+    this.#send(errorFrame(0, err));
     this.#flush();
     this.socket.end();
     this.socket.destroySoon();

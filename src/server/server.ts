@@ -21,7 +21,7 @@ import {
 import type { Locker } from '../store/locker.js';
 import { encodeFrame } from '../wire/codec.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
-import { ServerKind } from '../wire/messages.js';
+import { errorFrame } from '../wire/wire-error.js';
 import { Admission } from './admission.js';
 import { CallStats } from './call-stats.js';
 import { Connection, type ConnectionHost, type ConnectionLimits } from './connection.js';
@@ -559,7 +559,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       refusedSockets.add(socket);
       socket.on('error', () => undefined);
       if (tls === undefined) {
-        socket.end(encodeFrame([ServerKind.ERROR, 0, refused.code, refused.message, true]));
+        socket.end(encodeFrame(errorFrame(0, refused)));
         // A peer that does not read cannot keep even a refused socket open.
         setTimeout(() => socket.destroy(), 1000).unref();
       } else {

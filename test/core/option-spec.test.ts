@@ -68,12 +68,27 @@ describe('readOptions', () => {
 });
 
 describe('the option tables of docs/store.md', () => {
+  /** A markdown table's rows with each cell trimmed and the separator row's dashes dropped. */
+  const normalize = (lines: string[]) =>
+    lines.map((l) =>
+      l
+        .split('|')
+        .map((cell) => cell.trim().replace(/^-+$/, '-'))
+        .join('|'),
+    );
+
   it('are the tables the specs render (names, aliases, domains, defaults)', () => {
     const docs = readFileSync(new URL('../../../docs/store.md', import.meta.url), 'utf8');
+    const lines = docs.split('\n');
     for (const [name, spec] of Object.entries(STORE_OPTION_TABLES)) {
       const table = optionTable(spec);
-      assert.ok(
-        docs.includes(`#### ${name}\n\n${table}\n`),
+      const at = lines.indexOf(`#### ${name}`);
+      assert.ok(at >= 0, `docs/store.md needs a "#### ${name}" heading`);
+      const rows: string[] = [];
+      for (let i = at + 2; lines[i]?.startsWith('|'); i++) rows.push(lines[i] as string);
+      assert.deepEqual(
+        normalize(rows),
+        normalize(table.split('\n')),
         `docs/store.md must have, under "#### ${name}":\n\n${table}\n`,
       );
     }
