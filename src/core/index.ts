@@ -30,6 +30,8 @@ export {
   UnsupportedOperationError,
 } from './errors.js';
 export { FencingGate, nextFencingToken, StaleTokenError } from './fencing.js';
+export { type LockHandle, LockHandleBase } from './lock-handle.js';
+export { validateLockName } from './lock-name.js';
 export {
   booleanOption,
   describeOptions,
@@ -42,8 +44,6 @@ export {
   withAliases,
   withDefault,
 } from './option-spec.js';
-export { type LockHandle, LockHandleBase } from './lock-handle.js';
-export { validateLockName } from './lock-name.js';
 export {
   checkBoolean,
   checkCallback,
