@@ -106,17 +106,10 @@ async function haOptions(
   const holder = `${hostname()}-${process.pid}-${advertise ?? port}`;
   const quiet = { info: () => {}, debug: () => {}, warn: () => {} };
   const locker = await createLocker(lockerOptionsOf(flags, dataDir, holder, quiet));
-  const unsafeSkipFencing = process.env.LOCKSMITH_UNSAFE_SKIP_FENCING === '1';
-  if (unsafeSkipFencing) {
-    process.stderr.write(
-      'locksmith serve: UNSAFE: LOCKSMITH_UNSAFE_SKIP_FENCING=1: fencing is off; acknowledged writes can be lost\n',
-    );
-  }
   return {
     locker,
     ...(flags.renewMs === undefined ? {} : { keepAlivePeriodMs: flags.renewMs }),
     ...(advertise === undefined ? {} : { advertise }),
-    ...(unsafeSkipFencing ? { unsafeSkipFencing } : {}),
   };
 }
 

@@ -206,7 +206,6 @@ export const USAGES: Record<CommandName, CommandUsage> = {
     notes: [
       'Prints "locksmith serve: listening on locksmith://<host>:<port> ..." once it accepts clients.',
       'With --ha it then prints each change of role: "locksmith serve: slave: waiting for ..." and "locksmith serve: master (token <n>) on <host:port>".',
-      'LOCKSMITH_UNSAFE_SKIP_FENCING=1 in the environment turns every fencing check of --ha off and lets a deposed master serve 3 s more: UNSAFE, it loses acknowledged writes; only for proving that a history checker catches it.',
       EXIT_CODES,
     ],
     flags: {

@@ -50,6 +50,12 @@ export {
   type RegionOptions,
   type TryLockOptions,
 } from './region.js';
+export type {
+  OpenRegionStorage,
+  Recovered,
+  RegionStorage,
+  StorageOpenOptions,
+} from './region-storage.js';
 export { Result } from './result.js';
 export {
   type BytesInput,
@@ -65,6 +71,7 @@ export type {
   RowLockOwner,
   RowLockWaitInfo,
 } from './row-lock-manager.js';
+export { RowStorage, type RowStorageOptions } from './row-storage.js';
 export type {
   BatchStatus,
   RowLockRef,

@@ -12,20 +12,8 @@ export interface RegionSeams {
   setInsertPace(pace: InsertPace | undefined): void;
   /** Replaces the read point new reads take (the MVCC read point). */
   setReadPoint(readPoint: (() => number) | undefined): void;
-  /** Turns the storage's epoch checks off or back on (see {@link StorageSeams}). */
-  setFenceChecks(on: boolean): void;
   /** The storage's counters (a copy), if it keeps any. */
-  storageStats(): Readonly<Record<string, number>> | undefined;
-}
-
-/**
- * What a storage lets a test bend, through `storage[rowsInternals]` (RowStorage has it):
- * `setFenceChecks(false)` stops the epoch checks of a storage opened with an epoch (per
- * batch, segment creation, snapshot publish, deletion), so a deposed writer acknowledges what
- * no one will read back: a broken fence on purpose, for checkers that must notice it.
- */
-export interface StorageSeams {
-  setFenceChecks(on: boolean): void;
+  storageStats(): object | undefined;
 }
 
 /**
@@ -36,9 +24,6 @@ export interface StorageSeams {
  *   undefined), so tests can interleave readers with a half-inserted write.
  * - `readAll` makes reads opened from now on take "everything" as their read point, which
  *   breaks MVCC on purpose so a test can show its checks fail.
- * - `fenceChecks = false` turns off the epoch checks of the region's storage (opened with
- *   `epoch`), which breaks fencing on purpose (a deposed master's writes are acknowledged and
- *   then lost), so a test or a checker can show it notices.
  */
 export class RegionTestHooks {
   readonly #seams: RegionSeams;
@@ -55,12 +40,8 @@ export class RegionTestHooks {
     this.#seams.setReadPoint(on ? () => Number.MAX_SAFE_INTEGER : undefined);
   }
 
-  set fenceChecks(on: boolean) {
-    this.#seams.setFenceChecks(on);
-  }
-
   /** The storage's counters (log records, batches, syncs, ...), read-only; none without one. */
-  get storageStats(): Readonly<Record<string, number>> | undefined {
+  get storageStats(): object | undefined {
     return this.#seams.storageStats();
   }
 }

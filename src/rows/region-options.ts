@@ -1,10 +1,18 @@
 import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { checkBoolean, checkClock, checkOptionsObject, describeValue } from '../core/options.js';
+import {
+  checkBoolean,
+  checkCallback,
+  checkClock,
+  checkOptionsObject,
+  describeValue,
+} from '../core/options.js';
 import { checkWaitMs } from './call-options.js';
 import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from './column-family.js';
+import type { OpenRegionStorage } from './region-storage.js';
 import { DEFAULT_LEASE_PERIOD_MS, DEFAULT_ROW_LOCK_WAIT_MS } from './row-lock-manager.js';
+import { RowStorage } from './row-storage.js';
 
 export interface RegionOptions {
   /** The table's column families (names, or `{ name, maxVersions }`; 3 versions by default). */
@@ -36,6 +44,11 @@ export interface RegionOptions {
    * with `FencedError` (`FENCED`). Absent: standalone. Needs `dir`.
    */
   epoch?: number | undefined;
+  /**
+   * How the storage at `dir` is opened: `RowStorage.open` (log segments and snapshots in the
+   * directory) unless another implementation of `RegionStorage` is plugged in here. Needs `dir`.
+   */
+  openStorage?: OpenRegionStorage | undefined;
 }
 
 /** {@link RegionOptions} once checked, with every default filled in. */
@@ -49,6 +62,7 @@ export interface CheckedRegionOptions {
   checkpointBytes: number;
   clock: Clock;
   epoch: number | undefined;
+  openStorage: OpenRegionStorage;
 }
 
 const KNOWN = [
@@ -61,6 +75,7 @@ const KNOWN = [
   'checkpointBytes',
   'clock',
   'epoch',
+  'openStorage',
 ];
 const KNOWN_SET = new Set(KNOWN);
 
@@ -119,6 +134,10 @@ export function checkRegionOptions(options: RegionOptions): CheckedRegionOptions
   if (epoch !== undefined && dir === undefined) {
     throw new InvalidArgumentError('Region.open option epoch needs dir (storage to fence)');
   }
+  const openStorage = checkCallback(opts.openStorage, 'Region.open option openStorage');
+  if (openStorage !== undefined && dir === undefined) {
+    throw new InvalidArgumentError('Region.open option openStorage needs dir');
+  }
   let lease = DEFAULT_LEASE_PERIOD_MS;
   if (leasePeriodMs !== undefined) {
     lease = checkDuration(leasePeriodMs, 'Region.open option leasePeriodMs');
@@ -142,5 +161,9 @@ export function checkRegionOptions(options: RegionOptions): CheckedRegionOptions
     checkpointBytes: checkpointBytes ?? 64 * 1024 * 1024,
     clock: checkClock(opts.clock, 'Region.open option clock'),
     epoch,
+    openStorage: openStorage ?? openRowStorage,
   };
 }
+
+const openRowStorage: OpenRegionStorage = (dir, options, accept) =>
+  RowStorage.open(dir, options, accept);

@@ -3,9 +3,8 @@ import { decodeCells, forEachFamily } from './cell-codec.js';
 import type { ColumnFamily } from './column-family.js';
 import { Memstore } from './memstore.js';
 import type { CheckedRegionOptions } from './region-options.js';
-import type { RegionStorage } from './region-storage.js';
+import type { Recovered, RegionStorage } from './region-storage.js';
 import { TokenReservation } from './row-lock-tokens.js';
-import { type Recovered, RowStorage } from './row-storage.js';
 
 /** What a region starts from: its cells, its last write number, and its storage if any. */
 export interface RegionRecovery {
@@ -27,7 +26,7 @@ export interface RegionRecovery {
  * is closed again and the error rethrown. Without `dir`, an empty in-memory start.
  */
 export async function recoverRegion(options: CheckedRegionOptions): Promise<RegionRecovery> {
-  const { families, dir, durability, epoch } = options;
+  const { families, dir, durability, epoch, openStorage } = options;
   const memstore = new Memstore();
   if (dir === undefined) return { memstore, seq: 0, storage: undefined, tokens: undefined };
   const accept = (recovered: Recovered) => {
@@ -35,7 +34,7 @@ export async function recoverRegion(options: CheckedRegionOptions): Promise<Regi
     for (const record of recovered.log) checkFamilies(record, families, dir);
   };
   const storageOptions = epoch === undefined ? { durability } : { durability, epoch };
-  const { storage, recovered } = await RowStorage.open(dir, storageOptions, accept);
+  const { storage, recovered } = await openStorage(dir, storageOptions, accept);
   try {
     let seq = 0;
     const replay = (record: Uint8Array, each: boolean) => {

@@ -12,6 +12,8 @@
  * a failed append the storage refuses every later append and checkpoint.
  */
 export interface RegionStorage {
+  /** Counters a storage may keep (log records, batches, syncs, ...), for status pages. */
+  readonly stats?: object;
   append(record: Uint8Array): Promise<void>;
   checkpoint(capture: () => Iterable<Uint8Array>): Promise<void>;
   /** Bytes of log not covered by a checkpoint (what the checkpoint policy watches). */
@@ -22,3 +24,30 @@ export interface RegionStorage {
   readonly directory: string;
   close(): Promise<void>;
 }
+
+/** What a storage found when it opened: the records to replay, oldest first. */
+export interface Recovered {
+  /** The records of the newest valid snapshot, in the order written (empty if none). */
+  snapshot: Uint8Array[];
+  /** Then every log record appended after that snapshot, in append order. */
+  log: Uint8Array[];
+}
+
+/** How a region opens its storage (`RowStorage.open` unless told otherwise). */
+export interface StorageOpenOptions {
+  durability: 'fsync' | 'none';
+  /** The writer's epoch (see `RowStorageOptions.epoch`); absent: standalone. */
+  epoch?: number;
+}
+
+/**
+ * Opens the storage of a region at `dir` and returns it with what it recovered. `accept`
+ * sees what was recovered before anything on disk changes and may refuse it by throwing (the
+ * open then fails and leaves `dir` as it was). The region replays `recovered` and from then
+ * on writes through `storage`.
+ */
+export type OpenRegionStorage = (
+  dir: string,
+  options: StorageOpenOptions,
+  accept: (recovered: Recovered) => void,
+) => Promise<{ storage: RegionStorage; recovered: Recovered }>;

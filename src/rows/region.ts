@@ -17,7 +17,7 @@ import {
 import type { Cell } from './cell.js';
 import type { ColumnFamily } from './column-family.js';
 import { FamilySchema } from './family-schema.js';
-import { RegionTestHooks, rowsInternals, type StorageSeams } from './internals.js';
+import { RegionTestHooks, rowsInternals } from './internals.js';
 import type { Memstore } from './memstore.js';
 import { Delete, Increment, Put, RowMutations } from './mutation.js';
 import { MutationCells } from './mutation-cells.js';
@@ -151,14 +151,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     return new RegionTestHooks({
       setInsertPace: (pace) => this.#writes.overridePace(pace),
       setReadPoint: (readPoint) => this.#reads.overrideReadPoint(readPoint),
-      setFenceChecks: (on) => {
-        const storage = this.#storage as Partial<Record<typeof rowsInternals, StorageSeams>>;
-        storage?.[rowsInternals]?.setFenceChecks(on);
-      },
-      storageStats: () => {
-        const storage = this.#storage as { stats?: Readonly<Record<string, number>> } | undefined;
-        return storage?.stats;
-      },
+      storageStats: () => this.#storage?.stats,
     });
   }
 

@@ -16,7 +16,6 @@ import { FSDirectory } from '../directory/fs-directory.js';
 import type { Lock } from '../directory/lock.js';
 import { takeOverLock } from '../directory/take-over-lock.js';
 import { type Durability, GroupCommitLog, type LogStats } from './group-commit.js';
-import { rowsInternals, type StorageSeams } from './internals.js';
 import {
   parseSegmentName,
   readFileHeader,
@@ -26,7 +25,7 @@ import {
   segmentName,
 } from './log-segment.js';
 import { FILE_HEADER_BYTES, type FileHeader, SEGMENT_MAGIC, type Seal } from './record-codec.js';
-import type { RegionStorage } from './region-storage.js';
+import type { Recovered, RegionStorage } from './region-storage.js';
 import {
   parseSnapshotName,
   publishSnapshot,
@@ -64,12 +63,7 @@ export interface RowStorageOptions {
   epoch?: number;
 }
 
-export interface Recovered {
-  /** The records of the newest valid snapshot, in the order written (empty if none). */
-  snapshot: Uint8Array[];
-  /** Then every log record appended after that snapshot, in append order. */
-  log: Uint8Array[];
-}
+export type { Recovered };
 
 export interface RowStorageStats extends LogStats {
   checkpoints: number;
@@ -241,15 +235,6 @@ export class RowStorage implements RegionStorage {
       await lock.close().catch(() => {});
       throw err;
     }
-  }
-
-  /** Test seam (see internals.ts): the epoch checks can be turned off, breaking fencing. */
-  get [rowsInternals](): StorageSeams {
-    return {
-      setFenceChecks: (on: boolean) => {
-        if (this.#fence !== undefined) this.#fence.checking = on;
-      },
-    };
   }
 
   /** The epoch this storage was opened with (0: standalone). */
@@ -448,7 +433,7 @@ export class RowStorage implements RegionStorage {
 
   /** With an epoch: throws `FencedError` (poisoning the log) once this writer is deposed. */
   #checkFence(what: string): void {
-    if (this.#fence?.checking !== true) return;
+    if (this.#fence === undefined) return;
     try {
       this.#fence.check(what);
     } catch (err) {

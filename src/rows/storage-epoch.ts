@@ -162,13 +162,6 @@ export class EpochFence {
   readonly #lock: Lock;
   readonly #path: string;
   readonly #identity: FileIdentity;
-  /**
-   * Whether its writer checks it (true). Only the test seam (`setFenceChecks` of internals.ts)
-   * turns it off, which breaks fencing on purpose; every writer of the storage (the log, the
-   * checkpoints) reads this one switch.
-   */
-  checking = true;
-
   constructor(dir: string, epoch: number, lock: Lock, identity: FileIdentity) {
     this.#dir = dir;
     this.#epoch = epoch;

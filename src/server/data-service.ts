@@ -3,6 +3,7 @@ import type { LockLostError } from '../core/errors.js';
 import { FSDirectory } from '../directory/fs-directory.js';
 import type { Lock } from '../directory/lock.js';
 import { takeOverLock } from '../directory/take-over-lock.js';
+import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { ServingData } from './connection.js';
 import { Dispatcher, type DispatchLimits } from './dispatch.js';
 import { ScannerRegistry } from './scanner-registry.js';
@@ -17,6 +18,8 @@ export interface DataSettings {
   rowLockWaitMs: number;
   durability: 'fsync' | 'none';
   clock: Clock;
+  /** How each table's storage is opened (default: `RowStorage`). */
+  openStorage: OpenRegionStorage | undefined;
   sessionLimits: SessionLimits;
   dispatchLimits: DispatchLimits;
   /** The `status` call's answer. */
@@ -29,8 +32,6 @@ export interface DataMastership {
   token: number;
   /** Throws `NOT_MASTER` once the mastership is no longer certain (no I/O). */
   check(): void;
-  /** {@link HaOptions.unsafeSkipFencing}: the regions open with their fence checks off. */
-  unsafeSkipFencing?: boolean | undefined;
   /**
    * The mastership is over as far as the data side can tell: the storage refused a write
    * (`FENCED`) or the data directory's lock was taken over.
@@ -90,17 +91,13 @@ export class DataService implements ServingData {
         : await takeOverLock(dataDir, 'write.lock');
     let catalog: TableCatalog | undefined;
     try {
-      const { leasePeriodMs, rowLockWaitMs, durability } = settings;
+      const { leasePeriodMs, rowLockWaitMs, durability, openStorage } = settings;
       catalog = await TableCatalog.open(
         dataDir,
-        { leasePeriodMs, rowLockWaitMs, durability, clock },
+        { leasePeriodMs, rowLockWaitMs, durability, clock, openStorage },
         mastership === undefined
           ? undefined
-          : {
-              epoch: mastership.token,
-              check: () => mastership.check(),
-              unsafeSkipFencing: mastership.unsafeSkipFencing === true,
-            },
+          : { epoch: mastership.token, check: () => mastership.check() },
       );
       const scanners = new ScannerRegistry(clock, leasePeriodMs, 100);
       let self: DataService | undefined;

@@ -17,18 +17,7 @@ export interface HaOptions {
   keepAlivePeriodMs?: number | undefined;
   /** `host:port` clients should use to reach this server (default its listening address). */
   advertise?: string | undefined;
-  /**
-   * UNSAFE, for proving a history checker only (`LOCKSMITH_UNSAFE_SKIP_FENCING=1` of `serve`):
-   * every fencing check is off — the check of the mastership before each call, the storage's
-   * epoch and guard checks — and a deposed master goes on serving for
-   * {@link UNSAFE_DEMOTION_DELAY_MS} after it learns of its loss, as a server that never checks
-   * its lease would. Acknowledged writes can then be lost and reads go back in time.
-   */
-  unsafeSkipFencing?: boolean | undefined;
 }
-
-/** How long a deposed master goes on serving with {@link HaOptions.unsafeSkipFencing}. */
-export const UNSAFE_DEMOTION_DELAY_MS = 3000;
 
 /** A server of the data directory, as its `servers/<id>.json` says. */
 export interface PeerRecord {
@@ -106,7 +95,6 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
   readonly locker: Locker;
   readonly #dataDir: string;
   readonly #keepAliveMs: number | undefined;
-  readonly #unsafe: boolean;
   readonly #clock: Clock;
   readonly #open: (mastership: DataMastership) => Promise<DataService>;
   readonly #failovers: FailoverRecord[] = [];
@@ -137,7 +125,6 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
     this.address = parts.address;
     this.locker = parts.options.locker;
     this.#keepAliveMs = parts.options.keepAlivePeriodMs;
-    this.#unsafe = parts.options.unsafeSkipFencing === true;
     this.#dataDir = parts.dataDir;
     this.#clock = parts.clock;
     this.#open = parts.open;
@@ -245,7 +232,6 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
 
   /** The mastership is certain until the locker's `validUntil` (its monotonic clock). */
   #checkFor(token: number): void {
-    if (this.#unsafe) return;
     const { locker } = this;
     const until = locker.validUntil;
     if (
@@ -264,9 +250,7 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
   async #promote({ signal, token }: ServiceContext): Promise<void> {
     const mastership: DataMastership = {
       token,
-      unsafeSkipFencing: this.#unsafe,
       check: () => {
-        if (this.#unsafe) return;
         if (signal.aborted) {
           throw new NotMasterError(
             `This server (${this.address}) is no longer master (token ${token})`,
@@ -314,9 +298,6 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
   async #demote(): Promise<void> {
     const data = this.#data;
     if (data === undefined) return;
-    if (this.#unsafe && !this.#closed) {
-      await new Promise((resolve) => setTimeout(resolve, UNSAFE_DEMOTION_DELAY_MS));
-    }
     this.#data = undefined;
     const token = this.#token;
     // The signal's reason: why the mastership ended (loss, or the supervisor stopping).

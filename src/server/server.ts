@@ -12,12 +12,13 @@ import {
   NotMasterError,
 } from '../core/errors.js';
 import {
-  checkBoolean,
+  checkCallback,
   checkClock,
   checkOptionsObject,
   describeValue,
   hasMethods,
 } from '../core/options.js';
+import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { Locker } from '../store/locker.js';
 import { encodeFrame } from '../wire/codec.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
@@ -95,6 +96,13 @@ export interface ServerOptions {
    * both are given another).
    */
   ha?: HaOptions | undefined;
+  /**
+   * How each table's storage is opened: `RowStorage` (log segments and snapshots under
+   * `dataDir`) unless another implementation of `RegionStorage` is plugged in (see
+   * `OpenRegionStorage` of `locksmith/rows`). Under `ha` it is given the mastership's epoch,
+   * and must refuse the writes of a deposed master for fencing to hold.
+   */
+  openStorage?: OpenRegionStorage | undefined;
 }
 
 const DEFAULTS = {
@@ -151,6 +159,7 @@ const KNOWN = new Set([
   'httpPort',
   'clock',
   'ha',
+  'openStorage',
 ]);
 
 function count(value: unknown, what: string, fallback: number, max = 1_000_000, min = 1): number {
@@ -163,7 +172,7 @@ function count(value: unknown, what: string, fallback: number, max = 1_000_000, 
   return value;
 }
 
-const HA_KEYS = ['locker', 'keepAlivePeriodMs', 'advertise', 'unsafeSkipFencing'];
+const HA_KEYS = ['locker', 'keepAlivePeriodMs', 'advertise'];
 const ADVERTISE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/;
 
 /** Checks the `ha` option: a Locker, an optional keep-alive period, an optional `host:port`. */
@@ -196,7 +205,6 @@ function checkHa(value: unknown): HaOptions | undefined {
         ? undefined
         : checkDuration(o.keepAlivePeriodMs, 'ha.keepAlivePeriodMs'),
     advertise,
-    unsafeSkipFencing: checkBoolean(o.unsafeSkipFencing ?? false, 'ha.unsafeSkipFencing'),
   };
 }
 
@@ -469,6 +477,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       rowLockWaitMs,
       durability,
       clock,
+      openStorage: checkCallback(opts.openStorage, 'openStorage'),
       sessionLimits: {
         defaultLeaseMs: sessionLeaseMs,
         minLeaseMs: minSessionLeaseMs,

@@ -6,8 +6,8 @@ import { InvalidArgumentError, LockIOError, TableError } from '../core/errors.js
 import { checkBoolean, checkOptionsObject, describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from '../rows/column-family.js';
-import { rowsInternals } from '../rows/internals.js';
 import { Region } from '../rows/region.js';
+import type { OpenRegionStorage } from '../rows/region-storage.js';
 
 /** A table as `createTable` takes it and `describeTable` returns it. */
 export interface TableDescriptor {
@@ -23,6 +23,8 @@ export interface CatalogRegionOptions {
   rowLockWaitMs: number;
   durability: 'fsync' | 'none';
   clock: Clock;
+  /** How each table's storage is opened (default: `RowStorage` in the table's directory). */
+  openStorage?: OpenRegionStorage | undefined;
 }
 
 /** What a master adds to its catalog: the epoch its regions write under, a validity check. */
@@ -31,8 +33,6 @@ export interface CatalogMastership {
   epoch: number;
   /** Throws (`NOT_MASTER`) once the mastership is no longer certain; run before admin writes. */
   check(): void;
-  /** UNSAFE (a checker's negative control): regions open with their storage fence checks off. */
-  unsafeSkipFencing?: boolean | undefined;
 }
 
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
@@ -253,8 +253,8 @@ export class TableCatalog {
   }
 
   async #openRegion(descriptor: TableDescriptor): Promise<Region> {
-    const { leasePeriodMs, rowLockWaitMs, durability, clock } = this.#regionOptions;
-    const region = await Region.open({
+    const { leasePeriodMs, rowLockWaitMs, durability, clock, openStorage } = this.#regionOptions;
+    return Region.open({
       families: descriptor.families,
       dir: join(this.#dir, descriptor.name),
       durability,
@@ -263,9 +263,8 @@ export class TableCatalog {
       timestampOnArrival: descriptor.timestampOnArrival,
       clock,
       ...(this.#mastership.epoch > 0 ? { epoch: this.#mastership.epoch } : {}),
+      ...(openStorage === undefined ? {} : { openStorage }),
     });
-    if (this.#mastership.unsafeSkipFencing === true) region[rowsInternals].fenceChecks = false;
-    return region;
   }
 
   async #syncDir(): Promise<void> {

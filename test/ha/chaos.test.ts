@@ -10,40 +10,26 @@
  * crashing it never touches the shared one on 5432; without PostgreSQL binaries, the
  * lease-database runs use SQLite and no database fault.
  *
- * Broken fencing: the same scenario with `LOCKSMITH_UNSAFE_SKIP_FENCING=1` given to the
- * servers (storage epoch checks off) must make the checker report violations: a paused
- * ex-master that resumes mid-write then acknowledges increments the new master never sees.
- * What the switch turns off decides whether it shows: tried on a merge of the server and
- * client branches, a resumed ex-master without storage checks and without the per-call
- * mastership check still gave no violation (it demotes itself on resume before it answers
- * anything: its calls end CONNECTION_LOST, indeterminate); one that kept serving 3 s after
- * losing its lease gave thousands (duplicate values, lost acknowledged increments).
- *
- * The runs skip until `serve --help` mentions `--ha` (and, for the broken-fencing run,
- * `LOCKSMITH_UNSAFE_SKIP_FENCING`): they run by themselves once those land.
+ * Broken fencing: the same scenario with servers whose fencing is broken on purpose
+ * (`test/fixtures/unfenced-serve.ts`: a locker that never reports a loss, a storage that
+ * acknowledges what a newer master made it refuse, demotions 3 s late) must make the checker
+ * report violations: a paused ex-master that resumes mid-write then acknowledges increments
+ * the new master never sees. What is broken decides whether it shows: a resumed ex-master
+ * without storage checks and without the per-call mastership check still gave no violation
+ * (it demotes itself on resume before it answers anything: its calls end CONNECTION_LOST,
+ * indeterminate); one that kept serving 3 s after losing its lease gave thousands (duplicate
+ * values, lost acknowledged increments).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
 import { PrivateDatabaseServer, privateServerUnavailable } from '../fixtures/private-db-server.js';
-import { cliPath, sleep, tempDir } from '../helpers.js';
+import { fixture, sleep, tempDir } from '../helpers.js';
 import { Cluster, runWorkload } from './cluster.js';
 import { readHistories } from './history.js';
 import { type CheckResult, checkHistory, formatViolations, summarize } from './linearizability.js';
 
-const serveHelp = spawnSync(process.execPath, [cliPath, 'serve', '--help'], {
-  encoding: 'utf8',
-}).stdout;
-const haMissing = /--ha\b/.test(serveHelp ?? '') ? undefined : 'needs serve --ha';
-// LOCKSMITH_UNSAFE_SKIP_FENCING=1 turns the server's fencing off (per-call mastership check,
-// storage epoch and guard checks) and keeps a deposed master serving 3 s: the negative control.
-const unsafeMissing =
-  haMissing ??
-  (/LOCKSMITH_UNSAFE_SKIP_FENCING/.test(serveHelp ?? '')
-    ? undefined
-    : 'needs LOCKSMITH_UNSAFE_SKIP_FENCING in serve (named in serve --help)');
 const postgresMissing = privateServerUnavailable('postgres');
 
 const LEASE_MS = 2_000;
@@ -79,7 +65,8 @@ interface Scenario {
   /** How long the clients run (default {@link DURATION_MS}). */
   durationMs?: number;
   clients?: number;
-  env?: Record<string, string>;
+  /** The server program (default the CLI): `unfenced-serve` for the broken-fencing run. */
+  program?: string;
   database?: PrivateDatabaseServer;
 }
 
@@ -96,7 +83,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     size: 3,
     dataDir: join(dataDir, 'data'),
     args: scenario.ha,
-    ...(scenario.env === undefined ? {} : { env: scenario.env }),
+    ...(scenario.program === undefined ? {} : { program: scenario.program }),
   });
   const durationMs = scenario.durationMs ?? DURATION_MS;
   const tokens = new Set<number | undefined>();
@@ -208,7 +195,6 @@ async function leaseDatabaseChaos(
 
 describe('linearizability through failovers (issue 11)', { concurrency: false }, () => {
   it('shared-file: kill -9 and SIGSTOP of the master; histories are linearizable', {
-    skip: haMissing,
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
@@ -221,7 +207,6 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
   });
 
   it(`lease-database (${postgresMissing === undefined ? 'private PostgreSQL' : 'SQLite'}): kill -9, SIGSTOP past the lease, database crash; histories are linearizable`, {
-    skip: haMissing,
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
@@ -232,8 +217,7 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
     assertLinearizable(outcome, 3);
   });
 
-  it('broken fencing (LOCKSMITH_UNSAFE_SKIP_FENCING=1): the checker reports violations', {
-    skip: unsafeMissing,
+  it('broken fencing (a test server: no loss reported, fenced writes acknowledged): the checker reports violations', {
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
@@ -246,7 +230,7 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
       settleMs: 500,
       clients: 8,
       opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
-      env: { LOCKSMITH_UNSAFE_SKIP_FENCING: '1' },
+      program: fixture('unfenced-serve'),
     });
     for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
       t.diagnostic(line);

@@ -34,8 +34,13 @@ export interface ClusterOptions {
   args?: readonly string[];
   /** More arguments for one member (its holder id, …). */
   memberArgs?: (member: Member) => readonly string[];
-  /** Extra environment of the servers (e.g. `LOCKSMITH_UNSAFE_SKIP_FENCING`). */
+  /** Extra environment of the servers. */
   env?: Readonly<Record<string, string>>;
+  /**
+   * The program run as `node <program> serve …` (default the CLI); the broken-fencing runs
+   * give `unfenced-serve` of the fixtures.
+   */
+  program?: string;
   /** How long a start may take to answer its status (default 30 s). */
   startTimeoutMs?: number;
 }
@@ -120,7 +125,7 @@ export class Cluster implements AsyncDisposable {
       throw new Error(`member ${index} is ${member.state}`);
     }
     const args = [
-      cliPath,
+      this.#options.program ?? cliPath,
       'serve',
       '--data',
       this.#options.dataDir,

@@ -19,7 +19,6 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { crc32 } from '../../src/rows/crc32.js';
 import { Get, Put, Region } from '../../src/rows/index.js';
-import { rowsInternals } from '../../src/rows/internals.js';
 import { scanSegment, segmentName } from '../../src/rows/log-segment.js';
 import {
   encodeFileHeader,
@@ -338,17 +337,6 @@ test('a region passes FENCED through: the write, every later one, and the depose
   assert.ok(r === 'before' || r === 'after', String(r));
   assert.equal((await next.get(new Get('s'))).isEmpty, true);
   await next.close();
-});
-
-test("the test seam that breaks fencing: with the checks off, a deposed region's writes succeed", async () => {
-  using tmp = tempDir();
-  const region = await Region.open({ families: ['f'], dir: tmp.path, epoch: 1 });
-  region[rowsInternals].fenceChecks = false;
-  replaceEpochFile(tmp.path, 2);
-  await region.put(new Put('r').add('f', 'q', 'unfenced'));
-  region[rowsInternals].fenceChecks = true;
-  await assert.rejects(region.put(new Put('r').add('f', 'q', 'fenced')), { code: 'FENCED' });
-  await region.close();
 });
 
 test('scanSegment reads version 1 and 2 headers alike', () => {

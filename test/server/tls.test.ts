@@ -68,7 +68,9 @@ describe('TLS', () => {
       }
       // And when none works, the error gives the certificate as that address's reason.
       const dead = `locksmith://127.0.0.1:${await deadPort()}`;
-      await assert.rejects(connect([url, dead], { connectTimeoutMs: 2_000 }), (err: Error) => {
+      // Both fail at once (a refused certificate, a refused connection): a long bound costs
+      // nothing, and a short one can run out on a busy machine before the second is tried.
+      await assert.rejects(connect([url, dead], { connectTimeoutMs: 20_000 }), (err: Error) => {
         assert.match(
           err.message,
           new RegExp(
