@@ -69,17 +69,14 @@ function noOwner(owner: unknown, what: string): void {
 
 /**
  * The region's own option check (same names, same messages), then what only a process can
- * give: an `owner` (the session is the owner) and an `onWait` hook (the wait is on the server).
+ * give: an `owner` (the session is the owner).
  */
 function callOptions(
   options: TableCallOptions | undefined,
   what: string,
 ): { signal?: AbortSignal; waitMs?: number } {
-  const { owner, onWait, ...rest } = checkCallOptions(options as CallOptions | undefined, what);
+  const { owner, ...rest } = checkCallOptions(options as CallOptions | undefined, what);
   noOwner(owner, what);
-  if (onWait !== undefined) {
-    throw new InvalidArgumentError(`${what}: option onWait is not available over the network`);
-  }
   return rest;
 }
 

@@ -1,7 +1,6 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
-import { type DeferredSignal, deferredSignal } from './deferred-signal.js';
-import { durableWait } from './durable-wait.js';
+import { callContext, type RowCallContext } from './call-context.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 
 /** Per call: who is asking (for deadlock detection), and how to give up waiting for a row. */
@@ -12,16 +11,8 @@ export interface CallOptions {
   owner?: RowLockOwner | undefined;
   /** Overrides `rowLockWaitMs` for this call: milliseconds >= 0, `Infinity` waits forever. */
   waitMs?: number | undefined;
-  /**
-   * Called when the call finds its row locked and is about to wait (at most once per row it
-   * waits for). The locksmith server gives the call's handler back here, so a waiting call
-   * occupies none. It must not throw.
-   */
-  onWait?: (() => void) | undefined;
-  /** Internal: the server's per-call cancellation (see `deferred-signal.ts`). */
-  [deferredSignal]?: DeferredSignal | undefined;
-  /** Internal: the server's hook for a write that only waits for its fsync (`durable-wait.ts`). */
-  [durableWait]?: (() => void) | undefined;
+  /** Internal: the host's view of the call (see `call-context.ts`). */
+  [callContext]?: RowCallContext | undefined;
 }
 
 /** {@link CallOptions} once checked: every member is of its declared type or absent. */
@@ -29,13 +20,11 @@ export interface CheckedCallOptions {
   signal?: AbortSignal;
   owner?: RowLockOwner;
   waitMs?: number;
-  onWait?: () => void;
-  [deferredSignal]?: DeferredSignal;
-  [durableWait]?: () => void;
+  [callContext]?: RowCallContext;
 }
 
 const NONE: CheckedCallOptions = Object.freeze({});
-const NAMES = new Set(['signal', 'owner', 'waitMs', 'onWait']);
+const NAMES = new Set(['signal', 'owner', 'waitMs']);
 
 /**
  * Checks the per-call options of a public entry point once, before it changes any state, and
@@ -54,22 +43,18 @@ export function checkCallOptions(
   for (const name of Object.keys(opts)) {
     if (!NAMES.has(name)) {
       throw new InvalidArgumentError(
-        `${what}: unknown option ${JSON.stringify(name)} (known: signal, owner, waitMs, onWait)`,
+        `${what}: unknown option ${JSON.stringify(name)} (known: signal, owner, waitMs)`,
       );
     }
   }
-  const { signal, owner, waitMs, onWait } = opts;
+  const { signal, owner, waitMs } = opts;
   const checked: CheckedCallOptions = {};
   const s = checkSignal(signal, `${what} option signal`);
   if (s !== undefined) checked.signal = s;
   if (owner !== undefined) checked.owner = checkOwner(owner, `${what} option owner`);
   if (waitMs !== undefined) checked.waitMs = checkWaitMs(waitMs, `${what} option waitMs`);
-  const hook = checkCallback(onWait, `${what} option onWait`);
-  if (hook !== undefined) checked.onWait = hook;
-  const deferred = (opts as CallOptions)[deferredSignal];
-  if (deferred !== undefined) checked[deferredSignal] = deferred;
-  const durable = (opts as CallOptions)[durableWait];
-  if (durable !== undefined) checked[durableWait] = durable;
+  const context = (opts as CallOptions)[callContext];
+  if (context !== undefined) checked[callContext] = context;
   return checked;
 }
 

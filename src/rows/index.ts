@@ -1,12 +1,4 @@
-// The network client: a RemoteTable is the same Table on a locksmith server.
-export {
-  type AdminCallOptions,
-  type ConnectOptions,
-  connect,
-  LocksmithClient,
-} from '../client/locksmith-client.js';
-export { RemoteTable } from '../client/remote-table.js';
-// With the client's own: a RemoteTable's calls can also fail with these.
+// The errors a Region's (and a RemoteTable's) calls fail with.
 export {
   AbortedError,
   AlreadyClosedError,

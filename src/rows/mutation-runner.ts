@@ -1,5 +1,5 @@
+import { callContext } from './call-context.js';
 import type { CheckedCallOptions } from './call-options.js';
-import { durableWait } from './durable-wait.js';
 import type { Delete, Mutation, Put } from './mutation.js';
 import type { Draft } from './mutation-cells.js';
 import type { RegionRowLocks } from './region-row-locks.js';
@@ -93,7 +93,7 @@ export class MutationRunner {
       if (implicit !== undefined) locks.releaseImplicit(implicit);
       return Promise.resolve(result);
     }
-    options[durableWait]?.();
+    options[callContext]?.waiting();
     return applied.then(
       () => {
         if (implicit !== undefined) locks.releaseImplicit(implicit);
@@ -126,7 +126,7 @@ export class MutationRunner {
           const cells = mutations.flatMap((m) => cellsOf(m, times.timeFor(m.row)));
           if (cells.length > 0) {
             const applied = this.#options.apply(cells);
-            options[durableWait]?.();
+            options[callContext]?.waiting();
             await applied;
           }
         } finally {

@@ -11,11 +11,11 @@ import {
 import { nextFencingToken } from '../core/fencing.js';
 import { checkSignal, describeValue } from '../core/options.js';
 import { toStringBinary } from './bytes.js';
+import { callContext, type RowCallContext } from './call-context.js';
 import {
   checkOwner as checkOwnerOption,
   checkWaitMs as checkWaitMsOption,
 } from './call-options.js';
-import { type DeferredSignal, deferredSignal } from './deferred-signal.js';
 import { LeaseQueue } from './lease-queue.js';
 import { newLockId } from './lock-id.js';
 import { checkRowKey } from './row-input.js';
@@ -110,10 +110,8 @@ export interface AcquireOptions {
   waitMs?: number;
   /** Who asks; needed for deadlock detection across calls (see {@link RowLockOwner}). */
   owner?: RowLockOwner;
-  /** Called once the caller is queued behind the row's holder, before it waits. */
-  onWait?: () => void;
-  /** Internal: a cancellation whose signal is made only for a wait (see `deferred-signal.ts`). */
-  [deferredSignal]?: DeferredSignal;
+  /** Internal: the host's view of the call (see `call-context.ts`). */
+  [callContext]?: RowCallContext;
 }
 
 export interface RowLockManagerEvents {
@@ -509,7 +507,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     const owner = options.owner;
     if (owner !== undefined) checkOwner(owner);
     checkSignal(options.signal);
-    const deferred = options.signal === undefined ? options[deferredSignal] : undefined;
+    const context = options[callContext];
+    const deferred = options.signal === undefined ? context : undefined;
     if (options.signal?.aborted || deferred?.aborted) {
       throw new AbortedError('Wait for row locks aborted', {
         cause: (options.signal ?? deferred?.signal)?.reason,
@@ -531,7 +530,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
                 who,
                 Math.max(0, deadline - this.#clock.monotonic()),
                 options.signal ?? deferred?.signal,
-                options.onWait,
+                context,
               ),
         );
       }
@@ -600,8 +599,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     let waitMs = this.#rowLockWaitMs;
     let owner: RowLockOwner | undefined;
     let signal: AbortSignal | undefined;
-    let deferred: DeferredSignal | undefined;
-    let onWait: (() => void) | undefined;
+    let deferred: RowCallContext | undefined;
+    let context: RowCallContext | undefined;
     try {
       this.#checkOpen();
       checkRowKey(row);
@@ -609,11 +608,11 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         if (options.waitMs !== undefined) waitMs = checkWaitMs(options.waitMs, 'waitMs');
         owner = options.owner;
         if (owner !== undefined) checkOwner(owner);
-        onWait = options.onWait;
+        context = options[callContext];
         // Checked before anything is queued: a waiter whose signal cannot take a listener would
         // be left in the row's queue, breaking the holder's unlock and the wait-limit timer.
         signal = checkSignal(options.signal);
-        if (signal === undefined) deferred = options[deferredSignal];
+        if (signal === undefined) deferred = context;
         if (signal?.aborted || deferred?.aborted) {
           throw new AbortedError(`Wait for row lock row=${toStringBinary(row)} aborted`, {
             cause: (signal ?? deferred?.signal)?.reason,
@@ -628,7 +627,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       return Promise.resolve(this.#grant(row, owner, explicit, explicit ? owner : undefined));
     }
     // Only a wait needs the signal: a deferred one is made now.
-    return this.#wait(holder, { owner, explicit }, waitMs, signal ?? deferred?.signal, onWait);
+    return this.#wait(holder, { owner, explicit }, waitMs, signal ?? deferred?.signal, context);
   }
 
   #wait(
@@ -636,7 +635,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     who: Requester,
     waitMs: number,
     signal: AbortSignal | undefined,
-    onWait: (() => void) | undefined,
+    context: RowCallContext | undefined,
   ): Promise<RowLockGrant> {
     const row = holder.row;
     if (waitMs === 0) return Promise.reject(timedOut(row));
@@ -664,7 +663,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       this.#waitLimits.add(waiter);
     }
     signal?.addEventListener('abort', waiter);
-    onWait?.();
+    context?.waiting();
     return promise;
   }
 

@@ -111,6 +111,11 @@ class InFlight implements CallContext {
     return this.#controller.signal;
   }
 
+  /** A call waiting for a row, or for its write's fsync, gives its handler back (see Lane). */
+  waiting(): void {
+    this.slot.yield();
+  }
+
   abort(reason: unknown): void {
     if (this.#aborted) return;
     this.#aborted = true;

@@ -5,9 +5,8 @@ import {
   UnknownRowLockError,
 } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
+import { callContext, type RowCallContext } from '../rows/call-context.js';
 import type { CallOptions } from '../rows/call-options.js';
-import { deferredSignal } from '../rows/deferred-signal.js';
-import { durableWait } from '../rows/durable-wait.js';
 import type { Region } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import type { RowLock } from '../rows/row-lock.js';
@@ -43,13 +42,13 @@ export interface DispatchLimits {
 }
 
 /** One call as the dispatcher sees it. */
-export interface CallContext {
+export interface CallContext extends RowCallContext {
   readonly session: Session;
-  /** The call's handler; given back while the call waits for a row lock. */
+  /** The call's handler; given back while the call waits (`waiting()`, see `Lane`). */
   readonly slot: Slot;
   /** Aborts when the client cancels the call, its connection closes, or its session ends. */
   readonly signal: AbortSignal;
-  /** Whether {@link signal} has aborted, without making the signal (see `deferred-signal.ts`). */
+  /** Whether {@link signal} has aborted, without making the signal (see `call-context.ts`). */
   readonly aborted: boolean;
 }
 
@@ -246,17 +245,11 @@ export class Dispatcher {
 
   /**
    * The region's options for a call: the session owns the wait; `wait` is the wire's waitMs.
-   * The call's signal is deferred: made only if the call waits for a row.
+   * The call itself is its context: its signal is made only if it waits for a row, and a wait
+   * (for a row, or for its write's fsync) gives its handler back.
    */
   #opts(ctx: CallContext, wait?: unknown): CallOptions {
-    // A call waiting for a row, or for its write's fsync, gives its handler back (see Lane).
-    const giveBack = () => ctx.slot.yield();
-    const options: CallOptions = {
-      owner: ctx.session,
-      [deferredSignal]: ctx,
-      onWait: giveBack,
-      [durableWait]: giveBack,
-    };
+    const options: CallOptions = { owner: ctx.session, [callContext]: ctx };
     if (wait !== null && wait !== undefined) options.waitMs = waitArg(wait);
     return options;
   }

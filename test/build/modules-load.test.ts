@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -33,6 +33,30 @@ describe('every module loads on its own', () => {
       found.map((c) => c.join(' -> ')),
       [],
       'a module in a value cycle loads only when another module of the cycle is imported first',
+    );
+  });
+
+  it('the row store never imports the network client, and locksmith/rows does not load it', () => {
+    const src = join(repoRoot, 'src');
+    const graph = valueImports(src);
+    for (const [module, deps] of graph) {
+      if (!module.startsWith('rows/')) continue;
+      const text = readFileSync(join(src, module), 'utf8');
+      assert.doesNotMatch(text, /from '\.\.\/client\//, `${module} imports the client`);
+      assert.ok(!deps.some((d) => d.startsWith('client/')), module);
+    }
+    // What loading locksmith/rows loads: its static value imports, transitively.
+    const loaded = new Set<string>();
+    const visit = (m: string) => {
+      if (loaded.has(m)) return;
+      loaded.add(m);
+      for (const d of graph.get(m) ?? []) visit(d);
+    };
+    visit('entries/rows.ts');
+    assert.ok(loaded.has('rows/region.ts'));
+    assert.deepEqual(
+      [...loaded].filter((m) => m.startsWith('client/') || m.startsWith('wire/')),
+      [],
     );
   });
 

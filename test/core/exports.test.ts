@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as core from 'locksmith';
+import * as client from 'locksmith/client';
 import * as directory from 'locksmith/directory';
 import * as rows from 'locksmith/rows';
 import * as server from 'locksmith/server';
@@ -13,6 +14,7 @@ const expected: Record<string, Record<string, unknown>> = {
   'locksmith/directory': directory,
   'locksmith/store': store,
   'locksmith/rows': rows,
+  'locksmith/client': client,
   'locksmith/server': server,
 };
 
@@ -43,6 +45,17 @@ const required: Record<string, string[]> = {
     'LockTimeoutError',
     'UnknownRowLockError',
     'StaleTokenError',
+  ],
+  'locksmith/client': [
+    ...everywhere,
+    'ConnectionLostError',
+    'DeadlockError',
+    'LockTimeoutError',
+    'NotMasterError',
+    'ProtocolError',
+    'StaleTokenError',
+    'TableError',
+    'UnknownRowLockError',
   ],
   'locksmith/server': [...everywhere, 'TableError'],
 };
@@ -94,4 +107,20 @@ test('the singleton factories refuse a second instance at run time, as their typ
         err.message.includes(`${cls.name}.INSTANCE`),
     );
   }
+});
+
+test('locksmith/client has the client and the values a Table takes, the same classes as locksmith/rows', () => {
+  assert.equal(typeof client.connect, 'function');
+  assert.equal(typeof client.RemoteTable, 'function');
+  for (const name of ['Put', 'Get', 'Scan', 'Delete', 'Increment', 'RowMutations', 'Result']) {
+    assert.equal(
+      (client as Record<string, unknown>)[name],
+      (rows as Record<string, unknown>)[name],
+      name,
+    );
+  }
+});
+
+test('locksmith/rows still connects (the client loads on the first call)', () => {
+  assert.equal(typeof rows.connect, 'function');
 });
