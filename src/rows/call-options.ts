@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { checkCallback, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
+import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import { callContext, type RowCallContext } from './call-context.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 
