@@ -48,16 +48,19 @@ export type OptionValues<S extends OptionSpec> = {
 };
 
 /**
- * Checks `options` against `spec`. `what` names the entry point in messages
- * (`"LeaseDatabaseLocker options"`). Refuses, with an {@link InvalidArgumentError}: a value that
- * is not a plain object, an unknown name (the message lists the known ones), an option given
- * under two of its names, and a value outside its rule's domain. Reads each option once, so a
- * getter cannot answer differently later.
+ * Checks `options` against `spec`. `what` names the options in messages
+ * (`"LeaseDatabaseLocker options"`), and `labelPrefix` goes before each option's name in the
+ * message about its value (`"get option "` gives "get option waitMs must be ..."). Refuses,
+ * with an {@link InvalidArgumentError}: a value that is not a plain object, an unknown name
+ * (the message lists the known ones), an option given under two of its names, and a value
+ * outside its rule's domain. Reads each option once, so a getter cannot answer differently
+ * later. Symbol keys are not options: they are left for the caller.
  */
 export function readOptions<S extends OptionSpec>(
   options: unknown,
   what: string,
   spec: S,
+  labelPrefix = '',
 ): OptionValues<S> {
   if (options === undefined) options = {};
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
@@ -87,7 +90,7 @@ export function readOptions<S extends OptionSpec>(
       value = aliased;
       label = alias;
     }
-    out[name] = value === undefined ? rule.default : rule.check(value, label);
+    out[name] = value === undefined ? rule.default : rule.check(value, `${labelPrefix}${label}`);
   }
   return out as OptionValues<S>;
 }

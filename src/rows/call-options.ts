@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
+import { customOption, readOptions, type SpecOf, signalOption } from '../core/option-spec.js';
+import { describeValue } from '../core/options.js';
 import { callContext, type RowCallContext } from './call-context.js';
 import type { RowLockOwner } from './row-lock-manager.js';
 
@@ -24,7 +25,16 @@ export interface CheckedCallOptions {
 }
 
 const NONE: CheckedCallOptions = Object.freeze({});
-const NAMES = new Set(['signal', 'owner', 'waitMs']);
+
+const CALL_SPEC = {
+  signal: signalOption(),
+  owner: customOption('an object or a non-empty string', (value, label) =>
+    checkOwner(value, label),
+  ),
+  waitMs: customOption('milliseconds >= 0, or Infinity', (value, label) =>
+    checkWaitMs(value, label),
+  ),
+} as const satisfies SpecOf<Omit<CallOptions, typeof callContext>>;
 
 /**
  * Checks the per-call options of a public entry point once, before it changes any state, and
@@ -39,21 +49,17 @@ export function checkCallOptions(
   what: string,
 ): CheckedCallOptions {
   if (options === undefined) return NONE;
-  const opts = checkOptionsObject(options, `${what} options`);
-  for (const name of Object.keys(opts)) {
-    if (!NAMES.has(name)) {
-      throw new InvalidArgumentError(
-        `${what}: unknown option ${JSON.stringify(name)} (known: signal, owner, waitMs)`,
-      );
-    }
-  }
-  const { signal, owner, waitMs } = opts;
+  const { signal, owner, waitMs } = readOptions(
+    options,
+    `${what} options`,
+    CALL_SPEC,
+    `${what} option `,
+  );
   const checked: CheckedCallOptions = {};
-  const s = checkSignal(signal, `${what} option signal`);
-  if (s !== undefined) checked.signal = s;
-  if (owner !== undefined) checked.owner = checkOwner(owner, `${what} option owner`);
-  if (waitMs !== undefined) checked.waitMs = checkWaitMs(waitMs, `${what} option waitMs`);
-  const context = (opts as CallOptions)[callContext];
+  if (signal !== undefined) checked.signal = signal;
+  if (owner !== undefined) checked.owner = owner;
+  if (waitMs !== undefined) checked.waitMs = waitMs;
+  const context = options[callContext];
   if (context !== undefined) checked[callContext] = context;
   return checked;
 }

@@ -1,13 +1,17 @@
 import type { Clock } from '../core/clock.js';
-import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import {
-  checkBoolean,
-  checkCallback,
-  checkClock,
-  checkOptionsObject,
-  describeValue,
-} from '../core/options.js';
+  booleanOption,
+  callbackOption,
+  clockOption,
+  customOption,
+  oneOfOption,
+  positiveDurationOption,
+  readOptions,
+  type SpecOf,
+  withDefault,
+} from '../core/option-spec.js';
+import { describeValue } from '../core/options.js';
 import { checkWaitMs } from './call-options.js';
 import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from './column-family.js';
 import type { OpenRegionStorage } from './region-storage.js';
@@ -65,19 +69,50 @@ export interface CheckedRegionOptions {
   openStorage: OpenRegionStorage;
 }
 
-const KNOWN = [
-  'families',
-  'dir',
-  'durability',
-  'leasePeriodMs',
-  'rowLockWaitMs',
-  'timestampOnArrival',
-  'checkpointBytes',
-  'clock',
-  'epoch',
-  'openStorage',
-];
-const KNOWN_SET = new Set(KNOWN);
+/** Region.open's options, declared once (see `core/option-spec.ts`). */
+const REGION_SPEC = {
+  families: customOption('column families: names or { name, maxVersions }', (value) =>
+    columnFamilies(value as readonly ColumnFamilySpec[]),
+  ),
+  dir: customOption('a non-empty path', (value, label) => {
+    if (typeof value !== 'string' || value.length === 0 || value.includes('\0')) {
+      throw new InvalidArgumentError(
+        `${label} must be a non-empty path, got ${describeValue(value)}`,
+      );
+    }
+    return value;
+  }),
+  durability: withDefault(oneOfOption(['fsync', 'none'] as const), 'fsync'),
+  leasePeriodMs: withDefault(positiveDurationOption(), DEFAULT_LEASE_PERIOD_MS),
+  rowLockWaitMs: withDefault(
+    customOption('milliseconds >= 0, or Infinity', (value, label) => checkWaitMs(value, label)),
+    DEFAULT_ROW_LOCK_WAIT_MS,
+  ),
+  timestampOnArrival: withDefault(booleanOption(), false),
+  checkpointBytes: withDefault(
+    customOption('a positive integer', (value, label) => {
+      if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+        throw new InvalidArgumentError(
+          `${label} must be a positive integer, got ${describeValue(value)}`,
+        );
+      }
+      return value;
+    }),
+    64 * 1024 * 1024,
+  ),
+  clock: clockOption(),
+  epoch: customOption('a safe integer >= 1', (value, label) => {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+      throw new InvalidArgumentError(
+        `${label} must be a safe integer >= 1, got ${describeValue(value)}`,
+      );
+    }
+    return value;
+  }),
+  openStorage: withDefault(callbackOption<OpenRegionStorage>(), (dir, options, accept) =>
+    RowStorage.open(dir, options, accept),
+  ),
+} as const satisfies SpecOf<RegionOptions>;
 
 /**
  * Checks every option of `Region.open` before anything is opened or created, so a refused
@@ -86,84 +121,21 @@ const KNOWN_SET = new Set(KNOWN);
  * of its domain: `leasePeriodMs` a duration > 0 (core's bounds, so no timer overflows),
  * `rowLockWaitMs` >= 0 or `Infinity`, `checkpointBytes` a positive integer, `clock` with
  * `monotonic`, `wall` and `sleep`, `timestampOnArrival` a boolean, `epoch` a safe integer >= 1
- * (and only with `dir`).
+ * (and, like `openStorage`, only with `dir`).
  */
 export function checkRegionOptions(options: RegionOptions): CheckedRegionOptions {
   if (options === undefined) {
     throw new InvalidArgumentError('Region.open needs an options object with `families`');
   }
-  const opts = checkOptionsObject(options, 'Region.open options');
-  for (const name of Object.keys(opts)) {
-    if (!KNOWN_SET.has(name)) {
-      throw new InvalidArgumentError(
-        `Region.open: unknown option ${JSON.stringify(name)} (known: ${KNOWN.join(', ')})`,
-      );
-    }
+  const o = readOptions(options, 'Region.open', REGION_SPEC, 'Region.open option ');
+  if (o.families === undefined) {
+    throw new InvalidArgumentError('Region.open needs an options object with `families`');
   }
-  const families = columnFamilies(opts.families);
-  const { dir, durability, checkpointBytes, leasePeriodMs, rowLockWaitMs } = opts;
-  if (dir !== undefined && (typeof dir !== 'string' || dir.length === 0 || dir.includes('\0'))) {
-    throw new InvalidArgumentError(
-      `Region.open option dir must be a non-empty path, got ${describeValue(dir)}`,
-    );
-  }
-  if (durability !== undefined && durability !== 'fsync' && durability !== 'none') {
-    throw new InvalidArgumentError(
-      `Region.open option durability must be 'fsync' or 'none', got ${describeValue(durability)}`,
-    );
-  }
-  if (
-    checkpointBytes !== undefined &&
-    (typeof checkpointBytes !== 'number' ||
-      !Number.isSafeInteger(checkpointBytes) ||
-      checkpointBytes < 1)
-  ) {
-    throw new InvalidArgumentError(
-      `Region.open option checkpointBytes must be a positive integer, got ${describeValue(checkpointBytes)}`,
-    );
-  }
-  const { epoch } = opts;
-  if (
-    epoch !== undefined &&
-    (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 1)
-  ) {
-    throw new InvalidArgumentError(
-      `Region.open option epoch must be a safe integer >= 1, got ${describeValue(epoch)}`,
-    );
-  }
-  if (epoch !== undefined && dir === undefined) {
+  if (o.epoch !== undefined && o.dir === undefined) {
     throw new InvalidArgumentError('Region.open option epoch needs dir (storage to fence)');
   }
-  const openStorage = checkCallback(opts.openStorage, 'Region.open option openStorage');
-  if (openStorage !== undefined && dir === undefined) {
+  if (options.openStorage !== undefined && o.dir === undefined) {
     throw new InvalidArgumentError('Region.open option openStorage needs dir');
   }
-  let lease = DEFAULT_LEASE_PERIOD_MS;
-  if (leasePeriodMs !== undefined) {
-    lease = checkDuration(leasePeriodMs, 'Region.open option leasePeriodMs');
-    if (lease <= 0) {
-      throw new InvalidArgumentError('Region.open option leasePeriodMs must be > 0, got 0');
-    }
-  }
-  return {
-    families,
-    dir,
-    durability: durability ?? 'fsync',
-    leasePeriodMs: lease,
-    rowLockWaitMs:
-      rowLockWaitMs === undefined
-        ? DEFAULT_ROW_LOCK_WAIT_MS
-        : checkWaitMs(rowLockWaitMs, 'Region.open option rowLockWaitMs'),
-    timestampOnArrival:
-      opts.timestampOnArrival === undefined
-        ? false
-        : checkBoolean(opts.timestampOnArrival, 'Region.open option timestampOnArrival'),
-    checkpointBytes: checkpointBytes ?? 64 * 1024 * 1024,
-    clock: checkClock(opts.clock, 'Region.open option clock'),
-    epoch,
-    openStorage: openStorage ?? openRowStorage,
-  };
+  return { ...o, families: o.families };
 }
-
-const openRowStorage: OpenRegionStorage = (dir, options, accept) =>
-  RowStorage.open(dir, options, accept);
