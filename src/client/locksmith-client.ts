@@ -1,15 +1,20 @@
 import { EventEmitter } from 'node:events';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
-import { type Clock, systemClock } from '../core/clock.js';
+import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
 import { InvalidArgumentError, LockLostError, ProtocolError } from '../core/errors.js';
 import {
-  checkBoolean,
-  checkClock,
-  checkOptionsObject,
-  checkSignal,
-  describeValue,
-} from '../core/options.js';
+  booleanOption,
+  clockOption,
+  customOption,
+  durationOption,
+  readOptions,
+  type SpecOf,
+  signalOption,
+  stringOption,
+  withDefault,
+} from '../core/option-spec.js';
+import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import type { ColumnFamilySpec } from '../rows/column-family.js';
 import { wireInteger } from '../wire/rows-codec.js';
 import { ClientConnection, type SessionInfo } from './client-connection.js';
@@ -41,6 +46,23 @@ export interface ConnectOptions {
   signal?: AbortSignal | undefined;
   clock?: Clock | undefined;
 }
+
+const CONNECT_SPEC = {
+  token: stringOption(4096),
+  tls: customOption<TlsOptions>('TLS options (ca, cert, key, ...)', (value, label) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new InvalidArgumentError(`${label} must be an object, got ${describeValue(value)}`);
+    }
+    return value as TlsOptions;
+  }),
+  sessionLeaseMs: durationOption(),
+  releaseOnDisconnect: booleanOption(),
+  name: stringOption(256),
+  callTimeoutMs: withDefault(durationOption(), 30_000),
+  connectTimeoutMs: withDefault(durationOption(), 10_000),
+  signal: signalOption(),
+  clock: clockOption(),
+} as const satisfies SpecOf<ConnectOptions>;
 
 /** Per administrative call: give up when `signal` aborts, or after `timeoutMs`. */
 export interface AdminCallOptions {
@@ -100,7 +122,6 @@ export class LocksmithClient
   implements AsyncDisposable
 {
   readonly #connection: ClientConnection;
-  readonly #clock: Clock;
   readonly #locks = new Map<string, RemoteRowLock>();
   /**
    * Ids of locks this client counts as lost. A use of one fails here, as in process, even
@@ -117,7 +138,6 @@ export class LocksmithClient
   private constructor(connection: ClientConnection, clock: Clock, callTimeoutMs: number) {
     super();
     this.#connection = connection;
-    this.#clock = clock;
     const control = {
       clock,
       sessionValidUntil: () => connection.sessionValidUntil,
@@ -205,51 +225,17 @@ export class LocksmithClient
     options: ConnectOptions = {},
   ): Promise<LocksmithClient> {
     const addresses = parseServerAddresses(url);
-    const opts = checkOptionsObject(options, 'connect options');
-    const known = new Set([
-      'token',
-      'tls',
-      'sessionLeaseMs',
-      'releaseOnDisconnect',
-      'name',
-      'callTimeoutMs',
-      'connectTimeoutMs',
-      'signal',
-      'clock',
-    ]);
-    for (const key of Object.keys(opts)) {
-      if (!known.has(key))
-        throw new InvalidArgumentError(`connect: unknown option ${JSON.stringify(key)}`);
-    }
-    if (opts.token !== undefined && typeof opts.token !== 'string')
-      throw new InvalidArgumentError('connect: token must be a string');
-    if (opts.name !== undefined && (typeof opts.name !== 'string' || opts.name.length > 256)) {
-      throw new InvalidArgumentError('connect: name must be a string of at most 256 characters');
-    }
-    const signal = checkSignal(opts.signal, 'connect option signal');
-    const clock = opts.clock === undefined ? systemClock : checkClock(opts.clock);
-    const callTimeoutMs =
-      opts.callTimeoutMs === undefined
-        ? 30_000
-        : checkDuration(opts.callTimeoutMs, 'callTimeoutMs');
+    const opts = readOptions(options, 'connect options', CONNECT_SPEC, 'connect option ');
+    const { clock, callTimeoutMs, signal } = opts;
     const connection = new ClientConnection({
       addresses,
       token: opts.token,
       tls: opts.tls,
-      sessionLeaseMs:
-        opts.sessionLeaseMs === undefined
-          ? undefined
-          : checkDuration(opts.sessionLeaseMs, 'sessionLeaseMs'),
-      releaseOnDisconnect:
-        opts.releaseOnDisconnect === undefined
-          ? undefined
-          : checkBoolean(opts.releaseOnDisconnect, 'releaseOnDisconnect'),
+      sessionLeaseMs: opts.sessionLeaseMs,
+      releaseOnDisconnect: opts.releaseOnDisconnect,
       client: opts.name,
       callTimeoutMs,
-      connectTimeoutMs:
-        opts.connectTimeoutMs === undefined
-          ? 10_000
-          : checkDuration(opts.connectTimeoutMs, 'connectTimeoutMs'),
+      connectTimeoutMs: opts.connectTimeoutMs,
       reconnectMinMs: 50,
       reconnectMaxMs: 2_000,
       clock,

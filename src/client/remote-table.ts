@@ -1,7 +1,7 @@
 import { InvalidArgumentError, ProtocolError, UnknownRowLockError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
-import { type CallOptions, checkCallOptions } from '../rows/call-options.js';
+import { type CallOptions, checkCallOptions, checkTryLockOptions } from '../rows/call-options.js';
 import { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
 import { Get, Scan } from '../rows/query.js';
 import type { TryLockOptions } from '../rows/region.js';
@@ -115,16 +115,7 @@ export class RemoteTable implements Table {
   /** As `Region.tryLockRow`; the `owner` option is refused (the session owns the lock). */
   async tryLockRow(row: BytesInput, options?: TryLockOptions): Promise<TableRowLock | null> {
     const key = checkRow(row);
-    if (options !== undefined) {
-      const opts = checkOptionsObject(options, 'tryLockRow options');
-      for (const name of Object.keys(opts)) {
-        if (name !== 'owner')
-          throw new InvalidArgumentError(
-            `tryLockRow: unknown option ${JSON.stringify(name)} (known: owner)`,
-          );
-      }
-      noOwner(opts.owner, 'tryLockRow');
-    }
+    noOwner(checkTryLockOptions(options), 'tryLockRow');
     const sentAt = this.#client.now();
     const grant = await this.#client.call('tryLockRow', [this.name, latin1(key)]);
     return grant === null ? null : this.#client.granted(this.name, latin1(key), grant, sentAt);

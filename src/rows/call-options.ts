@@ -87,3 +87,17 @@ export function checkWaitMs(ms: unknown, what = 'waitMs'): number {
   }
   return ms;
 }
+
+/** `tryLockRow`'s options. */
+export interface TryLockOptions {
+  /** Who asks (for deadlock detection): an object or a non-empty string. */
+  owner?: RowLockOwner | undefined;
+}
+
+const TRY_LOCK_SPEC = { owner: CALL_SPEC.owner } as const satisfies SpecOf<TryLockOptions>;
+
+/** The owner named by `tryLockRow`'s options, checked (unknown names refused). */
+export function checkTryLockOptions(options: TryLockOptions | undefined): RowLockOwner | undefined {
+  if (options === undefined) return undefined;
+  return readOptions(options, 'tryLockRow options', TRY_LOCK_SPEC, 'tryLockRow option ').owner;
+}

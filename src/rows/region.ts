@@ -12,7 +12,8 @@ import {
   type CallOptions,
   type CheckedCallOptions,
   checkCallOptions,
-  checkOwner,
+  checkTryLockOptions,
+  type TryLockOptions,
 } from './call-options.js';
 import type { Cell } from './cell.js';
 import type { ColumnFamily } from './column-family.js';
@@ -42,21 +43,16 @@ import type { RegionStorage } from './region-storage.js';
 import { Result } from './result.js';
 import { type BytesInput, checkCellCount, checkRow } from './row-input.js';
 import type { RowLock } from './row-lock.js';
-import type { RowLockActivity, RowLockOwner } from './row-lock-manager.js';
+import type { RowLockActivity } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
 import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
 import { WritePath } from './write-path.js';
 
-export type { CallOptions } from './call-options.js';
+/** What {@link Region.tryLockRow} accepts. */
+export type { CallOptions, TryLockOptions } from './call-options.js';
 export type { RegionOptions } from './region-options.js';
 export type { BatchStatus } from './table.js';
-
-/** What {@link Region.tryLockRow} accepts. */
-export interface TryLockOptions {
-  /** Who asks (for deadlock detection): an object or a non-empty string. */
-  owner?: RowLockOwner | undefined;
-}
 
 /** The events a {@link Region} emits. */
 export interface RegionEvents {
@@ -476,17 +472,4 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
       return { cells: cells ?? [], result: cells !== undefined };
     });
   }
-}
-
-/** The owner named by `tryLockRow`'s options, checked (unknown names refused). */
-function checkTryLockOptions(options: TryLockOptions | undefined): RowLockOwner | undefined {
-  if (options === undefined) return undefined;
-  const opts = checkOptionsObject(options, 'tryLockRow options');
-  for (const name of Object.keys(opts)) {
-    if (name !== 'owner')
-      throw new InvalidArgumentError(
-        `tryLockRow: unknown option ${JSON.stringify(name)} (known: owner)`,
-      );
-  }
-  return opts.owner === undefined ? undefined : checkOwner(opts.owner, 'tryLockRow option owner');
 }

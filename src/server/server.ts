@@ -11,6 +11,7 @@ import {
   LockLostError,
   NotMasterError,
 } from '../core/errors.js';
+import { customOption, durationOption, readOptions, type SpecOf } from '../core/option-spec.js';
 import {
   checkCallback,
   checkClock,
@@ -172,40 +173,38 @@ function count(value: unknown, what: string, fallback: number, max = 1_000_000, 
   return value;
 }
 
-const HA_KEYS = ['locker', 'keepAlivePeriodMs', 'advertise'];
 const ADVERTISE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/;
+
+const HA_SPEC = {
+  locker: customOption<Locker>('a Locker (createLocker of locksmith/store)', (value, label) => {
+    if (!hasMethods(value, 'start', 'stop', 'keepAlive', 'on', 'off')) {
+      throw new InvalidArgumentError(
+        `${label} must be a Locker (createLocker of locksmith/store), got ${describeValue(value)}`,
+      );
+    }
+    return value as Locker;
+  }),
+  keepAlivePeriodMs: durationOption(),
+  advertise: customOption('host:port', (value, label) => {
+    if (typeof value !== 'string' || !ADVERTISE.test(value)) {
+      throw new InvalidArgumentError(
+        `${label} must be host:port (how clients reach this server), got ${describeValue(value)}`,
+      );
+    }
+    return value;
+  }),
+} as const satisfies SpecOf<HaOptions>;
 
 /** Checks the `ha` option: a Locker, an optional keep-alive period, an optional `host:port`. */
 function checkHa(value: unknown): HaOptions | undefined {
   if (value === undefined) return undefined;
-  const o = checkOptionsObject(value as HaOptions, 'ha');
-  for (const key of Object.keys(o)) {
-    if (!HA_KEYS.includes(key)) {
-      throw new InvalidArgumentError(
-        `ha: unknown option ${JSON.stringify(key)} (known: ${HA_KEYS.join(', ')})`,
-      );
-    }
-  }
-  const locker = o.locker as Locker | undefined;
-  if (!hasMethods(locker, 'start', 'stop', 'keepAlive', 'on', 'off')) {
+  const o = readOptions(value, 'ha', HA_SPEC, 'ha.');
+  if (o.locker === undefined) {
     throw new InvalidArgumentError(
-      `ha.locker must be a Locker (createLocker of locksmith/store), got ${describeValue(locker)}`,
+      'ha.locker must be a Locker (createLocker of locksmith/store), got undefined',
     );
   }
-  const advertise = o.advertise;
-  if (advertise !== undefined && (typeof advertise !== 'string' || !ADVERTISE.test(advertise))) {
-    throw new InvalidArgumentError(
-      `ha.advertise must be host:port (how clients reach this server), got ${describeValue(advertise)}`,
-    );
-  }
-  return {
-    locker: locker as Locker,
-    keepAlivePeriodMs:
-      o.keepAlivePeriodMs === undefined
-        ? undefined
-        : checkDuration(o.keepAlivePeriodMs, 'ha.keepAlivePeriodMs'),
-    advertise,
-  };
+  return { ...o, locker: o.locker };
 }
 
 function duration(value: unknown, what: string, fallback: number): number {

@@ -3,7 +3,8 @@ import { open, readdir, readFile, rename, rm, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../core/clock.js';
 import { InvalidArgumentError, LockIOError, TableError } from '../core/errors.js';
-import { checkBoolean, checkOptionsObject, describeValue } from '../core/options.js';
+import { booleanOption, readOptions, withDefault } from '../core/option-spec.js';
+import { describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from '../rows/column-family.js';
 import { Region } from '../rows/region.js';
@@ -37,6 +38,8 @@ export interface CatalogMastership {
 
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 
+const CREATE_TABLE_SPEC = { timestampOnArrival: withDefault(booleanOption(), false) } as const;
+
 const TABLE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 const DESCRIPTOR = '.table.json';
 
@@ -58,21 +61,17 @@ export function checkTableDescriptor(
 ): TableDescriptor {
   const checkedName = checkTableName(name);
   const specs = columnFamilies(families as ColumnFamilySpec[]);
-  const opts = checkOptionsObject(
-    (options ?? {}) as { timestampOnArrival?: unknown },
+  // A nil from the wire is an absent option.
+  const given =
+    typeof options === 'object' && options !== null && !Array.isArray(options)
+      ? Object.fromEntries(Object.entries(options).filter(([, v]) => v !== null))
+      : (options ?? undefined);
+  const { timestampOnArrival } = readOptions(
+    given,
     'createTable options',
+    CREATE_TABLE_SPEC,
+    'createTable option ',
   );
-  for (const key of Object.keys(opts)) {
-    if (key !== 'timestampOnArrival') {
-      throw new InvalidArgumentError(
-        `createTable: unknown option ${JSON.stringify(key)} (known: timestampOnArrival)`,
-      );
-    }
-  }
-  const timestampOnArrival =
-    opts.timestampOnArrival === undefined || opts.timestampOnArrival === null
-      ? false
-      : checkBoolean(opts.timestampOnArrival, 'createTable option timestampOnArrival');
   return { name: checkedName, families: [...specs.values()], timestampOnArrival };
 }
 
