@@ -1,4 +1,4 @@
-// Lucene's BaseLockFactoryTestCase, run against every factory (conformance D1-D6, D8).
+// Lucene's BaseLockFactoryTestCase, run against every factory.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AlreadyClosedError, LockObtainFailedError } from '../../src/core/index.js';
@@ -29,7 +29,7 @@ const variants: [string, (path: string) => Promise<Directory>][] = [
 
 for (const [label, open] of variants) {
   describe(label, () => {
-    test('basics: a second obtain fails while held, the first stays valid, obtain again after close', async () => {
+    test('basics: a second obtain fails while held, the first stays valid, obtain again after close (conformance D1, D2, D3)', async () => {
       using tmp = tempDir();
       const dir = await open(tmp.path);
       const lock = await dir.obtainLock('commit');
@@ -42,7 +42,7 @@ for (const [label, open] of variants) {
       await again.close();
     });
 
-    test('double close is a silent no-op', async () => {
+    test('double close is a silent no-op (conformance D4)', async () => {
       using tmp = tempDir();
       const dir = await open(tmp.path);
       const lock = await dir.obtainLock('commit');
@@ -51,7 +51,7 @@ for (const [label, open] of variants) {
       await lock[Symbol.asyncDispose]();
     });
 
-    test('valid right after acquire, AlreadyClosed after close, signal aborted', async () => {
+    test('valid right after acquire, AlreadyClosed after close, signal aborted (conformance D5, D6)', async () => {
       using tmp = tempDir();
       const dir = await open(tmp.path);
       const lock = await dir.obtainLock('commit');
@@ -73,7 +73,7 @@ for (const [label, open] of variants) {
       await (await dir.obtainLock('scoped')).close();
     });
 
-    test('concurrent tasks never hold at once, every failed obtain is LockObtainFailed, tokens increase', async () => {
+    test('concurrent tasks never hold at once, every failed obtain is LockObtainFailed, tokens increase (conformance D8)', async () => {
       using tmp = tempDir();
       const dir = await open(tmp.path);
       const tasks = 2 + Math.floor(Math.random() * 10);

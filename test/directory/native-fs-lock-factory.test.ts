@@ -59,7 +59,7 @@ test('conformance D11: a second obtain in this process fails from the registry a
   await lock.close();
 });
 
-test('conformance D12 and D13: held by another process, then freed when that process is SIGKILLed', async () => {
+test('conformance D12, D13: held by another process, then freed when that process is SIGKILLed', async () => {
   using tmp = tempDir();
   const { child, token } = await holdLockInChild(tmp.path);
   const dir = await FSDirectory.open(tmp.path);
@@ -303,7 +303,7 @@ test('conformance D23: FS factories reject directories that are not file-system 
   );
 });
 
-test('fencing tokens increase across processes and restarts, and write.lock stays empty', async () => {
+test('conformance D33: fencing tokens increase across processes and restarts, and write.lock stays empty', async () => {
   using tmp = tempDir();
   let last = 0;
   for (let i = 0; i < 3; i++) {

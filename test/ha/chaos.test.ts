@@ -194,7 +194,7 @@ async function leaseDatabaseChaos(
 }
 
 describe('linearizability through failovers (issue 11)', { concurrency: false }, () => {
-  it('shared-file: kill -9 and SIGSTOP of the master; histories are linearizable', {
+  it('shared-file: kill -9 and SIGSTOP of the master; histories are linearizable (conformance M8)', {
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
@@ -206,7 +206,7 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
     assertLinearizable(outcome, 2);
   });
 
-  it(`lease-database (${postgresMissing === undefined ? 'private PostgreSQL' : 'SQLite'}): kill -9, SIGSTOP past the lease, database crash; histories are linearizable`, {
+  it(`lease-database (${postgresMissing === undefined ? 'private PostgreSQL' : 'SQLite'}): kill -9, SIGSTOP past the lease, database crash; histories are linearizable (conformance M8)`, {
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
@@ -217,7 +217,7 @@ describe('linearizability through failovers (issue 11)', { concurrency: false },
     assertLinearizable(outcome, 3);
   });
 
-  it('broken fencing (a test server: no loss reported, fenced writes acknowledged): the checker reports violations', {
+  it('broken fencing (a test server: no loss reported, fenced writes acknowledged): the checker reports violations (conformance M8)', {
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();

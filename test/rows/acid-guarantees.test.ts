@@ -134,7 +134,7 @@ for (const variant of tableVariants)
       ],
     ];
     for (const [name, run] of runs) {
-      it(`${name}: no reader ever sees a torn row`, async () => {
+      it(`${name}: no reader ever sees a torn row (conformance R13, R14)`, async () => {
         const { writes, reads, flushes, violation } = await runAcid(variant, run);
         assert.equal(violation, undefined, violation?.message);
         assert.ok(writes > 20, `only ${writes} writes`);

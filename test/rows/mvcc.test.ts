@@ -4,7 +4,7 @@ import { Mvcc } from '../../src/rows/mvcc.js';
 import { sleep } from '../helpers.js';
 
 describe('Mvcc (TestReadWriteConsistencyControl)', () => {
-  it('write numbers strictly increase; the read point moves only over completed prefixes', () => {
+  it('write numbers strictly increase; the read point moves only over completed prefixes (conformance R12)', () => {
     const mvcc = new Mvcc(10);
     const [a, b, c] = [mvcc.begin(), mvcc.begin(), mvcc.begin()];
     assert.deepEqual([a, b, c], [11, 12, 13]);
@@ -17,7 +17,7 @@ describe('Mvcc (TestReadWriteConsistencyControl)', () => {
     assert.throws(() => mvcc.complete(b), /not outstanding/);
   });
 
-  it('20 writers completing in random order: the read point never goes down, each waits until visible', async () => {
+  it('20 writers completing in random order: the read point never goes down, each waits until visible (conformance R12)', async () => {
     const mvcc = new Mvcc();
     let last = 0;
     let stop = false;

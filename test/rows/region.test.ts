@@ -30,8 +30,8 @@ for (const variant of tableVariants) {
   const open = (options: TableOptions = {}) =>
     variant.open({ families: ['colfam1', 'colfam2'], ...options });
 
-  describe(`${variant.name}: cells, versions and the 0.90 text form`, () => {
-    it('keeps 3 versions per column by default, returns 1 unless asked, newest first', async () => {
+  describe(`${variant.name}: cells, versions and the 0.90 text form${variant.remote ? ' (conformance V16)' : ''}`, () => {
+    it('keeps 3 versions per column by default, returns 1 unless asked, newest first (conformance R19)', async () => {
       await using region = await open();
       for (const v of ['a', 'b', 'c', 'd']) {
         await region.put(new Put('r').add('colfam1', 'q', v));
@@ -47,7 +47,7 @@ for (const variant of tableVariants) {
       assert.throws(() => new Get('r').setMaxVersions(0), { code: 'INVALID_ARGUMENT' });
     });
 
-    it('honours a family maxVersions of 1 (modern HBase) and explicit timestamps', async () => {
+    it('honours a family maxVersions of 1 (modern HBase) and explicit timestamps (conformance R19)', async () => {
       await using region = await variant.open({ families: [{ name: 'f', maxVersions: 1 }] });
       await region.put(new Put('r').add('f', 'q', 'old', 100));
       await region.put(new Put('r').add('f', 'q', 'new', 200));
@@ -55,7 +55,7 @@ for (const variant of tableVariants) {
       assert.deepEqual(values((await region.get(new Get('r').setMaxVersions())).cells), ['new']);
     });
 
-    it('at equal timestamps the newer write wins', async () => {
+    it('at equal timestamps the newer write wins (conformance R19)', async () => {
       await using region = await open();
       await region.put(new Put('r').add('colfam1', 'q', 'first', 1000));
       await region.put(new Put('r').add('colfam1', 'q', 'second', 1000));
@@ -90,7 +90,7 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: deletes with HBase semantics`, () => {
+  describe(`${variant.name}: deletes with HBase semantics${variant.remote ? ' (conformance V16)' : ''}`, () => {
     it('deleteColumn hides the newest version only; deleteColumns every version at or before', async () => {
       await using region = await open();
       for (const [v, ts] of [
@@ -129,8 +129,8 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: check-and-set, increments, mutateRow`, () => {
-    it('checkAndPut: null and empty expected values match a missing cell only', async () => {
+  describe(`${variant.name}: check-and-set, increments, mutateRow${variant.remote ? ' (conformance V16)' : ''}`, () => {
+    it('checkAndPut: null and empty expected values match a missing cell only (conformance R15)', async () => {
       await using region = await open();
       const put = (v: string) => new Put('r').add('colfam1', 'q', v);
       assert.equal(await region.checkAndPut('r', 'colfam1', 'q', null, put('1')), true);
@@ -147,7 +147,7 @@ for (const variant of tableVariants) {
       assert.equal((await region.get(new Get('r'))).isEmpty, true);
     });
 
-    it('concurrent check-and-set loops never lose an update', async () => {
+    it('concurrent check-and-set loops never lose an update (conformance R15)', async () => {
       await using region = await open();
       await region.put(new Put('c').add('colfam1', 'n', '0'));
       const worker = async () => {
@@ -171,7 +171,7 @@ for (const variant of tableVariants) {
       assert.equal((await region.get(new Get('c'))).getValue('colfam1', 'n')?.toString(), '200');
     });
 
-    it('K concurrent increments sum exactly and a reader never sees the counter go down', async () => {
+    it('K concurrent increments sum exactly and a reader never sees the counter go down (conformance R16)', async () => {
       await using region = await open();
       let last = -1n;
       let stop = false;
@@ -211,7 +211,7 @@ for (const variant of tableVariants) {
       assert.deepEqual(values((await region.get(new Get('r').setMaxVersions())).cells), ['abc']);
     });
 
-    it('an increment on a row the caller locked runs under that lock instead of deadlocking', async () => {
+    it('an increment on a row the caller locked runs under that lock instead of deadlocking (conformance R21)', async () => {
       await using region = await open();
       const lock = await region.lockRow('r');
       const inc = new Increment('r', { rowLock: lock }).addColumn('colfam1', 'c', 2);
@@ -224,7 +224,7 @@ for (const variant of tableVariants) {
       await region.unlockRow(lock);
     });
 
-    it('mutateRow swaps a put and a delete atomically: readers always see exactly one cell', async () => {
+    it('mutateRow swaps a put and a delete atomically: readers always see exactly one cell (conformance R17)', async () => {
       await using region = await open();
       await region.put(new Put('r').add('colfam1', 'q1', 'v'));
       region.backing[rowsInternals].insertYield = () => new Promise((r) => setImmediate(r));
@@ -251,8 +251,8 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: row locks around operations`, () => {
-    it('an unlocked put waits for an explicit lock; puts with the lock go through; get never waits', async () => {
+  describe(`${variant.name}: row locks around operations${variant.remote ? ' (conformance V16)' : ''}`, () => {
+    it('an unlocked put waits for an explicit lock; puts with the lock go through; get never waits (conformance R11)', async () => {
       await using region = await open();
       const lock = await region.lockRow('row1');
       let blockedDone = false;
@@ -319,7 +319,7 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: implicit locks, batches and multi-row mutations`, () => {
+  describe(`${variant.name}: implicit locks, batches and multi-row mutations${variant.remote ? ' (conformance V16)' : ''}`, () => {
     it('an implicit lock is released when its operation fails; a caller lock never is', async () => {
       await using region = await open({ rowLockWaitMs: 100 });
       await region.put(new Put('r').add('colfam1', 'q', 'abc'));
@@ -356,7 +356,7 @@ for (const variant of tableVariants) {
       assert.equal((await region.get(new Get('c'))).isEmpty, false);
     });
 
-    it('mutateRows applies several rows as one write, locking in byte order', async () => {
+    it('mutateRows applies several rows as one write, locking in byte order (conformance R17)', async () => {
       await using region = await open();
       const held = await region.lockRow('b');
       let done = false;
@@ -396,9 +396,9 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: timestamps`, () => {
+  describe(`${variant.name}: timestamps${variant.remote ? ' (conformance V16)' : ''}`, () => {
     for (const onArrival of [true, false]) {
-      it(`the seed's RowLockExample, ${onArrival ? 'timestampOnArrival (0.90): val2, val1, val3' : 'default (0.94): val3, val2, val1'}`, async () => {
+      it(`the seed's RowLockExample, ${onArrival ? 'timestampOnArrival (0.90): val2, val1, val3' : 'default (0.94): val3, val2, val1'} (conformance R9)`, async () => {
         await using region = await open({ timestampOnArrival: onArrival });
         const lock = await region.lockRow('row1');
         const started = Date.now();
@@ -429,7 +429,7 @@ for (const variant of tableVariants) {
     }
   });
 
-  describe(`${variant.name}: MVCC`, () => {
+  describe(`${variant.name}: MVCC${variant.remote ? ' (conformance V16)' : ''}`, () => {
     /** Starts a two-family put that stops after its first cell until `release()` is called. */
     async function halfWrite(region: TableUnderTest) {
       let release: (() => void) | undefined;
@@ -445,7 +445,7 @@ for (const variant of tableVariants) {
       return { write, release };
     }
 
-    it('a reader never sees part of a mutation across families, and the write returns only once visible', async () => {
+    it('a reader never sees part of a mutation across families, and the write returns only once visible (conformance R12, R13)', async () => {
       await using region = await open();
       const { write, release } = await halfWrite(region);
       assert.equal((await region.get(new Get('r'))).isEmpty, true);
@@ -467,7 +467,7 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: fencing tokens`, () => {
+  describe(`${variant.name}: fencing tokens${variant.remote ? ' (conformance V16)' : ''}`, () => {
     it('a mutation carrying a token older than the row newest grant is rejected and changes nothing', async () => {
       await using region = await open();
       const first = await region.lockRow('r');
@@ -499,7 +499,7 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: scans`, () => {
+  describe(`${variant.name}: scans${variant.remote ? ' (conformance V16)' : ''}`, () => {
     it('returns rows of [start, stop) in byte order, each consistent', async () => {
       await using region = await open();
       for (const row of ['b', 'a', 'd', 'c', 'a\xff']) {
@@ -512,7 +512,7 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: scans over rows that come and go`, () => {
+  describe(`${variant.name}: scans over rows that come and go${variant.remote ? ' (conformance V16)' : ''}`, () => {
     it('lists each live row once, in byte order, after deletes, checkpoints and re-adds', async () => {
       await using region = await open();
       const scanRows = async () => {
@@ -534,7 +534,7 @@ for (const variant of tableVariants) {
     });
   });
 
-  describe(`${variant.name}: bad input fails clearly and changes nothing`, () => {
+  describe(`${variant.name}: bad input fails clearly and changes nothing${variant.remote ? ' (conformance V16)' : ''}`, () => {
     it('rejects bad rows, families, versions and ranges', async () => {
       await using region = await open();
       await region.put(new Put('r').add('colfam1', 'q', 'keep'));
@@ -655,7 +655,7 @@ describe('Region (in process only): leases and owners', () => {
 });
 
 describe('Region (in process only): timestamps on a fake clock', () => {
-  it('one timestamp for all cells of a mutation, never behind the row previous one', async () => {
+  it('one timestamp for all cells of a mutation, never behind the row previous one (conformance R9)', async () => {
     const clock = new FakeClock();
     await using region = await open({ clock });
     await region.put(new Put('r').add('colfam1', 'a', '1').add('colfam2', 'b', '1'));

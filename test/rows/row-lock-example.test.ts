@@ -7,7 +7,7 @@ import { assertSeedOutput } from '../fixtures/row-lock-example-output.js';
 import { repoRoot, run } from '../helpers.js';
 
 describe('examples/row-lock-example.ts', () => {
-  it("prints the seed's lines in the seed's order", async () => {
+  it("prints the seed's lines in the seed's order (conformance R10)", async () => {
     const { code, stdout } = await run([join(repoRoot, 'dist-test/examples/row-lock-example.js')]);
     assert.equal(code, 0);
     assertSeedOutput(stdout, 7000, 6000);

@@ -87,7 +87,7 @@ function allSegmentBytes(dir: string): Buffer {
   return Buffer.concat(names.map((n) => readFileSync(join(dir, n))));
 }
 
-test(`a paused master deposed by a larger epoch: its later appends are FENCED and never count (${ROUNDS} rounds)`, async (t) => {
+test(`a paused master deposed by a larger epoch: its later appends are FENCED and never count (${ROUNDS} rounds) (conformance M4, M5)`, async (t) => {
   using tmp = tempDir();
   let writtenAfterTakeover = 0;
   let ackedAfterStop = 0;

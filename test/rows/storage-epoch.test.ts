@@ -140,7 +140,7 @@ test('format version 1 files (written by hand in the old layout) are still read'
   }
 });
 
-test('an open with a smaller epoch (or none) is refused with FENCED and changes nothing', async () => {
+test('an open with a smaller epoch (or none) is refused with FENCED and changes nothing (conformance M4)', async () => {
   using tmp = tempDir();
   const first = await opened(tmp.path, 5);
   await first.storage.append(enc('a'));
@@ -168,7 +168,7 @@ test('an open with a smaller epoch (or none) is refused with FENCED and changes 
   assert.equal(readFileSync(join(tmp.path, EPOCH_FILE), 'latin1'), '6\n');
 });
 
-test('recovery ignores what a deposed writer added after the seal: bytes, segments, snapshots', async () => {
+test('recovery ignores what a deposed writer added after the seal: bytes, segments, snapshots (conformance M4)', async () => {
   using tmp = tempDir();
   const one = await opened(tmp.path, 1);
   await one.storage.append(enc('a'));
@@ -206,7 +206,7 @@ test('recovery ignores what a deposed writer added after the seal: bytes, segmen
   assert.deepEqual(await reopen(tmp.path, 3), { snapshot: [], log: ['a', 'b', 'c', 'd'] });
 });
 
-test('segments in a seal gap, and a sealed segment cut short, are judged as they must be', async () => {
+test('segments in a seal gap, and a sealed segment cut short, are judged as they must be (conformance M4)', async () => {
   // Hand-made: segment 1 (epoch 1: a, b, then a late batch), segment 2 (epoch 1, created by
   // the deposed writer after the takeover read), segment 3 (epoch 2, sealing 1 at a, b).
   using tmp = tempDir();
@@ -233,7 +233,7 @@ test('segments in a seal gap, and a sealed segment cut short, are judged as they
   });
 });
 
-test('every append batch is checked: a replaced epoch file or a lost lock fences, for good', async () => {
+test('every append batch is checked: a replaced epoch file or a lost lock fences, for good (conformance M5)', async () => {
   for (const how of ['epoch file replaced', 'write.lock deleted']) {
     using tmp = tempDir();
     const { storage } = await opened(tmp.path, 1);
@@ -316,7 +316,7 @@ test('epoch options are checked', async () => {
   assert.deepEqual(readdirSync(tmp.path), []);
 });
 
-test('a region passes FENCED through: the write, every later one, and the deposed epoch at open', async () => {
+test('a region passes FENCED through: the write, every later one, and the deposed epoch at open (conformance M4, M5)', async () => {
   using tmp = tempDir();
   const region = await Region.open({ families: ['f'], dir: tmp.path, epoch: 1 });
   await region.put(new Put('r').add('f', 'q', 'before'));

@@ -106,7 +106,7 @@ describe('client failover: addresses', () => {
 });
 
 describe('client failover: connecting', () => {
-  it('a list whose first address is dead connects to the second', async () => {
+  it('a list whose first address is dead connects to the second (conformance M7)', async () => {
     await using b = await startServer();
     const dead = await deadPort();
     await using client = await connect(`locksmith://127.0.0.1:${dead},127.0.0.1:${b.port}`);
@@ -117,7 +117,7 @@ describe('client failover: connecting', () => {
     assert.deepEqual(await client.listTables(), ['t']);
   });
 
-  it('when no address answers, the error names every address tried and why', async () => {
+  it('when no address answers, the error names every address tried and why (conformance M7)', async () => {
     const [d1, d2] = [await deadPort(), await deadPort()];
     await using slave = await ScriptedPeer.start((c, m) => {
       if (m[0] === 0) {
@@ -140,7 +140,7 @@ describe('client failover: connecting', () => {
     assert.match(err.message, /ECONNREFUSED/);
   });
 
-  it('a NOT_MASTER refusal naming the master sends the client there', async () => {
+  it('a NOT_MASTER refusal naming the master sends the client there (conformance M7)', async () => {
     await using b = await startServer();
     await using slave = await ScriptedPeer.start((c, m) => {
       if (m[0] === 0) {
@@ -192,7 +192,7 @@ describe('client failover: connecting', () => {
 });
 
 describe('client failover: losing the master', () => {
-  it('server A killed with SIGKILL while the client holds a lock: the client fails over to B', async (t) => {
+  it('server A killed with SIGKILL while the client holds a lock: the client fails over to B (conformance M7)', async (t) => {
     using dataA = tempDir('locksmith-failover-a-');
     const a = await startServeProcess(dataA.path);
     try {
@@ -255,7 +255,7 @@ describe('client failover: losing the master', () => {
     }
   });
 
-  it('a master that steps down (ERROR 0 MASTER_CHANGED): locks abort with MASTER_CHANGED, the client finds the new master', async () => {
+  it('a master that steps down (ERROR 0 MASTER_CHANGED): locks abort with MASTER_CHANGED, the client finds the new master (conformance M7)', async () => {
     await using b = await startServer();
     await using b0 = await connect(b.url);
     await b0.createTable('t', ['f']);
@@ -299,7 +299,7 @@ describe('client failover: losing the master', () => {
   });
 
   for (const answer of ['welcome of another epoch', 'MASTER_CHANGED'] as const) {
-    it(`resuming sends the session's epoch; a ${answer} ends the session with MASTER_CHANGED`, async () => {
+    it(`resuming sends the session's epoch; a ${answer} ends the session with MASTER_CHANGED (conformance M7)`, async () => {
       let epoch = 7;
       await using peer = await ScriptedPeer.start((c, m) => {
         if (m[0] !== 0) return masterScript(epoch)(c, m);
@@ -344,7 +344,7 @@ describe('client failover: losing the master', () => {
     });
   }
 
-  it('a call refused with NOT_MASTER mid-session is sent to the master it names', async () => {
+  it('a call refused with NOT_MASTER mid-session is sent to the master it names (conformance M7)', async () => {
     await using b = await startServer();
     await using b0 = await connect(b.url);
     await b0.createTable('on-b', ['f']);

@@ -32,7 +32,7 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 describe('client: servers that accept and never answer', () => {
-  it('connect() gets past any number of wedged addresses to the live one, one handshake bound each', async () => {
+  it('connect() gets past any number of wedged addresses to the live one, one handshake bound each (conformance M7)', async () => {
     await using live = await startServer();
     const wedged: WedgedListener[] = [];
     try {
@@ -59,7 +59,7 @@ describe('client: servers that accept and never answer', () => {
     }
   });
 
-  it('the handshake bound: a quarter of connectTimeoutMs, less for a list of four or more', () => {
+  it('the handshake bound: a quarter of connectTimeoutMs, less for a list of four or more (conformance M7)', () => {
     assert.equal(handshakeTimeoutMs(10_000, 1), 2_500);
     assert.equal(handshakeTimeoutMs(10_000, 3), 2_500);
     assert.equal(handshakeTimeoutMs(10_000, 4), 2_000);
@@ -67,7 +67,7 @@ describe('client: servers that accept and never answer', () => {
     assert.equal(handshakeTimeoutMs(0, 2), 1);
   });
 
-  it('when every address fails, the error says why each one did', async () => {
+  it('when every address fails, the error says why each one did (conformance M7)', async () => {
     await using wedged = await WedgedListener.start();
     await using wedgedTls = await WedgedListener.start();
     const [dead, deadMaster] = [await deadPort(), await deadPort()];
@@ -102,7 +102,7 @@ describe('client: servers that accept and never answer', () => {
     }
   });
 
-  it('one wedged address: the error says the handshake timed out', async () => {
+  it('one wedged address: the error says the handshake timed out (conformance M7)', async () => {
     await using wedged = await WedgedListener.start();
     await assert.rejects(connect(wedged.url(), { connectTimeoutMs: 2_000 }), {
       code: 'CONNECTION_LOST',
@@ -112,7 +112,7 @@ describe('client: servers that accept and never answer', () => {
     });
   });
 
-  it('a session whose server goes silent is dropped, and the client finds the master elsewhere', async (t) => {
+  it('a session whose server goes silent is dropped, and the client finds the master elsewhere (conformance M7)', async (t) => {
     const leaseMs = 1_000;
     await using live = await startServer();
     await using setup = await connect(live.url);

@@ -82,7 +82,7 @@ describe('dashboard over HTTP', () => {
     assert.deepEqual(DASHBOARD_JS.match(/fetch\('[^']*'/g), ["fetch('/status'"]);
   });
 
-  it('serves GET and HEAD only, changes nothing, and answers 404 elsewhere', async () => {
+  it('serves GET and HEAD only, changes nothing, and answers 404 elsewhere (conformance M9)', async () => {
     await using server = await startServer({ httpPort: 0 });
     const port = server.httpPort as number;
     for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
@@ -130,7 +130,7 @@ describe('dashboard over HTTP', () => {
     assert.equal(allowedHost('', '127.0.0.1'), false);
   });
 
-  it('with a token: the page loads, its data needs the token', async () => {
+  it('with a token: the page loads, its data needs the token (conformance M9)', async () => {
     await using server = await startServer({ httpPort: 0, token: 'tok-dash' });
     const port = server.httpPort as number;
     assert.equal((await get(port, '/')).status, 200);

@@ -143,7 +143,7 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     await bob.close();
   });
 
-  it('with a token, shows nothing until the operator types it', async () => {
+  it('with a token, shows nothing until the operator types it (conformance M9)', async () => {
     await using server = await startServer({ httpPort: 0, token: 'sekret-token-42' });
     await using a = await client(server, { name: 'gated-app', token: 'sekret-token-42' });
     await a.createTable('secret_table', ['f']);
@@ -177,7 +177,7 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     await lock.close();
   });
 
-  it('on a master and a slave of one data directory: roles, the master a slave names, peers, and the takeover live', async () => {
+  it('on a master and a slave of one data directory: roles, the master a slave names, peers, and the takeover live (conformance M9)', async () => {
     using data = tempDir('locksmith-dashboard-ha-');
     const ha = () => ({
       locker: new SharedFileLocker({ directory: data.path, acquireIntervalMs: 200 }),

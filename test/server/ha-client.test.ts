@@ -15,7 +15,7 @@ import { eventually, tempDir } from '../helpers.js';
 import { type HaServer, masterToken, startHa } from './ha-fixture.js';
 
 describe('the client with master/slave servers', () => {
-  it('follows the master, and after a kill -9 the slave that takes over', async () => {
+  it('follows the master, and after a kill -9 the slave that takes over (conformance M1, M2, M7)', async () => {
     using data = tempDir('locksmith-ha-client-');
     const ha = ['--ha', 'shared-file', '--acquire-interval', '250ms', '--renew', '1s'];
     const first = await startHa(data.path, ha);

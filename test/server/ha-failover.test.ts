@@ -148,7 +148,7 @@ async function failover(name: string, dataDir: string, ha: string[], boundMs: nu
 }
 
 describe('master/slave servers: failover after kill -9', { concurrency: false }, () => {
-  it('shared-file (a lock file in the data directory)', async () => {
+  it('shared-file (a lock file in the data directory) (conformance M1, M2)', async () => {
     using data = tempDir('locksmith-ha-file-');
     // The slave's retry (250 ms) plus its post-acquire pause (the keep-alive period, 1 s).
     await failover(
@@ -159,14 +159,14 @@ describe('master/slave servers: failover after kill -9', { concurrency: false },
     );
   });
 
-  it('lease-database on SQLite', async () => {
+  it('lease-database on SQLite (conformance M1, M2)', async () => {
     using data = tempDir('locksmith-ha-sqlite-');
     using db = tempDir('locksmith-ha-sqlite-db-');
     // At most one lease after the last renewal, plus one renew period of polling.
     await failover('lease-database (SQLite)', data.path, sqliteLeaseFlags(db.path), 2500);
   });
 
-  it('lease-database on PostgreSQL', async () => {
+  it('lease-database on PostgreSQL (conformance M1, M2)', async () => {
     using data = tempDir('locksmith-ha-pg-');
     const table = uniqueTable();
     await failover(
@@ -190,7 +190,7 @@ describe('master/slave servers: failover after kill -9', { concurrency: false },
 });
 
 describe('master/slave servers: a master that loses its lock', () => {
-  it('ends every session with MASTER_CHANGED, waits as a slave, and takes over again with a new token', async () => {
+  it('ends every session with MASTER_CHANGED, waits as a slave, and takes over again with a new token (conformance M3)', async () => {
     using data = tempDir('locksmith-ha-loss-');
     const server = await startHa(data.path, ['--ha', 'shared-file', '--acquire-interval', '250ms']);
     try {

@@ -36,7 +36,7 @@ async function outcome(raw: RawClient, id: number): Promise<string> {
 }
 
 describe('master/slave servers: a paused master', () => {
-  it('refuses, after SIGCONT, the calls it received while a newer master served', async () => {
+  it('refuses, after SIGCONT, the calls it received while a newer master served (conformance M6)', async () => {
     using data = tempDir('locksmith-ha-paused-');
     using db = tempDir('locksmith-ha-paused-db-');
     const ha = sqliteLeaseFlags(db.path);
@@ -106,7 +106,7 @@ describe('master/slave servers: a paused master', () => {
     }
   });
 
-  it('a client of the paused master finds the new master while the old one is still paused', async (t) => {
+  it('a client of the paused master finds the new master while the old one is still paused (conformance M7)', async (t) => {
     using data = tempDir('locksmith-ha-paused-client-');
     using db = tempDir('locksmith-ha-paused-client-db-');
     const ha = sqliteLeaseFlags(db.path);

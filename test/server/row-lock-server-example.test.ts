@@ -10,7 +10,7 @@ import { startServeProcess } from '../fixtures/serve-process.js';
 import { repoRoot, run, tempDir } from '../helpers.js';
 
 describe('examples/row-lock-server-example.ts', () => {
-  it("prints the seed's lines in the seed's order, over the network", async () => {
+  it("prints the seed's lines in the seed's order, over the network (conformance R10)", async () => {
     using data = tempDir('locksmith-example-');
     const server = await startServeProcess(data.path);
     try {

@@ -19,7 +19,7 @@ const acks = (w: FixtureProcess) =>
   w.lines.filter((l) => l.startsWith('ack ')).map((l) => l.split(' ') as [string, string, string]);
 
 describe('server killed with SIGKILL under write load', () => {
-  it('keeps every acknowledged write, and no row is torn, after a restart', async () => {
+  it('keeps every acknowledged write, and no row is torn, after a restart (conformance V15)', async () => {
     using data = tempDir('locksmith-server-crash-');
     const first = await startServeProcess(data.path);
     {

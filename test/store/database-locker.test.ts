@@ -45,7 +45,7 @@ for (const kind of KINDS) {
       dir[Symbol.dispose]();
     });
 
-    it('holds the row lock; failIfLocked rejects; a stop hands over to a waiter (S20, S22, S23)', async () => {
+    it('holds the row lock; failIfLocked rejects; a stop hands over to a waiter (conformance S20, S22, S23)', async () => {
       const t = table();
       const a = make(t);
       await a.start();
@@ -81,7 +81,7 @@ for (const kind of KINDS) {
       }
     });
 
-    it('stop during the wait rejects start with an AbortedError and holds nothing (S4, S21)', async () => {
+    it('stop during the wait rejects start with an AbortedError and holds nothing (conformance S4, S21)', async () => {
       const t = table();
       const a = make(t);
       await a.start();

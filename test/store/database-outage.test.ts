@@ -52,7 +52,7 @@ function via(url: string, port: number): string {
 
 describe('database outage: the master stops before the lock can pass, and serves again when the database returns', () => {
   for (const [name, target, url, kind] of [
-    ['lease locker on PostgreSQL', 5432, POSTGRES_URL, 'postgres'],
+    ['lease locker on PostgreSQL (conformance S30)', 5432, POSTGRES_URL, 'postgres'],
     ['database locker on MariaDB', 3306, MYSQL_URL, 'mysql'],
   ] as const) {
     it(name, async (t) => {

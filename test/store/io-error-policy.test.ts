@@ -15,8 +15,8 @@ import { eventually, tempDir } from '../helpers.js';
 const context = (recheck: () => Promise<boolean>) => ({ locker: 'test', recheck });
 const fails = () => Promise.reject(new Error('still failing'));
 
-describe('I/O error policies (34-36)', () => {
-  it('ignore (ActiveMQ default handler): every SQL error is ignored, never a recheck', async () => {
+describe('I/O error policies', () => {
+  it('ignore (ActiveMQ default handler): every SQL error is ignored, never a recheck (conformance S34)', async () => {
     let rechecks = 0;
     const verdict = await ignoreIOErrors.handle(
       new Error('x'),
@@ -29,7 +29,7 @@ describe('I/O error policies (34-36)', () => {
     assert.equal(rechecks, 0);
   });
 
-  it('lease-locker handler: only an authoritative false stops; an error during the check counts as owner', async () => {
+  it('lease-locker handler: only an authoritative false stops; an error during the check counts as owner (conformance S36)', async () => {
     assert.equal(
       await leaseLockerIOErrorPolicy.handle(
         new Error('x'),
@@ -47,7 +47,7 @@ describe('I/O error policies (34-36)', () => {
     );
   });
 
-  it('the safe default: confirmed ownership continues, anything else stops', async () => {
+  it('the safe default: confirmed ownership continues, anything else stops (conformance S35)', async () => {
     assert.equal(
       await stopOnUnknownOwnership.handle(
         new Error('x'),
@@ -83,7 +83,7 @@ describe('I/O error policies inside the lease locker', () => {
     return locker;
   }
 
-  it('default: a renewal error with ownership unconfirmed makes keepAlive false', async () => {
+  it('default: a renewal error with ownership unconfirmed makes keepAlive false (conformance S34)', async () => {
     using dir = tempDir();
     const l = await failingMaster(dir.path);
     assert.equal(l.ioErrorPolicy, stopOnUnknownOwnership);
@@ -91,7 +91,7 @@ describe('I/O error policies inside the lease locker', () => {
     await l.stop();
   });
 
-  it('ActiveMQ policies: the error passes through as "unknown" (a LockIOError)', async () => {
+  it('ActiveMQ policies: the error passes through as "unknown" (a LockIOError) (conformance S34, S36)', async () => {
     for (const policy of [ignoreIOErrors, leaseLockerIOErrorPolicy]) {
       using dir = tempDir();
       const l = await failingMaster(dir.path, policy);
@@ -100,7 +100,7 @@ describe('I/O error policies inside the lease locker', () => {
     }
   });
 
-  it('through the supervisor: the default policy stops the service even without stopOnError', async () => {
+  it('through the supervisor: the default policy stops the service even without stopOnError (conformance S35)', async () => {
     using dir = tempDir();
     const path = `${dir.path}/sup.db`;
     const locker = new LeaseDatabaseLocker({

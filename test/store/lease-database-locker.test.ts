@@ -85,7 +85,7 @@ for (const kind of KINDS) {
       dir[Symbol.dispose]();
     });
 
-    it('creates the ActiveMQ table with EPOCH, acquires, renews, releases (S24, S26, S27, S29, S33)', async () => {
+    it('creates the ActiveMQ table with EPOCH, acquires, renews, releases (conformance S24, S26, S27, S29, S33)', async () => {
       const t = table();
       const a = make(t, { leaseHolderId: 'broker-a' });
       await a.start();
@@ -120,7 +120,7 @@ for (const kind of KINDS) {
       }
     });
 
-    it('failIfLocked rejects at once; a held lease blocks, the release lets exactly one in (S3, S31, S32)', async () => {
+    it('failIfLocked rejects at once; a held lease blocks, the release lets exactly one in (conformance S3, S31, S32)', async () => {
       const t = table();
       const a = make(t, { leaseMs: 1_000 });
       await a.start();
@@ -200,7 +200,7 @@ for (const kind of KINDS) {
       assert.ok(await b.keepAlive());
     });
 
-    it('a stolen lease: keepAlive false, with the owner logged (S27)', async () => {
+    it('a stolen lease: keepAlive false, with the owner logged (conformance S27)', async () => {
       const t = table();
       const logger = recordingLogger();
       const a = make(t, { logger });
@@ -210,7 +210,7 @@ for (const kind of KINDS) {
       assert.ok(logger.lines.some((l) => /held by thief/.test(l.message)));
     });
 
-    it('stop during the wait rejects start with the ActiveMQ message, holding nothing (S4)', async () => {
+    it('stop during the wait rejects start with the ActiveMQ message, holding nothing (conformance S4)', async () => {
       const t = table();
       const a = make(t);
       await a.start();
@@ -354,7 +354,7 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     }
   });
 
-  it('refuses a renew period the lease cannot survive at start, holding nothing; warns when it is 0 (S25)', async () => {
+  it('refuses a renew period the lease cannot survive at start, holding nothing; warns when it is 0 (conformance S25)', async () => {
     using dir = tempDir();
     const url = `sqlite:${dir.path}/w.db`;
     // ActiveMQ only warns (and lets the lease lapse between renewals); a period over 3/8 of
@@ -428,7 +428,7 @@ describe('LeaseDatabaseLocker configuration and ActiveMQ semantics', () => {
     );
   });
 
-  it('skew check (S28): 0 queries nothing; above 0 and over the max, offset = db − local', async () => {
+  it('skew check (conformance S28): 0 queries nothing; above 0 and over the max, offset = db − local', async () => {
     using dir = tempDir();
     const url = `sqlite:${dir.path}/s.db`;
     const wall = Date.now();

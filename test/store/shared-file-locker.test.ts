@@ -39,7 +39,7 @@ import { descriptorsOf, recordingLogger, settle, tracked } from './store-helpers
 const WALL = 1_700_000_000_000;
 
 describe('SharedFileLocker', () => {
-  it('S1: start is idempotent, resolves once held; stop before start and twice is harmless', async () => {
+  it('conformance S1: start is idempotent, resolves once held; stop before start and twice is harmless', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.stop();
@@ -56,7 +56,7 @@ describe('SharedFileLocker', () => {
     assert.equal(await locker.keepAlive(), false);
   });
 
-  it('S2: defaults to 10 000 ms and false; configured values are kept', () => {
+  it('conformance S2: defaults to 10 000 ms and false; configured values are kept', () => {
     using dir = tempDir();
     const d = new SharedFileLocker({ directory: dir.path });
     assert.equal(d.acquireIntervalMs, DEFAULT_ACQUIRE_INTERVAL_MS);
@@ -108,7 +108,7 @@ describe('SharedFileLocker', () => {
     await assert.rejects(locker.start({ keepAlivePeriodMs: -5 }), InvalidArgumentError);
   });
 
-  it('S11: the lock file is <dir>/lock, parents are created, the name defaults to the directory', async () => {
+  it('conformance S11: the lock file is <dir>/lock, parents are created, the name defaults to the directory', async () => {
     using dir = tempDir();
     const store = join(dir.path, 'a', 'b', 'KahaDB');
     const locker = new SharedFileLocker({ directory: store });
@@ -119,7 +119,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('S14: on acquire writes epoch ms (8 bytes BE) at offset 0, then nonce and token', async () => {
+  it('conformance S14: on acquire writes epoch ms (8 bytes BE) at offset 0, then nonce and token', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const locker = new SharedFileLocker({ directory: dir.path, clock });
@@ -143,7 +143,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('S12: the kernel lock excludes another process; failIfLocked rejects at once', async () => {
+  it('conformance S12: the kernel lock excludes another process; failIfLocked rejects at once', async () => {
     using dir = tempDir();
     const child = orphanProof(
       spawn(process.execPath, [fixture('store-supervised'), dir.path, '50', '0'], {
@@ -170,7 +170,7 @@ describe('SharedFileLocker', () => {
     await waiter.stop();
   });
 
-  it('S13: same-process guard: a second locker fails fast or waits, never shares', async () => {
+  it('conformance S13: same-process guard: a second locker fails fast or waits, never shares', async () => {
     using dir = tempDir();
     const first = new SharedFileLocker({ directory: dir.path });
     await first.start();
@@ -192,7 +192,7 @@ describe('SharedFileLocker', () => {
     await second.stop();
   });
 
-  it('S3 + S16: retries every interval; logs one INFO then one DEBUG per retry', async () => {
+  it('conformance S3, S16: retries every interval; logs one INFO then one DEBUG per retry', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const holder = new SharedFileLocker({ directory: dir.path });
@@ -225,7 +225,7 @@ describe('SharedFileLocker', () => {
     await waiter.stop();
   });
 
-  it('S4: stop during acquisition rejects start with "aborted due to shutdown", nothing locked', async () => {
+  it('conformance S4: stop during acquisition rejects start with "aborted due to shutdown", nothing locked', async () => {
     using dir = tempDir();
     const holder = new SharedFileLocker({ directory: dir.path });
     await holder.start();
@@ -274,7 +274,7 @@ describe('SharedFileLocker', () => {
     await waiter.stop();
   });
 
-  it('S17: after wait-then-acquire pauses lockKeepAlivePeriod, then re-verifies', async () => {
+  it('conformance S17: after wait-then-acquire pauses lockKeepAlivePeriod, then re-verifies', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const holder = new SharedFileLocker({ directory: dir.path });
@@ -322,7 +322,7 @@ describe('SharedFileLocker', () => {
     await holder.stop();
   });
 
-  it('S17: a clean stop leaves the released mark; the next holder then skips the pause, unless offset 0 changed since', async () => {
+  it('conformance S17: a clean stop leaves the released mark; the next holder then skips the pause, unless offset 0 changed since', async () => {
     using dir = tempDir();
     const clock = new FakeClock(0, WALL);
     const holder = new SharedFileLocker({ directory: dir.path, clock });
@@ -383,7 +383,7 @@ describe('SharedFileLocker', () => {
     }
   });
 
-  it('S15: keepAlive is false, and stays false, when the file is deleted', async () => {
+  it('conformance S15: keepAlive is false, and stays false, when the file is deleted', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -394,7 +394,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('S15: keepAlive is false when the content is rewritten, even with the mtime restored', async () => {
+  it('conformance S15: keepAlive is false when the content is rewritten, even with the mtime restored', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -408,7 +408,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('S15: keepAlive is false on an mtime change alone', async () => {
+  it('conformance S15: keepAlive is false on an mtime change alone', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -419,7 +419,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('S15: keepAlive is false when the kernel lock was released behind its back', async () => {
+  it('conformance S15: keepAlive is false when the kernel lock was released behind its back', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -430,7 +430,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('S15: the file replaced by another one (rename over it) makes keepAlive false', async () => {
+  it('conformance S15: the file replaced by another one (rename over it) makes keepAlive false', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();
@@ -441,7 +441,7 @@ describe('SharedFileLocker', () => {
     await locker.stop();
   });
 
-  it('S18: stop unlocks without deleting the file', async () => {
+  it('conformance S18: stop unlocks without deleting the file', async () => {
     using dir = tempDir();
     const locker = new SharedFileLocker({ directory: dir.path });
     await locker.start();

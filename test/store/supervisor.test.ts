@@ -99,7 +99,7 @@ function events(supervisor: Supervisor): string[] {
 }
 
 describe('Supervisor', () => {
-  it('S6: locker.start, then service.start; a waiting slave starts nothing', async () => {
+  it('conformance S6: locker.start, then service.start; a waiting slave starts nothing', async () => {
     const locker = new ScriptedLocker();
     const service = recordingService(locker.calls);
     const clock = new FakeClock();
@@ -128,7 +128,7 @@ describe('Supervisor', () => {
     assert.equal(clock.pending, 0, 'no timer outlives stop');
   });
 
-  it('S5 + S19: useLock=false: no locker, no timer, the service starts at once', async () => {
+  it('conformance S5, S19: useLock=false: no locker, no timer, the service starts at once', async () => {
     const calls: string[] = [];
     const clock = new FakeClock();
     const sup = new Supervisor({ useLock: false, service: recordingService(calls), clock });
@@ -143,7 +143,7 @@ describe('Supervisor', () => {
     assert.throws(() => new Supervisor({ service: recordingService([]) }), InvalidArgumentError);
   });
 
-  it('S7: keepAlive at a fixed rate, first run one period in; 0 runs nothing', async () => {
+  it('conformance S7: keepAlive at a fixed rate, first run one period in; 0 runs nothing', async () => {
     const locker = new ScriptedLocker();
     const clock = new FakeClock();
     const sup = new Supervisor({ locker, service: recordingService([]), clock });
@@ -183,7 +183,7 @@ describe('Supervisor', () => {
     await none.stop();
   });
 
-  it('S8: keepAlive false demotes exactly once, aborting the signal with LockLostError; restarts when allowed', async () => {
+  it('conformance S8: keepAlive false demotes exactly once, aborting the signal with LockLostError; restarts when allowed', async () => {
     const locker = new ScriptedLocker();
     const service = recordingService(locker.calls);
     const clock = new FakeClock();
@@ -220,7 +220,7 @@ describe('Supervisor', () => {
     assert.equal(clock.pending, 0);
   });
 
-  it('S8: with restartAllowed=false a demotion stops the supervisor', async () => {
+  it('conformance S8: with restartAllowed=false a demotion stops the supervisor', async () => {
     const locker = new ScriptedLocker();
     const clock = new FakeClock();
     const sup = new Supervisor({
@@ -249,7 +249,7 @@ describe('Supervisor', () => {
     await sup.stop();
   });
 
-  it('S9: a throwing keepAlive keeps ticking unless stopOnError', async () => {
+  it('conformance S9: a throwing keepAlive keeps ticking unless stopOnError', async () => {
     const locker = new ScriptedLocker();
     const logger = recordingLogger();
     const clock = new FakeClock();
@@ -326,7 +326,7 @@ describe('Supervisor', () => {
     await sup.stop();
   });
 
-  it('S4 + S10: stop while waiting rejects start, stops the locker, leaves no timer', async () => {
+  it('conformance S4, S10: stop while waiting rejects start, stops the locker, leaves no timer', async () => {
     const locker = new ScriptedLocker();
     const clock = new FakeClock();
     const sup = new Supervisor({ locker, service: recordingService(locker.calls), clock });
@@ -365,7 +365,7 @@ describe('Supervisor', () => {
     assert.ok(locker.calls.includes('locker.stop'));
   });
 
-  it('S3: a failIfLocked locker failing rejects start with its error and stops', async () => {
+  it('conformance S3: a failIfLocked locker failing rejects start with its error and stops', async () => {
     const locker = new ScriptedLocker();
     locker.startFailure = new LockObtainFailedError('Lock held by another process');
     const sup = new Supervisor({ locker, service: recordingService([]) });
