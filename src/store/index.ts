@@ -49,10 +49,8 @@ export {
 } from './io-error-policy.js';
 export {
   defaultLeaseHolderId,
-  defaultLeaseStatements,
   LeaseDatabaseLocker,
   type LeaseDatabaseLockerOptions,
-  type LeaseStatements,
 } from './lease-database-locker.js';
 export {
   checkLeaseRules,
@@ -61,6 +59,7 @@ export {
   MAX_RENEW_FRACTION,
   MIN_LEASE_MS,
 } from './lease-rules.js';
+export { defaultLeaseStatements, type LeaseStatements } from './lease-statements.js';
 export {
   DEFAULT_ACQUIRE_INTERVAL_MS,
   type Locker,

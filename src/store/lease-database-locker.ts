@@ -18,17 +18,16 @@ import {
   withAliases,
   withDefault,
 } from '../core/option-spec.js';
-import { checkOptionsObject } from '../core/options.js';
 import { abortableSleep } from '../core/wait.js';
 import { AbstractLocker, type AcquireContext } from './abstract-locker.js';
 import {
-  checkStatement,
   DATABASE_LOCKER_COMMON_SPEC,
   type DatabaseLockerCommonOptions,
 } from './database-locker-options.js';
 import { describe } from './describe-error.js';
 import { type IOErrorPolicy, isIOErrorPolicy, stopOnUnknownOwnership } from './io-error-policy.js';
 import { MAX_RENEW_FRACTION, MIN_LEASE_MS } from './lease-rules.js';
+import { checkLeaseStatements, type LeaseStatements, leaseStatements } from './lease-statements.js';
 import { DEFAULT_ACQUIRE_INTERVAL_MS } from './locker.js';
 import { type Dialect, withTimeout } from './sql/dialect.js';
 import {
@@ -39,43 +38,6 @@ import {
   rowLockStatement,
 } from './sql/lock-table.js';
 import { type DatabaseSource, openDialect } from './sql/open-dialect.js';
-
-/**
- * The lease locker's statements, all with `?` placeholders in the order given. Override any of
- * them through `statements` (they are the user's SQL, taken as is; only `lockTableName` is
- * spliced into the defaults, and it is validated).
- */
-export interface LeaseStatements {
-  /** Take a free or expired lease, bumping EPOCH. Params: holder, lease ms. 1 row = taken. */
-  acquire: string;
-  /** Renew while we hold it (same holder, same EPOCH). Params: lease ms, holder, epoch. */
-  renew: string;
-  /** Give it back. Params: holder, epoch. */
-  release: string;
-  /** The row: columns BROKER_NAME, TIME, EPOCH and NOW_MS (the database's time in ms). */
-  select: string;
-  /** The database's time: column NOW_MS. */
-  dbTime: string;
-}
-
-/**
- * The default statements. Expiry and renewal use the database's clock inside the statement
- * (`TIME < now`, `TIME = now + lease`), so no two machines' clocks are ever compared. EPOCH
- * becomes `max(EPOCH + 1, database time in µs)` at every takeover: +1 keeps it strictly
- * increasing while the row survives, the time floor keeps it increasing across a dropped and
- * recreated table. An ActiveMQ lease locker on the same table writes the same TIME/BROKER_NAME
- * (in its local time, which must then agree with the database's) and leaves EPOCH alone.
- */
-export function defaultLeaseStatements(dialect: Dialect, table: string): LeaseStatements {
-  const now = dialect.nowMs;
-  return {
-    acquire: `UPDATE ${table} SET BROKER_NAME = ?, TIME = ${now} + ?, EPOCH = ${dialect.greatest('COALESCE(EPOCH, 0) + 1', dialect.nowUs)} WHERE ID = 1 AND (TIME IS NULL OR TIME < ${now})`,
-    renew: `UPDATE ${table} SET TIME = ${now} + ? WHERE ID = 1 AND BROKER_NAME = ? AND EPOCH = ?`,
-    release: `UPDATE ${table} SET BROKER_NAME = NULL, TIME = 0 WHERE ID = 1 AND BROKER_NAME = ? AND EPOCH = ?`,
-    select: `SELECT BROKER_NAME, TIME, EPOCH, ${now} AS NOW_MS FROM ${table} WHERE ID = 1`,
-    dbTime: `SELECT ${now} AS NOW_MS`,
-  };
-}
 
 export interface LeaseDatabaseLockerOptions
   extends Omit<DatabaseLockerCommonOptions, 'acquireIntervalMs'> {
@@ -143,16 +105,7 @@ export const LEASE_DATABASE_LOCKER_SPEC = {
   queryTimeoutMs: withAliases({ ...durationOption(), defaultText: 'leaseMs' }, 'queryTimeout'),
   statements: customOption(
     'an object of SQL strings: acquire, renew, release, select, dbTime',
-    (value, label) => {
-      const overrides = checkOptionsObject(value as Partial<LeaseStatements>, label);
-      for (const [key, sql] of Object.entries(overrides)) {
-        if (!['acquire', 'renew', 'release', 'select', 'dbTime'].includes(key)) {
-          throw new InvalidArgumentError(`Unknown statement ${JSON.stringify(key)}`);
-        }
-        checkStatement(sql, `Statement ${key}`);
-      }
-      return overrides;
-    },
+    checkLeaseStatements,
   ),
   ioErrorPolicy: withDefault(
     customOption('an I/O error policy (a name and a handle() method)', (value) => {
@@ -283,10 +236,7 @@ export class LeaseDatabaseLocker extends AbstractLocker {
 
   #setup(): { dialect: Dialect; statements: LeaseStatements } {
     this.#dialect ??= openDialect(this.#source);
-    this.#statements ??= {
-      ...defaultLeaseStatements(this.#dialect, this.lockTableName),
-      ...definedOnly(this.#overrides),
-    };
+    this.#statements ??= leaseStatements(this.#dialect, this.lockTableName, this.#overrides);
     return { dialect: this.#dialect, statements: this.#statements };
   }
 
@@ -666,8 +616,4 @@ export function defaultLeaseHolderId(): string {
  */
 export function standbyPollPeriod(lease: number, keepAlivePeriodMs: number): number {
   return keepAlivePeriodMs > 0 ? Math.min(lease, keepAlivePeriodMs) : lease;
-}
-
-function definedOnly<T extends object>(o: Partial<T>): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

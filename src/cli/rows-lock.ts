@@ -1,0 +1,169 @@
+/**
+ * `locksmith rows lock <table> <row> -- <command>`: holds one row's lock while a command
+ * runs. {@link lockAction} checks the subcommand's own flags (`--wait`, `--grace`, the
+ * command after `--`) before the server is reached; the run takes the lock, starts the
+ * command with the lock's token, renews the lease while it runs, stops the command when the
+ * lock is lost or a stop signal arrives, and releases the lock when it ends (see
+ * {@link lockAndRun} for the exit statuses). `rows.ts` parses the command line and connects.
+ */
+import { constants } from 'node:os';
+import type { LocksmithClient } from '../client/locksmith-client.js';
+import { RemoteRowLock } from '../client/remote-row-lock.js';
+import { LockLostError, LockObtainFailedError, type LocksmithError } from '../core/errors.js';
+import { toStringBinary } from '../rows/bytes.js';
+import type { TableRowLock } from '../rows/table.js';
+import { CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
+import { durationOption } from './args.js';
+import type { Action, Parsed } from './rows.js';
+
+/** Signals that stop `rows lock`: the command is stopped (with the grace), the lock released. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * `rows lock`'s flags, checked before connecting: a command after `--` is required, `--wait`
+ * (absent: fail at once when the row is held) and `--grace` are durations.
+ */
+export function lockAction(p: Parsed, table: string, row: Buffer): Action {
+  if (p.command === undefined || p.command.length === 0) {
+    throw p.misuse('expected -- and a command to run while the row is locked');
+  }
+  const command = p.command;
+  const waitText = p.values.wait as string | undefined;
+  const waitMs = waitText === undefined ? undefined : durationOption('--wait', waitText);
+  const grace = p.values.grace as string | undefined;
+  const graceMs = grace === undefined ? DEFAULT_GRACE_MS : durationOption('--grace', grace);
+  return (client) => lockAndRun(client, { table, row, waitMs, waitText, graceMs, command });
+}
+
+interface LockRun {
+  table: string;
+  row: Buffer;
+  waitMs: number | undefined;
+  waitText: string | undefined;
+  graceMs: number;
+  command: string[];
+}
+
+/**
+ * `rows lock`: takes the row's lock (at once, or waiting up to `--wait`), runs the command
+ * with `LOCKSMITH_FENCING_TOKEN` and `LOCKSMITH_LOCK_ID`, renews the lock's lease while it
+ * runs, and releases it when it ends; exits with the command's status. The command runs in
+ * its own process group and dies with this process (see CommandService). If the lock is lost
+ * (lease not renewed in time, session expired, server gone), the command is stopped (SIGTERM,
+ * SIGKILL after `--grace`) and the loss is the error (exit 1). SIGINT/SIGTERM/SIGHUP stop the
+ * command the same way and exit 128 + the signal's number.
+ */
+async function lockAndRun(client: LocksmithClient, r: LockRun): Promise<number> {
+  const table = client.table(r.table);
+  let received: NodeJS.Signals | undefined;
+  const stop = new AbortController();
+  const onSignal = (sig: NodeJS.Signals) => {
+    received ??= sig;
+    stop.abort();
+  };
+  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
+  try {
+    let lock: TableRowLock | null;
+    try {
+      lock =
+        r.waitMs === undefined
+          ? await table.tryLockRow(r.row)
+          : await table.lockRow(r.row, { waitMs: r.waitMs, signal: stop.signal });
+    } catch (err) {
+      if (received !== undefined) return signalStatus(received);
+      if ((err as { code?: unknown }).code === 'LOCK_TIMEOUT') {
+        throw await heldError(client, r, `after waiting ${r.waitText}`, err);
+      }
+      throw err;
+    }
+    if (lock === null) throw await heldError(client, r, '', undefined);
+    try {
+      return await runHolding(table, lock, r, stop.signal, () => received);
+    } finally {
+      await lock.close().catch(() => undefined);
+    }
+  } finally {
+    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
+  }
+}
+
+async function runHolding(
+  table: ReturnType<LocksmithClient['table']>,
+  lock: TableRowLock,
+  r: LockRun,
+  stopped: AbortSignal,
+  received: () => NodeJS.Signals | undefined,
+): Promise<number> {
+  const service = new CommandService(r.command, {
+    graceMs: r.graceMs,
+    env: { ...process.env, LOCKSMITH_LOCK_ID: lock.lockId },
+  });
+  // Stops the command on a loss or a stop signal (CommandService stops it on this abort).
+  const run = new AbortController();
+  let lost: LockLostError | undefined;
+  const onLost = () => {
+    lost ??= lock.lostReason;
+    run.abort();
+  };
+  lock.signal.addEventListener('abort', onLost, { once: true });
+  stopped.addEventListener('abort', () => run.abort(), { once: true, signal: run.signal });
+  // Renewed well within the lease. A renewal the server answers with UNKNOWN_ROW_LOCK means
+  // the lock is gone there; any other failure leaves the lease to run out, and the handle's
+  // own lease tracking then ends it (before the server could hand the row to anyone else).
+  const leaseMs = lock instanceof RemoteRowLock ? lock.leaseMs : 60_000;
+  const renew = setInterval(
+    () => {
+      table.renewLease(lock).catch((err: unknown) => {
+        if ((err as LocksmithError).code !== 'UNKNOWN_ROW_LOCK') return;
+        lost ??= new LockLostError((err as Error).message, { cause: err });
+        run.abort();
+      });
+    },
+    Math.max(50, Math.floor(leaseMs / 3)),
+  );
+  try {
+    if (stopped.aborted) return signalStatus(received() ?? 'SIGTERM');
+    await service.start({ signal: run.signal, token: lock.token });
+    const exit = await service.exited;
+    const sig = received();
+    if (sig !== undefined) return signalStatus(sig);
+    if (exit.stopped && lost !== undefined) {
+      throw new LockLostError(
+        `lost the lock of row ${toStringBinary(lock.row.toString('latin1'))} in ${r.table}, stopped ${r.command[0]}: ${lost.message}`,
+        { code: lost.code as never, cause: lost },
+      );
+    }
+    return exit.status;
+  } finally {
+    clearInterval(renew);
+    lock.signal.removeEventListener('abort', onLost);
+    run.abort(); // removes the stop listener
+  }
+}
+
+function signalStatus(sig: NodeJS.Signals): number {
+  return 128 + (constants.signals[sig] ?? 0);
+}
+
+/** The row is locked by another session: says which, from the server's status. */
+async function heldError(
+  client: LocksmithClient,
+  r: LockRun,
+  after: string,
+  cause: unknown,
+): Promise<LockObtainFailedError> {
+  const row = toStringBinary(r.row.toString('latin1'));
+  let by = 'another session';
+  try {
+    const { locks } = await client.status();
+    const holder = locks.find((l) => l.table === r.table && l.row === `row=${row}`);
+    if (holder !== undefined) by = `session ${holder.session} (${holder.client ?? 'unnamed'})`;
+  } catch {
+    // The failure is still worth reporting without the holder.
+  }
+  const code = after === '' ? 'LOCK_OBTAIN_FAILED' : 'LOCK_TIMEOUT';
+  return new LockObtainFailedError(
+    `row ${row} of ${r.table} is locked${after === '' ? '' : ` ${after}`}: held by ${by}`,
+    { code, cause },
+  );
+}
