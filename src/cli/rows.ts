@@ -1,17 +1,10 @@
 import { readFile } from 'node:fs/promises';
-import { constants } from 'node:os';
 import {
   connect,
   type LocksmithClient,
   type TableDescription,
 } from '../client/locksmith-client.js';
-import { RemoteRowLock } from '../client/remote-row-lock.js';
-import {
-  ConnectionLostError,
-  LockLostError,
-  LockObtainFailedError,
-  LocksmithError,
-} from '../core/errors.js';
+import { ConnectionLostError, LocksmithError } from '../core/errors.js';
 import { toStringBinary } from '../rows/bytes.js';
 import type { Cell } from '../rows/cell.js';
 import { formatCell } from '../rows/cell.js';
@@ -19,8 +12,7 @@ import type { ColumnFamilySpec } from '../rows/column-family.js';
 import { Delete, Increment, Put } from '../rows/mutation.js';
 import { Get, type Query, Scan } from '../rows/query.js';
 import type { Result } from '../rows/result.js';
-import type { TableRowLock } from '../rows/table.js';
-import { CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
+import type { ServerStatus } from '../server/server-status.js';
 import {
   durationOption,
   parseCommandLine,
@@ -29,18 +21,16 @@ import {
   UsageError,
 } from './args.js';
 import { errorLine } from './error-line.js';
+import { lockAction } from './rows-lock.js';
 import { ROWS_COMMON_FLAGS, ROWS_SUBCOMMANDS, type SubcommandUsage } from './usage.js';
 
 const DEFAULT_SERVER = 'locksmith://127.0.0.1:7420';
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
-/** Signals that stop `rows lock`: the command is stopped (with the grace), the lock released. */
-const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-
 /** What a subcommand does once connected; its exit code. */
-type Action = (client: LocksmithClient) => Promise<number>;
+export type Action = (client: LocksmithClient) => Promise<number>;
 
-interface Parsed {
+export interface Parsed {
   values: Record<string, string | boolean | undefined>;
   positionals: string[];
   command: string[] | undefined;
@@ -334,16 +324,7 @@ const ACTIONS = {
   },
   lock: (p: Parsed): Action => {
     const [table, row] = positionals(p, ['<table>', '<row>']) as [string, string];
-    if (p.command === undefined || p.command.length === 0) {
-      throw p.misuse('expected -- and a command to run while the row is locked');
-    }
-    const command = p.command;
-    const waitText = str(p, 'wait');
-    const waitMs = waitText === undefined ? undefined : durationOption('--wait', waitText);
-    const grace = str(p, 'grace');
-    const graceMs = grace === undefined ? DEFAULT_GRACE_MS : durationOption('--grace', grace);
-    const key = bytesArgument(row);
-    return (client) => lockAndRun(client, { table, row: key, waitMs, waitText, graceMs, command });
+    return lockAction(p, table, bytesArgument(row));
   },
   status: (p: Parsed): Action => {
     positionals(p, []);
@@ -389,155 +370,6 @@ async function connectTo(
   }
 }
 
-interface LockRun {
-  table: string;
-  row: Buffer;
-  waitMs: number | undefined;
-  waitText: string | undefined;
-  graceMs: number;
-  command: string[];
-}
-
-/**
- * `rows lock`: takes the row's lock (at once, or waiting up to `--wait`), runs the command
- * with `LOCKSMITH_FENCING_TOKEN` and `LOCKSMITH_LOCK_ID`, renews the lock's lease while it
- * runs, and releases it when it ends; exits with the command's status. The command runs in
- * its own process group and dies with this process (see CommandService). If the lock is lost
- * (lease not renewed in time, session expired, server gone), the command is stopped (SIGTERM,
- * SIGKILL after `--grace`) and the loss is the error (exit 1). SIGINT/SIGTERM/SIGHUP stop the
- * command the same way and exit 128 + the signal's number.
- */
-async function lockAndRun(client: LocksmithClient, r: LockRun): Promise<number> {
-  const table = client.table(r.table);
-  let received: NodeJS.Signals | undefined;
-  const stop = new AbortController();
-  const onSignal = (sig: NodeJS.Signals) => {
-    received ??= sig;
-    stop.abort();
-  };
-  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
-  try {
-    let lock: TableRowLock | null;
-    try {
-      lock =
-        r.waitMs === undefined
-          ? await table.tryLockRow(r.row)
-          : await table.lockRow(r.row, { waitMs: r.waitMs, signal: stop.signal });
-    } catch (err) {
-      if (received !== undefined) return signalStatus(received);
-      if ((err as { code?: unknown }).code === 'LOCK_TIMEOUT') {
-        throw await heldError(client, r, `after waiting ${r.waitText}`, err);
-      }
-      throw err;
-    }
-    if (lock === null) throw await heldError(client, r, '', undefined);
-    try {
-      return await runHolding(table, lock, r, stop.signal, () => received);
-    } finally {
-      await lock.close().catch(() => undefined);
-    }
-  } finally {
-    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
-  }
-}
-
-async function runHolding(
-  table: ReturnType<LocksmithClient['table']>,
-  lock: TableRowLock,
-  r: LockRun,
-  stopped: AbortSignal,
-  received: () => NodeJS.Signals | undefined,
-): Promise<number> {
-  const service = new CommandService(r.command, {
-    graceMs: r.graceMs,
-    env: { ...process.env, LOCKSMITH_LOCK_ID: lock.lockId },
-  });
-  // Stops the command on a loss or a stop signal (CommandService stops it on this abort).
-  const run = new AbortController();
-  let lost: LockLostError | undefined;
-  const onLost = () => {
-    lost ??= lock.lostReason;
-    run.abort();
-  };
-  lock.signal.addEventListener('abort', onLost, { once: true });
-  stopped.addEventListener('abort', () => run.abort(), { once: true, signal: run.signal });
-  // Renewed well within the lease. A renewal the server answers with UNKNOWN_ROW_LOCK means
-  // the lock is gone there; any other failure leaves the lease to run out, and the handle's
-  // own lease tracking then ends it (before the server could hand the row to anyone else).
-  const leaseMs = lock instanceof RemoteRowLock ? lock.leaseMs : 60_000;
-  const renew = setInterval(
-    () => {
-      table.renewLease(lock).catch((err: unknown) => {
-        if ((err as LocksmithError).code !== 'UNKNOWN_ROW_LOCK') return;
-        lost ??= new LockLostError((err as Error).message, { cause: err });
-        run.abort();
-      });
-    },
-    Math.max(50, Math.floor(leaseMs / 3)),
-  );
-  try {
-    if (stopped.aborted) return signalStatus(received() ?? 'SIGTERM');
-    await service.start({ signal: run.signal, token: lock.token });
-    const exit = await service.exited;
-    const sig = received();
-    if (sig !== undefined) return signalStatus(sig);
-    if (exit.stopped && lost !== undefined) {
-      throw new LockLostError(
-        `lost the lock of row ${toStringBinary(lock.row.toString('latin1'))} in ${r.table}, stopped ${r.command[0]}: ${lost.message}`,
-        { code: lost.code as never, cause: lost },
-      );
-    }
-    return exit.status;
-  } finally {
-    clearInterval(renew);
-    lock.signal.removeEventListener('abort', onLost);
-    run.abort(); // removes the stop listener
-  }
-}
-
-function signalStatus(sig: NodeJS.Signals): number {
-  return 128 + (constants.signals[sig] ?? 0);
-}
-
-/** The row is locked by another session: says which, from the server's status. */
-async function heldError(
-  client: LocksmithClient,
-  r: LockRun,
-  after: string,
-  cause: unknown,
-): Promise<LockObtainFailedError> {
-  const row = toStringBinary(r.row.toString('latin1'));
-  let by = 'another session';
-  try {
-    const locks = ((await client.status()).locks ?? []) as StatusLock[];
-    const holder = locks.find((l) => l.table === r.table && l.row === `row=${row}`);
-    if (holder !== undefined) by = `session ${holder.session} (${holder.client ?? 'unnamed'})`;
-  } catch {
-    // The failure is still worth reporting without the holder.
-  }
-  const code = after === '' ? 'LOCK_OBTAIN_FAILED' : 'LOCK_TIMEOUT';
-  return new LockObtainFailedError(
-    `row ${row} of ${r.table} is locked${after === '' ? '' : ` ${after}`}: held by ${by}`,
-    { code, cause },
-  );
-}
-
-interface StatusLock {
-  table: string;
-  row: string;
-  session: string;
-  client?: string;
-  token: number;
-  leaseRemainingMs?: number;
-}
-
-interface StatusLane {
-  size: number;
-  busy: number;
-  queued: number;
-  parked: number;
-}
-
 /**
  * How many in all, and how many of them the status lists when it lists only some (the server
  * caps its lists and counts all beside them; a server without the count lists all).
@@ -549,20 +381,10 @@ function counted(all: unknown, listed: number, order: string): string {
 }
 
 /** The server's status in a few lines: tables, sessions, held locks and owners, handlers. */
-function statusSummary(status: Record<string, unknown>): string {
-  const tables = (status.tables ?? []) as { name: string; families: string[]; rows: number }[];
-  const sessions = (status.sessions ?? []) as {
-    session: string;
-    client?: string;
-    connected: boolean;
-    locks: number;
-    waiting: number;
-    scanners: number;
-  }[];
-  const locks = (status.locks ?? []) as StatusLock[];
-  const handlers = (status.handlers ?? {}) as Record<string, StatusLane>;
+function statusSummary(status: ServerStatus): string {
+  const { tables, sessions, locks, handlers } = status;
   const lines = [
-    `server ${status.server} on ${status.listening}, up ${Math.round(Number(status.uptimeMs) / 1000)}s, ${status.connections} connection(s)`,
+    `server ${status.server} on ${status.listening}, up ${Math.round(status.uptimeMs / 1000)}s, ${status.connections} connection(s)`,
     `tables: ${tables.length}`,
     ...tables.map((t) => `  ${t.name}  families ${t.families.join(',')}  ${t.rows} row(s)`),
     `sessions: ${counted(status.sessionsOpen, sessions.length, 'most locks first')}`,
@@ -573,7 +395,7 @@ function statusSummary(status: Record<string, unknown>): string {
     `locks held: ${counted(status.locksHeld, locks.length, 'least lease left first')}`,
     ...locks.map(
       (l) =>
-        `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})${l.leaseRemainingMs === undefined ? '' : `  lease ${Math.ceil(l.leaseRemainingMs / 1000)}s left`}`,
+        `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})  lease ${Math.ceil(l.leaseRemainingMs / 1000)}s left`,
     ),
     `handlers: ${Object.entries(handlers)
       .map(

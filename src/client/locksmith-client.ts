@@ -16,6 +16,7 @@ import {
 } from '../core/option-spec.js';
 import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import type { ColumnFamilySpec } from '../rows/column-family.js';
+import type { ServerStatus } from '../server/server-status.js';
 import { wireInteger } from '../wire/rows-codec.js';
 import { ClientConnection, type SessionInfo } from './client-connection.js';
 import { RemoteRowLock } from './remote-row-lock.js';
@@ -314,8 +315,12 @@ export class LocksmithClient
   }
 
   /** The server's status (what `GET /status` serves). */
-  async status(options?: AdminCallOptions): Promise<Record<string, unknown>> {
-    return (await this.#admin('status', [], options, true)) as Record<string, unknown>;
+  async status(options?: AdminCallOptions): Promise<ServerStatus> {
+    const status = await this.#admin('status', [], options, true);
+    if (typeof status !== 'object' || status === null || Array.isArray(status)) {
+      throw new ProtocolError('The server sent a malformed status');
+    }
+    return status as ServerStatus;
   }
 
   /** A round trip that only renews the session (the client pings by itself when idle). */

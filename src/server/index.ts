@@ -12,4 +12,11 @@ export {
 } from '../core/errors.js';
 export type { HttpStatus, ServerMetrics } from './http-status.js';
 export { LocksmithServer, type ServerOptions } from './server.js';
+export type {
+  HeldLockStatus,
+  LaneStatus,
+  ServerStatus,
+  SessionStatus,
+  TableStatus,
+} from './server-status.js';
 export type { TableDescriptor } from './table-catalog.js';

@@ -3,213 +3,28 @@ import { EventEmitter } from 'node:events';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { hostname } from 'node:os';
 import { createServer as createTlsServer } from 'node:tls';
-import type { Clock } from '../core/clock.js';
-import { checkDuration } from '../core/duration.js';
-import {
-  ConnectionLostError,
-  InvalidArgumentError,
-  LockLostError,
-  NotMasterError,
-} from '../core/errors.js';
-import { customOption, durationOption, readOptions, type SpecOf } from '../core/option-spec.js';
-import {
-  checkCallback,
-  checkClock,
-  checkOptionsObject,
-  describeValue,
-  hasMethods,
-} from '../core/options.js';
-import type { OpenRegionStorage } from '../rows/region-storage.js';
-import type { Locker } from '../store/locker.js';
+import { ConnectionLostError, LockLostError, NotMasterError } from '../core/errors.js';
 import { encodeFrame } from '../wire/codec.js';
-import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
 import { errorFrame } from '../wire/wire-error.js';
 import { Admission } from './admission.js';
 import { CallStats } from './call-stats.js';
 import { Connection, type ConnectionHost, type ConnectionLimits } from './connection.js';
 import { DataService, type DataSettings } from './data-service.js';
 import type { DispatchLimits } from './dispatch.js';
-import { type HaOptions, HaRole, type HaStatus, type RoleChange } from './ha-role.js';
+import { HaRole, type HaStatus, type RoleChange } from './ha-role.js';
 import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
 import { lockWaitStatus } from './lock-wait-status.js';
 import { OutputBudget } from './output-budget.js';
 import type { ScannerRegistry } from './scanner-registry.js';
+import { checkServerOptions, type ServerOptions } from './server-options.js';
+import type { ServerStatus } from './server-status.js';
 import type { HeldLock, Session } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
 import { LOCKS_LISTED, SESSIONS_LISTED, Shortlist } from './status-lists.js';
 import type { TableCatalog } from './table-catalog.js';
 
-export interface ServerOptions {
-  /** Where tables live; guarded by `write.lock` (a native lock), so one server per directory. */
-  dataDir: string;
-  /** Address to listen on. Default `127.0.0.1`: only this machine can connect. */
-  host?: string | undefined;
-  /** Default 7420; 0 picks a free port (see {@link LocksmithServer.port}). */
-  port?: number | undefined;
-  /** Handlers for data calls (HBase `handler.count`, default 10). */
-  handlers?: number | undefined;
-  /** Handlers of the priority lane: unlock, renew, keep-alive, admin, status (default 10). */
-  priorityHandlers?: number | undefined;
-  /** Lease of an explicit row lock and of a scanner, renewed by every use (default 60 s). */
-  leasePeriodMs?: number | undefined;
-  /** How long a lock call waits for its row by default (HBase 0.94: 30 s). */
-  rowLockWaitMs?: number | undefined;
-  /** Lease of a session whose client asks for none (default 10 s), and the bounds a client may ask within. */
-  sessionLeaseMs?: number | undefined;
-  minSessionLeaseMs?: number | undefined;
-  maxSessionLeaseMs?: number | undefined;
-  /** When set, a client must present it in its HELLO before anything else is answered. */
-  token?: string | undefined;
-  /** PEM certificate and key: the server then speaks TLS only. */
-  tls?: { cert: string | Buffer; key: string | Buffer } | undefined;
-  durability?: 'fsync' | 'none' | undefined;
-  maxFrameBytes?: number | undefined;
-  /** Calls in flight per connection (default 1024). */
-  maxInFlight?: number | undefined;
-  maxLocksPerSession?: number | undefined;
-  maxWaitersPerSession?: number | undefined;
-  /** A connection that sends no HELLO for this long is dropped (default 10 s). */
-  handshakeTimeoutMs?: number | undefined;
-  // ---- what clients can make the server hold (docs/server.md, "Limits") ----
-  /** Sockets open at once, counted from accept (default 1024); more are refused. */
-  maxConnections?: number | undefined;
-  /** Sockets open at once from one remote address (default 256). */
-  maxConnectionsPerAddress?: number | undefined;
-  /** Sessions at once, connected or within their lease (default 10,000); a HELLO beyond is refused. */
-  maxSessions?: number | undefined;
-  /**
-   * Unsent answers per connection beyond which it stops reading calls (default 1 MiB); one
-   * beyond this plus one frame (`maxFrameBytes`) is closed.
-   */
-  maxBufferedBytes?: number | undefined;
-  /** Unsent answers of all connections (default 256 MiB); past it, a connection over its own bound is closed. */
-  maxBufferedBytesTotal?: number | undefined;
-  /** How long `close()` waits for work in flight before it drops it (default 10 s). */
-  shutdownTimeoutMs?: number | undefined;
-  /** Serve `GET /status` and `GET /metrics` on this port (same host; 0: any free port). */
-  httpPort?: number | undefined;
-  clock?: Clock | undefined;
-  /**
-   * Master/slave on a shared data directory (docs/server.md, "Master/slave"): the locker
-   * decides which server is master; only the master opens the tables and serves sessions.
-   * The locker's `validUntil` must be on `clock`'s monotonic time (the system clock unless
-   * both are given another).
-   */
-  ha?: HaOptions | undefined;
-  /**
-   * How each table's storage is opened: `RowStorage` (log segments and snapshots under
-   * `dataDir`) unless another implementation of `RegionStorage` is plugged in (see
-   * `OpenRegionStorage` of `locksmith/rows`). Under `ha` it is given the mastership's epoch,
-   * and must refuse the writes of a deposed master for fencing to hold.
-   */
-  openStorage?: OpenRegionStorage | undefined;
-}
-
-const DEFAULTS = {
-  host: '127.0.0.1',
-  port: 7420,
-  handlers: 10,
-  priorityHandlers: 10,
-  leasePeriodMs: 60_000,
-  rowLockWaitMs: 30_000,
-  sessionLeaseMs: 10_000,
-  minSessionLeaseMs: 100,
-  maxSessionLeaseMs: 3_600_000,
-  maxInFlight: 1024,
-  maxLocksPerSession: 10_000,
-  maxWaitersPerSession: 1_000,
-  handshakeTimeoutMs: 10_000,
-  maxConnections: 1024,
-  maxConnectionsPerAddress: 256,
-  maxSessions: 10_000,
-  maxBufferedBytes: 1024 * 1024,
-  maxBufferedBytesTotal: 256 * 1024 * 1024,
-  shutdownTimeoutMs: 10_000,
-};
-
-/** Bounds of the byte limits: at least 64 KiB, at most 16 GiB. */
-const MIN_BUFFER_BYTES = 64 * 1024;
-const MAX_BUFFER_BYTES = 16 * 1024 * 1024 * 1024;
-
-const KNOWN = new Set([
-  'dataDir',
-  'host',
-  'port',
-  'handlers',
-  'priorityHandlers',
-  'leasePeriodMs',
-  'rowLockWaitMs',
-  'sessionLeaseMs',
-  'minSessionLeaseMs',
-  'maxSessionLeaseMs',
-  'token',
-  'tls',
-  'durability',
-  'maxFrameBytes',
-  'maxInFlight',
-  'maxLocksPerSession',
-  'maxWaitersPerSession',
-  'handshakeTimeoutMs',
-  'maxConnections',
-  'maxConnectionsPerAddress',
-  'maxSessions',
-  'maxBufferedBytes',
-  'maxBufferedBytesTotal',
-  'shutdownTimeoutMs',
-  'httpPort',
-  'clock',
-  'ha',
-  'openStorage',
-]);
-
-function count(value: unknown, what: string, fallback: number, max = 1_000_000, min = 1): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new InvalidArgumentError(
-      `${what} must be an integer from ${min} to ${max}, got ${describeValue(value)}`,
-    );
-  }
-  return value;
-}
-
-const ADVERTISE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/;
-
-const HA_SPEC = {
-  locker: customOption<Locker>('a Locker (createLocker of locksmith/store)', (value, label) => {
-    if (!hasMethods(value, 'start', 'stop', 'keepAlive', 'on', 'off')) {
-      throw new InvalidArgumentError(
-        `${label} must be a Locker (createLocker of locksmith/store), got ${describeValue(value)}`,
-      );
-    }
-    return value as Locker;
-  }),
-  keepAlivePeriodMs: durationOption(),
-  advertise: customOption('host:port', (value, label) => {
-    if (typeof value !== 'string' || !ADVERTISE.test(value)) {
-      throw new InvalidArgumentError(
-        `${label} must be host:port (how clients reach this server), got ${describeValue(value)}`,
-      );
-    }
-    return value;
-  }),
-} as const satisfies SpecOf<HaOptions>;
-
-/** Checks the `ha` option: a Locker, an optional keep-alive period, an optional `host:port`. */
-function checkHa(value: unknown): HaOptions | undefined {
-  if (value === undefined) return undefined;
-  const o = readOptions(value, 'ha', HA_SPEC, 'ha.');
-  if (o.locker === undefined) {
-    throw new InvalidArgumentError(
-      'ha.locker must be a Locker (createLocker of locksmith/store), got undefined',
-    );
-  }
-  return { ...o, locker: o.locker };
-}
-
-function duration(value: unknown, what: string, fallback: number): number {
-  return value === undefined ? fallback : checkDuration(value as number, what);
-}
+export type { ServerOptions } from './server-options.js';
 
 /**
  * The locksmith server: the row store and its row locks over TCP (docs/server.md). Tables live
@@ -315,156 +130,27 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
    * listens (and serves status) at once, and waits for mastership in the background.
    */
   static async listen(options: ServerOptions): Promise<LocksmithServer> {
-    const opts = checkOptionsObject(options, 'LocksmithServer.listen options');
-    for (const key of Object.keys(opts)) {
-      if (!KNOWN.has(key)) {
-        throw new InvalidArgumentError(
-          `LocksmithServer.listen: unknown option ${JSON.stringify(key)}`,
-        );
-      }
-    }
-    const { dataDir } = opts;
-    if (typeof dataDir !== 'string' || dataDir.length === 0 || dataDir.includes('\0')) {
-      throw new InvalidArgumentError(
-        `dataDir must be a non-empty path, got ${describeValue(dataDir)}`,
-      );
-    }
-    const host = opts.host ?? DEFAULTS.host;
-    if (typeof host !== 'string' || host.length === 0) {
-      throw new InvalidArgumentError(`host must be a non-empty string, got ${describeValue(host)}`);
-    }
-    const port = opts.port ?? DEFAULTS.port;
-    if (typeof port !== 'number' || !Number.isSafeInteger(port) || port < 0 || port > 65535) {
-      throw new InvalidArgumentError(
-        `port must be an integer from 0 to 65535, got ${describeValue(port)}`,
-      );
-    }
-    const handlers = count(opts.handlers, 'handlers', DEFAULTS.handlers, 10_000);
-    const priorityHandlers = count(
-      opts.priorityHandlers,
-      'priorityHandlers',
-      DEFAULTS.priorityHandlers,
-      10_000,
-    );
-    const leasePeriodMs = duration(opts.leasePeriodMs, 'leasePeriodMs', DEFAULTS.leasePeriodMs);
-    if (leasePeriodMs < 1) throw new InvalidArgumentError('leasePeriodMs must be at least 1 ms');
-    const rowLockWaitMs = duration(opts.rowLockWaitMs, 'rowLockWaitMs', DEFAULTS.rowLockWaitMs);
-    const minSessionLeaseMs = duration(
-      opts.minSessionLeaseMs,
-      'minSessionLeaseMs',
-      DEFAULTS.minSessionLeaseMs,
-    );
-    const maxSessionLeaseMs = duration(
-      opts.maxSessionLeaseMs,
-      'maxSessionLeaseMs',
-      DEFAULTS.maxSessionLeaseMs,
-    );
-    const sessionLeaseMs = duration(opts.sessionLeaseMs, 'sessionLeaseMs', DEFAULTS.sessionLeaseMs);
-    if (
-      minSessionLeaseMs < 1 ||
-      minSessionLeaseMs > sessionLeaseMs ||
-      sessionLeaseMs > maxSessionLeaseMs
-    ) {
-      throw new InvalidArgumentError(
-        `Session leases must satisfy 1 ms <= minSessionLeaseMs (${minSessionLeaseMs}) <= sessionLeaseMs (${sessionLeaseMs}) <= maxSessionLeaseMs (${maxSessionLeaseMs})`,
-      );
-    }
-    const token = opts.token;
-    if (
-      token !== undefined &&
-      (typeof token !== 'string' || token.length === 0 || token.length > 4096)
-    ) {
-      throw new InvalidArgumentError('token must be a non-empty string of at most 4096 characters');
-    }
-    const durability = opts.durability ?? 'fsync';
-    if (durability !== 'fsync' && durability !== 'none') {
-      throw new InvalidArgumentError(
-        `durability must be 'fsync' or 'none', got ${describeValue(durability)}`,
-      );
-    }
-    const maxFrameBytes = count(
-      opts.maxFrameBytes,
-      'maxFrameBytes',
-      DEFAULT_MAX_FRAME_BYTES,
-      MAX_FRAME_LIMIT_BYTES,
-    );
-    if (maxFrameBytes < 1024) throw new InvalidArgumentError('maxFrameBytes must be at least 1024');
+    const opts = checkServerOptions(options);
+    const { dataDir, host, port, handlers, priorityHandlers, leasePeriodMs, rowLockWaitMs } = opts;
+    const { sessionLeaseMs, minSessionLeaseMs, maxSessionLeaseMs, token, durability } = opts;
+    const { maxFrameBytes, maxSessions, shutdownTimeoutMs, clock, httpPort, tls, ha } = opts;
     const connectionLimits: ConnectionLimits = {
       maxFrameBytes,
-      maxInFlight: count(opts.maxInFlight, 'maxInFlight', DEFAULTS.maxInFlight),
-      handshakeTimeoutMs: duration(
-        opts.handshakeTimeoutMs,
-        'handshakeTimeoutMs',
-        DEFAULTS.handshakeTimeoutMs,
-      ),
-      maxBufferedBytes: count(
-        opts.maxBufferedBytes,
-        'maxBufferedBytes',
-        DEFAULTS.maxBufferedBytes,
-        MAX_BUFFER_BYTES,
-        MIN_BUFFER_BYTES,
-      ),
+      maxInFlight: opts.maxInFlight,
+      handshakeTimeoutMs: opts.handshakeTimeoutMs,
+      maxBufferedBytes: opts.maxBufferedBytes,
     };
-    const output = new OutputBudget(
-      count(
-        opts.maxBufferedBytesTotal,
-        'maxBufferedBytesTotal',
-        DEFAULTS.maxBufferedBytesTotal,
-        MAX_BUFFER_BYTES,
-        MIN_BUFFER_BYTES,
-      ),
-    );
+    const output = new OutputBudget(opts.maxBufferedBytesTotal);
     const admission = new Admission({
-      maxConnections: count(opts.maxConnections, 'maxConnections', DEFAULTS.maxConnections),
-      maxConnectionsPerAddress: count(
-        opts.maxConnectionsPerAddress,
-        'maxConnectionsPerAddress',
-        DEFAULTS.maxConnectionsPerAddress,
-      ),
+      maxConnections: opts.maxConnections,
+      maxConnectionsPerAddress: opts.maxConnectionsPerAddress,
     });
-    const maxSessions = count(opts.maxSessions, 'maxSessions', DEFAULTS.maxSessions, 10_000_000);
-    const shutdownTimeoutMs = duration(
-      opts.shutdownTimeoutMs,
-      'shutdownTimeoutMs',
-      DEFAULTS.shutdownTimeoutMs,
-    );
     const dispatchLimits: DispatchLimits = {
-      maxLocksPerSession: count(
-        opts.maxLocksPerSession,
-        'maxLocksPerSession',
-        DEFAULTS.maxLocksPerSession,
-      ),
-      maxWaitersPerSession: count(
-        opts.maxWaitersPerSession,
-        'maxWaitersPerSession',
-        DEFAULTS.maxWaitersPerSession,
-      ),
+      maxLocksPerSession: opts.maxLocksPerSession,
+      maxWaitersPerSession: opts.maxWaitersPerSession,
       maxScanRows: 1000,
       maxScanBytes: Math.min(4 * 1024 * 1024, maxFrameBytes / 2),
     };
-    const clock = checkClock(opts.clock);
-    const httpPort = opts.httpPort;
-    if (
-      httpPort !== undefined &&
-      (typeof httpPort !== 'number' ||
-        !Number.isSafeInteger(httpPort) ||
-        httpPort < 0 ||
-        httpPort > 65535)
-    ) {
-      throw new InvalidArgumentError(
-        `httpPort must be an integer from 0 to 65535, got ${describeValue(httpPort)}`,
-      );
-    }
-    let tls: { cert: string | Buffer; key: string | Buffer } | undefined;
-    if (opts.tls !== undefined) {
-      const { cert, key } = checkOptionsObject(opts.tls, 'tls');
-      const pem = (v: unknown) => typeof v === 'string' || Buffer.isBuffer(v);
-      if (!pem(cert) || !pem(key))
-        throw new InvalidArgumentError('tls needs cert and key (PEM strings or Buffers)');
-      tls = { cert, key };
-    }
-
-    const ha = checkHa(opts.ha);
     const lanes = {
       handler: new Lane('handler', handlers),
       priority: new Lane('priority', priorityHandlers),
@@ -476,7 +162,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       rowLockWaitMs,
       durability,
       clock,
-      openStorage: checkCallback(opts.openStorage, 'openStorage'),
+      openStorage: opts.openStorage,
       sessionLimits: {
         defaultLeaseMs: sessionLeaseMs,
         minLeaseMs: minSessionLeaseMs,
@@ -605,7 +291,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
    * most `WAITS_LISTED`, counted by `waiting`. The lists are selected in one pass over the
    * sessions and their locks, without sorting them all.
    */
-  status(): Record<string, unknown> {
+  status(): ServerStatus {
     const now = Date.now();
     const data = this.#data;
     const registry = data?.sessions;

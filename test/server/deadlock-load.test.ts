@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { LocksmithClient } from '../../src/client/locksmith-client.js';
 import { Delete, Get, Increment, Put, RowMutations } from '../../src/rows/index.js';
+import type { ServerStatus } from '../../src/server/server-status.js';
 import { sleep } from '../helpers.js';
 import { client, startServer } from './server-fixture.js';
 
@@ -109,8 +110,7 @@ describe('deadlock detection under load', () => {
       );
       assert.deepEqual(Object.fromEntries(failures), {}, 'no call failed (no false DEADLOCK)');
       assert.equal(done, sessions.length * perSession);
-      const status = server.status() as { deadlocks?: { detected?: number } };
-      assert.equal(status.deadlocks?.detected, 0);
+      assert.equal(server.status().deadlocks.detected, 0);
       // Safety: every acknowledged increment counted exactly once.
       const t = (sessions[0] as LocksmithClient).table('t');
       for (const row of ROWS) {
@@ -161,10 +161,7 @@ describe('deadlock detection under load', () => {
 });
 
 /** Waits until `n` calls (explicit or implicit) wait for a row, as the server's status counts them. */
-async function waitForWaiters(
-  server: { status(): Record<string, unknown> },
-  n: number,
-): Promise<void> {
+async function waitForWaiters(server: { status(): ServerStatus }, n: number): Promise<void> {
   const waiting = () => server.status().waiting;
   for (let i = 0; i < 1000 && waiting() !== n; i++) await sleep(10);
   assert.equal(waiting(), n, 'the wait is queued');

@@ -1,0 +1,68 @@
+import type { RateHistory } from './call-stats.js';
+import type { HaStatus } from './ha-role.js';
+import type { LockWaitStatus } from './lock-wait-status.js';
+
+/** A handler lane's counters. */
+export interface LaneStatus {
+  size: number;
+  busy: number;
+  queued: number;
+  parked: number;
+  completed: number;
+}
+
+/** One session, as status pages show it (a label; the session id stays secret). */
+export interface SessionStatus {
+  session: string;
+  client: string | undefined;
+  connected: boolean;
+  leaseMs: number;
+  leaseRemainingMs: number;
+  locks: number;
+  waiting: number;
+  scanners: number;
+  ageMs: number;
+}
+
+/** One held row lock. */
+export interface HeldLockStatus {
+  table: string;
+  row: string;
+  session: string;
+  client: string | undefined;
+  token: number;
+  leaseRemainingMs: number;
+}
+
+/** One table. */
+export interface TableStatus {
+  name: string;
+  families: string[];
+  rows: number;
+  cells: number;
+}
+
+/**
+ * What a server says about itself: the answer of the `status` call, of `GET /status`, and what
+ * `rows status` and the dashboard show. Lists are bounded (the sessions with the most locks,
+ * the locks closest to expiry, the oldest waits); the counts beside them are exact.
+ */
+export interface ServerStatus extends LockWaitStatus {
+  server: string;
+  uptimeMs: number;
+  /** `host:port` the server listens on. */
+  listening: string;
+  connections: number;
+  sockets: number;
+  unsentBytes: number;
+  tables: TableStatus[];
+  sessions: SessionStatus[];
+  sessionsOpen: number;
+  locks: HeldLockStatus[];
+  locksHeld: number;
+  scanners: number;
+  handlers: { handler: LaneStatus; priority: LaneStatus };
+  calls: { ok: Record<string, number>; failed: Record<string, number>; perSecond: number[] };
+  rates: RateHistory;
+  ha: HaStatus;
+}
