@@ -21,6 +21,7 @@ import {
   ServerKind,
 } from '../wire/messages.js';
 import { fromWireError } from '../wire/wire-error.js';
+import { AddressRotation } from './address-rotation.js';
 import { parseMasterAddress, type ServerAddress } from './server-address.js';
 import { sessionContinuity, welcomeEpoch } from './session-continuity.js';
 
@@ -148,11 +149,10 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   #keepAliveTimer: NodeJS.Timeout | undefined;
   #lastSent = 0;
   #lastHeard = 0;
-  #attempt = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
   /**
    * One timer for every call's timeout, armed for the earliest deadline it knows of (a timer
-   * per call was a visible share of a fast call's cost). It keeps the process alive only
+   * per call would be a visible share of a fast call's cost). It keeps the process alive only
    * while some call with a deadline is unsettled ({@link #timedCalls}).
    */
   #deadlineTimer: NodeJS.Timeout | undefined;
@@ -166,22 +166,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   #helloSentAt = 0;
   /** Why the last attempt to connect failed, for the message of a `connect()` that gives up. */
   #lastFailure: ConnectionLostError | undefined;
-  /** Why each address tried since the last WELCOME failed (`host:port` → message), in order. */
-  readonly #failures = new Map<string, string>();
-  /** The address of the current (or last) attempt. */
-  #address: ServerAddress;
-  /** Index in the list of the address to try next (unless a redirect or a retry comes first). */
-  #cursor = 0;
-  /** Where a `NOT_MASTER` refusal said the master is: the next attempt goes there. */
-  #redirect: ServerAddress | undefined;
-  /** A connection that was up dropped: try its server again first (the session lives there). */
-  #retryCurrent = false;
-  /** Attempts since the last WELCOME or backoff: a round of the list goes without waiting. */
-  #roundAttempts = 0;
-  /** How many of those ran out of their handshake bound. */
-  #roundTimeouts = 0;
-  /** Rounds in a row in which every attempt ran out of its bound: each doubles the bound. */
-  #slowRounds = 0;
+  /** Which server next, with what handshake bound and backoff; why each one failed. */
+  readonly #rotation: AddressRotation;
   /** The server of the last WELCOME, and its epoch: a change of either is a failover. */
   #master: { address: string; epoch: number } | undefined;
   /** Bounds the current attempt's handshake (see {@link handshakeTimeoutMs}). */
@@ -191,8 +177,6 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   #attemptStartedAt = 0;
   /** The connection being dropped went silent: the next attempt goes round the list first. */
   #silent = false;
-  /** Addresses whose certificate this client does not trust (no retry makes it trusted). */
-  readonly #untrusted = new Set<string>();
   /** A keep-alive ping is in flight: no second one until it is answered or gives up. */
   #pinging = false;
 
@@ -200,9 +184,10 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     super();
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
-    const first = options.addresses[0];
-    if (first === undefined) throw new TypeError('ClientConnection: no server address');
-    this.#address = first;
+    if (options.addresses.length === 0) {
+      throw new TypeError('ClientConnection: no server address');
+    }
+    this.#rotation = new AddressRotation(options);
   }
 
   /** `host:port` of the master this client last connected to (undefined before the first). */
@@ -312,43 +297,18 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
 
   // ---- connecting ------------------------------------------------------------------------
 
-  /**
-   * Why `connect()` gave up: every address of the list (and any a refusal pointed to), each
-   * with why it failed, the attempt still under way, or that the time ran out before it.
-   */
+  /** Why `connect()` gave up (see {@link AddressRotation.gaveUpMessage}). */
   #gaveUpMessage(): string {
-    const { addresses, connectTimeoutMs } = this.#options;
-    const reasons = new Map<string, string>();
-    for (const a of addresses) reasons.set(a.label, 'not tried: the time ran out first');
-    for (const [label, why] of this.#failures) reasons.set(label, why);
-    if (this.#socket !== undefined && !this.#ready) {
-      const ms = Math.round(this.#clock.monotonic() - this.#attemptStartedAt);
-      reasons.set(this.#address.label, `${this.#stageTimeout(ms)} (the attempt under way)`);
-    }
-    const [only, ...others] = reasons;
-    if (addresses.length === 1 && only !== undefined && others.length === 0) {
-      return `Could not connect to ${only[0]} within ${connectTimeoutMs} ms: ${only[1]}`;
-    }
-    const list = [...reasons].map(([label, why]) => `${label}: ${why}`).join('; ');
-    return `Could not connect to a master among ${addresses.map((a) => a.label).join(', ')} within ${connectTimeoutMs} ms: ${list}`;
+    const underway =
+      this.#socket !== undefined && !this.#ready
+        ? this.#stageTimeout(Math.round(this.#clock.monotonic() - this.#attemptStartedAt))
+        : undefined;
+    return this.#rotation.gaveUpMessage(underway);
   }
 
-  /**
-   * The bound on one attempt's handshake ({@link handshakeTimeoutMs}): short enough that
-   * `connect()` reaches the last address of its list within `connectTimeoutMs` even when every
-   * other one is wedged. It doubles, up to `connectTimeoutMs`, after
-   * each round of the list in which every attempt ran out of it (the servers may be slow rather
-   * than wedged, and then only a longer wait reaches one); a round in which any server answered
-   * (a refusal, a `NOT_MASTER`) sets it back, so a wedged old master costs the short bound in
-   * every round of a failover.
-   */
+  /** The bound on the next attempt's handshake (see {@link AddressRotation}). */
   get handshakeTimeoutMs(): number {
-    const { connectTimeoutMs } = this.#options;
-    return Math.min(
-      connectTimeoutMs,
-      handshakeTimeoutMs(connectTimeoutMs, this.#options.addresses.length) *
-        2 ** Math.min(this.#slowRounds, 20),
-    );
+    return this.#rotation.handshakeTimeoutMs;
   }
 
   /** What an attempt that has not finished its handshake after `ms` was waiting for. */
@@ -363,28 +323,9 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     }
   }
 
-  /** The address of the next attempt: where a refusal pointed, the server just lost, or the next. */
-  #nextAddress(): ServerAddress {
-    const redirect = this.#redirect;
-    this.#redirect = undefined;
-    if (redirect !== undefined) {
-      this.#retryCurrent = false;
-      return redirect;
-    }
-    if (this.#retryCurrent) {
-      this.#retryCurrent = false;
-      return this.#address;
-    }
-    const { addresses } = this.#options;
-    const address = addresses[this.#cursor % addresses.length] as ServerAddress;
-    this.#cursor = (this.#cursor + 1) % addresses.length;
-    return address;
-  }
-
   #dial(): void {
     if (this.#closed) return;
-    const address = this.#nextAddress();
-    this.#address = address;
+    const address = this.#rotation.next();
     const { host, port, label } = address;
     const tls = address.tls ? (this.#options.tls ?? {}) : undefined;
     const socket =
@@ -434,10 +375,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
           { cause: err },
         );
         this.#lastError = untrusted;
-        this.#untrusted.add(label);
-        if (this.#options.addresses.every((a) => this.#untrusted.has(a.label))) {
-          this.#fatal = untrusted;
-        }
+        if (this.#rotation.untrusted(label)) this.#fatal = untrusted;
       }
     });
     socket.on('close', () => {
@@ -467,12 +405,12 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       if (!wasReady) {
         this.#lastFailure = reason;
         const why = this.#lastError?.message.trim();
-        this.#failures.set(
+        this.#rotation.failed(
           label,
           `${why ?? (helloSent ? 'the connection closed before the handshake' : 'no connection')}${hint}`,
         );
       } else if (!this.#silent) {
-        this.#retryCurrent = true;
+        this.#rotation.retryCurrent();
       }
       this.#lastError = undefined;
       this.#failInFlight(reason);
@@ -493,23 +431,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
    */
   #scheduleReconnect(timedOut: boolean): void {
     if (this.#closed) return;
-    const { reconnectMinMs, reconnectMaxMs, addresses } = this.#options;
-    this.#roundAttempts++;
-    if (timedOut) this.#roundTimeouts++;
-    const n = addresses.length;
-    let delay = 0;
-    if (
-      this.#roundAttempts >= n &&
-      (this.#redirect === undefined || this.#roundAttempts >= 2 * n)
-    ) {
-      this.#slowRounds = this.#roundTimeouts === this.#roundAttempts ? this.#slowRounds + 1 : 0;
-      this.#roundAttempts = 0;
-      this.#roundTimeouts = 0;
-      const base = Math.min(reconnectMaxMs, reconnectMinMs * 2 ** Math.min(this.#attempt, 20));
-      this.#attempt++;
-      delay = base / 2 + Math.random() * (base / 2);
-    }
-    this.#reconnectTimer = setTimeout(() => this.#dial(), delay);
+    this.#reconnectTimer = setTimeout(() => this.#dial(), this.#rotation.afterAttempt(timedOut));
     // Reconnecting alone does not keep the process alive (a call waiting for it has its own timer).
     this.#reconnectTimer.unref();
   }
@@ -568,7 +490,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       throw new ProtocolError(`Unexpected WELCOME (protocol ${protocol})`);
     }
     const epoch = welcomeEpoch(w.epoch);
-    const address = this.#address.label;
+    const address = this.#rotation.current.label;
     const info: SessionInfo = {
       id: w.session,
       leaseMs: Number(w.sessionLeaseMs),
@@ -607,15 +529,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#ready = true;
     clearTimeout(this.#handshakeTimer);
     this.#handshakeTimer = undefined;
-    this.#untrusted.clear();
-    this.#attempt = 0;
-    this.#roundAttempts = 0;
-    this.#roundTimeouts = 0;
-    this.#slowRounds = 0;
-    this.#failures.clear();
     // The next round starts after this server: if it is lost, the others are tried next.
-    const at = this.#options.addresses.findIndex((a) => a.label === address);
-    if (at >= 0) this.#cursor = (at + 1) % this.#options.addresses.length;
+    this.#rotation.welcomed(address);
     this.#sessionAliveAt(this.#helloSentAt);
     this.#startKeepAlive();
     if (previous !== undefined && (previous.address !== address || previous.epoch !== epoch)) {
@@ -678,10 +593,10 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
    * well-formed `host:port` other than this server (else to the next address of the list).
    */
   #notMaster(socket: Socket, message: unknown, details: Record<string, unknown> | undefined): void {
-    const from = this.#address;
+    const from = this.#rotation.current;
     const master = parseMasterAddress(details?.master, from.tls);
     const named = master !== undefined && master.label !== from.label ? master : undefined;
-    this.#redirect = named;
+    this.#rotation.redirectTo(named);
     const text = typeof message === 'string' ? message : 'not the master';
     this.#lastError = new NotMasterError(
       `${text} (NOT_MASTER; ${named === undefined ? 'it named no usable master address' : `it names the master ${named.label}`})`,
@@ -795,7 +710,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#silent = true;
     const heard = Math.round(this.#clock.monotonic() - this.#lastHeard);
     this.#lastError = new ConnectionLostError(
-      `nothing heard from ${this.#address.label} for ${heard} ms (a paused or wedged server?)`,
+      `nothing heard from ${this.#rotation.current.label} for ${heard} ms (a paused or wedged server?)`,
     );
     socket.destroy();
   }
@@ -953,16 +868,7 @@ function isGrant(method: Method, value: unknown): boolean {
   return (method === 'lockRow' || method === 'tryLockRow') && Array.isArray(value);
 }
 
-/**
- * The bound on one handshake (TCP, TLS, HELLO → WELCOME) for a `connectTimeoutMs` and a list of
- * `addresses`: a quarter of `connectTimeoutMs`, or `connectTimeoutMs / (addresses + 1)` for a
- * list of four or more, so that the whole list fits in `connectTimeoutMs` with one bound to
- * spare for the server that answers. `ClientConnection.handshakeTimeoutMs` lengthens it for
- * rounds in which no server answered at all.
- */
-export function handshakeTimeoutMs(connectTimeoutMs: number, addresses: number): number {
-  return Math.max(1, Math.floor(connectTimeoutMs / Math.max(4, addresses + 1)));
-}
+export { handshakeTimeoutMs } from './address-rotation.js';
 
 /** How long a connection may hear nothing before it counts as dead: 5/8 of the session lease. */
 export function silenceLimitMs(sessionLeaseMs: number): number {
