@@ -66,7 +66,7 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
    * Someone can now notice a loss (the handle's `signal` was read, or a `lost` listener
    * added): from here a timer reports the lease's end by itself. Until then a lapsed lease is
    * found by `ensureValid()` (every call carrying the lock makes it first) or by the server's
-   * notice, so a lock nobody watches costs no timer (a timer per lock was a visible share of a
+   * notice, so a lock nobody watches costs no timer (a timer per lock would be a visible share of a
    * lock cycle's cost).
    */
   protected override observed(): void {

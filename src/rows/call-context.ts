@@ -5,7 +5,7 @@
  * the host's handlers or connections.
  *
  * - Cancellation without an `AbortSignal` per call: most calls find their rows free and never
- *   wait, and a controller per call (with the garbage it makes) was a visible share of the
+ *   wait, and a controller per call (with the garbage it makes) would be a visible share of the
  *   server's CPU. A call whose context is already `aborted` when it starts is refused with an
  *   `AbortedError` (cause: the signal's reason) even if its row is free; a wait listens to
  *   `signal`, which the context makes on first use. Given together with a `signal` option, the

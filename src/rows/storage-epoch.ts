@@ -10,7 +10,7 @@ import { SEGMENT_MAGIC, SNAPSHOT_MAGIC } from './record-codec.js';
 import { parseSnapshotName, TEMP_SUFFIX } from './snapshot-file.js';
 
 /**
- * Epochs: how a row storage fences a deposed writer (issue 11, "fencing reaches the storage").
+ * Epochs: how a row storage fences a deposed writer.
  *
  * A master opens the storage with its mastership's fencing token as `epoch` (>= 1); a larger
  * epoch is a newer master. The epoch is kept in three places: the `epoch` file (the current

@@ -82,7 +82,7 @@ export interface ConnectionLimits {
 /**
  * A call in flight, and its context for the dispatcher. Its abort signal is made only when
  * the call asks for it (a lock wait): most calls never do, and an AbortController per call
- * was a visible share of the server's CPU. An abort before that is remembered and the signal
+ * would be a visible share of the server's CPU. An abort before that is remembered and the signal
  * is born aborted.
  */
 class InFlight implements CallContext {

@@ -1,5 +1,5 @@
 /**
- * The linearizability proof of issue 11: three `locksmith serve --ha` servers on one data
+ * The linearizability proof: three `locksmith serve --ha` servers on one data
  * directory, workload clients incrementing counters and writing and reading registers through
  * them, while the master is killed (kill -9, then restarted), paused past its lease (SIGSTOP,
  * then SIGCONT) and, with the lease-database locker, the lock database crashed and restarted.
@@ -193,7 +193,7 @@ async function leaseDatabaseChaos(
   }
 }
 
-describe('linearizability through failovers (issue 11)', { concurrency: false }, () => {
+describe('linearizability through failovers', { concurrency: false }, () => {
   it('shared-file: kill -9 and SIGSTOP of the master; histories are linearizable (conformance M8)', {
     timeout: 180_000,
   }, async (t) => {

@@ -1,4 +1,4 @@
-// Not a test: a cluster of `locksmith serve` processes for the failover proofs of issue 11.
+// Not a test: a cluster of `locksmith serve` processes for the failover proofs.
 // Each member has its own fixed port and HTTP port (kept across restarts, so the clients'
 // address list stays right); all share one data directory. Members are found by their
 // `GET /status` (`ha.role`; a server without `ha` in its status is standalone), so the

@@ -1,4 +1,4 @@
-// Not a test: the history format of the linearizability check (issue 11), its clock, its
+// Not a test: the history format of the linearizability check, its clock, its
 // writer and its reader.
 //
 // A history is JSON lines, one file per client process, one line per operation:

@@ -1,4 +1,4 @@
-// Not a test: the linearizability checker of issue 11. It reads what client processes saw of
+// Not a test: the linearizability checker. It reads what client processes saw of
 // counters and registers through a cluster under faults (history.ts), and lists every
 // observation that no single order of the operations consistent with real time can explain.
 //

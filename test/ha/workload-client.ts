@@ -1,4 +1,4 @@
-// A client process of the linearizability check (issue 11): through a locksmith cluster, it
+// A client process of the linearizability check: through a locksmith cluster, it
 // increments random counters, writes its own register with increasing values and reads random
 // registers, one operation at a time, and logs each with its times and outcome (history.ts).
 //

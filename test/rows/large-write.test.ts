@@ -1,5 +1,5 @@
 /**
- * One write never holds the event loop for long, whatever scanners are open (issue 18 §3):
+ * One write never holds the event loop for long, whatever scanners are open:
  * with a scan pinning an old read point, no version of the write can be pruned, and the old
  * memstore walked every version of a column for each of the write's cells (20,000 cells of one
  * column held the loop for 16 s). Each case here is a write of 20,000 cells shaped to hit one

@@ -1,5 +1,5 @@
 /**
- * Clients follow the master (issue 11): a client given several addresses connects to the first
+ * Clients follow the master: a client given several addresses connects to the first
  * that welcomes it, goes where a `NOT_MASTER` refusal points, and when its master goes away
  * (killed with SIGKILL, stepping down, replaced by one of another epoch) says clearly what was
  * lost (its session and every row lock: their handles' signals abort), fails the calls that

@@ -1,5 +1,5 @@
 /**
- * Servers that accept connections and never answer (issue 18 §2): a paused or wedged process,
+ * Servers that accept connections and never answer: a paused or wedged process,
  * a half-dead host. The client gives each handshake a bound derived from `connectTimeoutMs` and
  * moves on to the next address; when every address fails, its error says why each did; and a
  * session whose server goes silent is dropped as a lost connection, the client finding the

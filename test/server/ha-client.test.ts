@@ -1,5 +1,5 @@
 /**
- * The client with master/slave servers (issue 11, B and C together): given both addresses, the
+ * The client with master/slave servers: given both addresses, the
  * client is sent by the slave to the master (NOT_MASTER with the master's address); after a
  * `kill -9` of the master its row lock handles abort with `MASTER_CHANGED`, it opens a new
  * session on the server that took over (a new epoch), and every write it saw acknowledged is

@@ -3,7 +3,7 @@
  * (SIGCONT), a write and a table creation that were waiting on its socket are refused — it no
  * longer counts itself master — nothing of them reaches the new master, its session ends with
  * `MASTER_CHANGED`, and it goes back to waiting as a slave. And a client of the paused master
- * finds the new one while the old one is still paused (issue 18 §2): the paused process keeps
+ * finds the new one while the old one is still paused: the paused process keeps
  * accepting TCP connections (the kernel does that for it) and never answers.
  */
 import assert from 'node:assert/strict';

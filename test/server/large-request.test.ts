@@ -1,6 +1,6 @@
 /**
  * The largest request the server's limits allow is served without freezing the server
- * (issue 18 §3): a put of MAX_CELLS_PER_CALL cells of one column that fills a frame, sent
+ *: a put of MAX_CELLS_PER_CALL cells of one column that fills a frame, sent
  * while another session's scanner pins an old read point (so no version can be pruned), is
  * applied whole while a third client's pings keep being answered. The ping client runs in a
  * worker thread, so only the server's event loop is measured, not this test's encoding.
