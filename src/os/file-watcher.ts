@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { WakeSource } from '../core/wait.js';
+import type { WatcherData, WatcherMessage } from './file-watcher-worker.js';
 import { libc } from './libc.js';
 
 const IN_ATTRIB = 0x4;
@@ -35,37 +36,11 @@ const REPLACED_MASK = {
 const IDLE_STOP_MS = 2000;
 
 /**
- * The watcher thread: a blocking `read(2)` of the inotify descriptor, which is this dedicated
- * thread's wait — not a libuv thread-pool job, and no CPU while nothing happens. Each batch of
- * events becomes one message of watch descriptors. It is plain CommonJS evaluated in the
- * worker, without koffi, so that starting it costs as little as a worker can. To stop it the
+ * The watcher thread (file-watcher-worker.ts): a blocking `read(2)` of the inotify descriptor,
+ * without koffi; each batch of events becomes one message of watch descriptors. To stop it the
  * main thread sets the flag and removes a sentinel watch, whose IN_IGNORED event ends the read.
  */
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const { readSync } = require('node:fs');
-const { fd, control } = workerData;
-const stop = new Int32Array(control);
-const events = Buffer.alloc(64 * 1024);
-while (Atomics.load(stop, 0) === 0) {
-  let n;
-  try {
-    n = readSync(fd, events, 0, events.length, null);
-  } catch (err) {
-    if (err.code === 'EINTR' || err.code === 'EAGAIN') continue;
-    throw err;
-  }
-  const wds = [];
-  const gone = [];
-  // struct inotify_event { int wd; uint32 mask; uint32 cookie; uint32 len; char name[len]; }
-  for (let off = 0; off + 16 <= n; off += 16 + events.readUInt32LE(off + 12)) {
-    const wd = events.readInt32LE(off);
-    if (!wds.includes(wd)) wds.push(wd);
-    if ((events.readUInt32LE(off + 4) & 0x8000) !== 0) gone.push(wd);
-  }
-  if (Atomics.load(stop, 0) === 0) parentPort.postMessage({ wds, gone });
-}
-`;
+const WORKER_URL = new URL('./file-watcher-worker.js', import.meta.url);
 
 /**
  * Wake hints for a file, from the kernel. On Linux this is inotify, read by one background
@@ -177,7 +152,7 @@ class InotifyHub {
     };
   }
 
-  #dispatch(message: { wds: number[]; gone: number[] }): void {
+  #dispatch(message: WatcherMessage): void {
     for (const wd of message.wds) {
       const set = this.#listeners.get(wd);
       if (set === undefined) continue;
@@ -198,13 +173,12 @@ class InotifyHub {
       return;
     }
     const control = new SharedArrayBuffer(4);
-    const thread = new Worker(WORKER_SOURCE, {
-      eval: true,
-      workerData: { fd: this.#fd, control },
+    const thread = new Worker(WORKER_URL, {
+      workerData: { fd: this.#fd, control } satisfies WatcherData,
       stdout: false,
       stderr: false,
     });
-    thread.on('message', (m: { wds: number[]; gone: number[] }) => this.#dispatch(m));
+    thread.on('message', (m: WatcherMessage) => this.#dispatch(m));
     thread.on('error', () => {
       this.#broken = true;
       if (this.#worker?.thread === thread) this.#worker = undefined;

@@ -1,6 +1,7 @@
 /**
  * The dashboard's page (`GET /`): a static shell with no data in it. Everything shown is
- * fetched from `/status` by `/dashboard.js` and written with `textContent`, so the page itself
+ * fetched from `/status` by `/dashboard.js` (a module script, compiled from dashboard-client.ts;
+ * deferred like every module script) and written with `textContent`, so the page itself
  * is the same for everyone and safe to serve without the token; the Content-Security-Policy
  * allows only this server's own script and style (no inline code, see http-guard.ts).
  */
@@ -38,7 +39,7 @@ export const DASHBOARD_HTML = `<!doctype html>
 <title>locksmith</title>
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/dashboard.css">
-<script src="/dashboard.js" defer></script>
+<script type="module" src="/dashboard.js"></script>
 </head>
 <body>
 <header>

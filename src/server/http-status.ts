@@ -2,14 +2,14 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
+import { dashboardScript, dashboardStyle } from './dashboard-assets.js';
 import { DASHBOARD_HTML, DASHBOARD_ICON } from './dashboard-page.js';
-import { DASHBOARD_JS } from './dashboard-script.js';
-import { DASHBOARD_CSS } from './dashboard-style.js';
 import { allowedHost, SECURITY_HEADERS } from './http-guard.js';
+import type { ServerStatus } from './server-status.js';
 
 /** What the status endpoint reads from its server. */
 export interface StatusSource {
-  status(): Record<string, unknown>;
+  status(): ServerStatus;
   metrics(): ServerMetrics;
 }
 
@@ -27,14 +27,17 @@ export interface ServerMetrics {
   calls: { method: string; outcome: 'ok' | 'error'; count: number }[];
 }
 
-/** The dashboard's files: static, the same for everyone, so served without the token. */
-const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
-  '/': { type: 'text/html; charset=utf-8', body: DASHBOARD_HTML },
-  '/index.html': { type: 'text/html; charset=utf-8', body: DASHBOARD_HTML },
-  '/dashboard.js': { type: 'text/javascript; charset=utf-8', body: DASHBOARD_JS },
-  '/dashboard.css': { type: 'text/css; charset=utf-8', body: DASHBOARD_CSS },
-  '/favicon.svg': { type: 'image/svg+xml', body: DASHBOARD_ICON },
-  '/favicon.ico': { type: 'image/svg+xml', body: DASHBOARD_ICON },
+/**
+ * The dashboard's files: static, the same for everyone, so served without the token. The
+ * script and style sheet are files of the package, read on first request (dashboard-assets.ts).
+ */
+const ASSETS: Readonly<Record<string, { type: string; body: () => string }>> = {
+  '/': { type: 'text/html; charset=utf-8', body: () => DASHBOARD_HTML },
+  '/index.html': { type: 'text/html; charset=utf-8', body: () => DASHBOARD_HTML },
+  '/dashboard.js': { type: 'text/javascript; charset=utf-8', body: dashboardScript },
+  '/dashboard.css': { type: 'text/css; charset=utf-8', body: dashboardStyle },
+  '/favicon.svg': { type: 'image/svg+xml', body: () => DASHBOARD_ICON },
+  '/favicon.ico': { type: 'image/svg+xml', body: () => DASHBOARD_ICON },
 };
 
 /**
@@ -172,7 +175,15 @@ export class HttpStatus {
       }
       const asset = Object.hasOwn(ASSETS, path) ? ASSETS[path] : undefined;
       if (asset !== undefined) {
-        send(200, asset.type, asset.body);
+        let body: string;
+        try {
+          body = asset.body();
+        } catch {
+          // A file missing from the installed package: say so (not where) rather than crash.
+          send(500, 'text/plain; charset=utf-8', `${path} is missing from this installation\n`);
+          return;
+        }
+        send(200, asset.type, body);
         return;
       }
       if (!authorized(req)) {

@@ -9,8 +9,8 @@ import { request } from 'node:http';
 import { describe, it } from 'node:test';
 import { DeadlockError, Put } from '../../src/rows/index.js';
 import { CallStats, RATE_BUCKETS, RATE_INTERVAL_MS } from '../../src/server/call-stats.js';
+import { dashboardScript } from '../../src/server/dashboard-assets.js';
 import { DASHBOARD_HTML } from '../../src/server/dashboard-page.js';
-import { DASHBOARD_JS } from '../../src/server/dashboard-script.js';
 import { allowedHost } from '../../src/server/http-guard.js';
 import { eventually } from '../helpers.js';
 import { client, startServer } from './server-fixture.js';
@@ -73,13 +73,14 @@ describe('dashboard over HTTP', () => {
     // The page holds no code nor data of its own: its script comes from /dashboard.js.
     assert.doesNotMatch(DASHBOARD_HTML, /<script(?![^>]*\ssrc=)[^>]*>/);
     assert.doesNotMatch(DASHBOARD_HTML, /\sstyle=|\son[a-z]+=/);
-    assert.match(DASHBOARD_HTML, /<script src="\/dashboard\.js" defer><\/script>/);
-    // The script writes text, never HTML, and calls nothing but GET /status.
-    assert.doesNotMatch(
-      DASHBOARD_JS,
-      /innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(/,
-    );
-    assert.deepEqual(DASHBOARD_JS.match(/fetch\('[^']*'/g), ["fetch('/status'"]);
+    assert.match(DASHBOARD_HTML, /<script type="module" src="\/dashboard\.js"><\/script>/);
+    // The script writes text, never HTML, and calls nothing but GET /status. What is served is
+    // the compiled dashboard-client.ts, without its source-map comment.
+    const script = dashboardScript();
+    assert.equal((await get(port, '/dashboard.js')).body, script);
+    assert.doesNotMatch(script, /sourceMappingURL/);
+    assert.doesNotMatch(script, /innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(/);
+    assert.deepEqual(script.match(/fetch\('[^']*'/g), ["fetch('/status'"]);
   });
 
   it('serves GET and HEAD only, changes nothing, and answers 404 elsewhere (conformance M9)', async () => {
