@@ -4,7 +4,6 @@ import { AbortedError, LockLostError } from '../core/errors.js';
 import {
   booleanOption,
   clockOption,
-  customOption,
   durationOption,
   type OptionValues,
   readOptions,
@@ -20,7 +19,7 @@ import {
   type LockerOptions,
   type LockerStartOptions,
 } from './locker.js';
-import { checkLogger, type StoreLogger, silentLogger } from './logger.js';
+import { LOGGER_OPTION, type StoreLogger } from './logger.js';
 import { Mastership, markEnded, markUnconfirmed } from './mastership.js';
 
 export interface AbstractLockerOptions extends LockerOptions {
@@ -39,13 +38,7 @@ export const ABSTRACT_LOCKER_SPEC = {
   ),
   failIfLocked: withDefault(booleanOption(), false),
   clock: clockOption(),
-  logger: withDefault(
-    customOption('a logger with info(), debug() and warn()', (value) =>
-      checkLogger(value as StoreLogger),
-    ),
-    silentLogger,
-    'silent',
-  ),
+  logger: LOGGER_OPTION,
 } as const satisfies SpecOf<AbstractLockerOptions>;
 
 /**

@@ -13,7 +13,7 @@ import { checkOptionsObject, describeValue } from '../core/options.js';
 import type { DatabaseLockerOptions } from './database-locker.js';
 import type { LeaseDatabaseLockerOptions } from './lease-database-locker.js';
 import type { Locker } from './locker.js';
-import { checkLogger, type StoreLogger } from './logger.js';
+import { LOGGER_OPTION, type StoreLogger } from './logger.js';
 import { SharedFileLocker, type SharedFileLockerOptions } from './shared-file-locker.js';
 
 /** The lockers {@link createLocker} makes, by name. */
@@ -77,9 +77,8 @@ export type CreateLockerOptions =
 const COMMON_SPEC = {
   kind: oneOfOption(LOCKER_KINDS),
   failIfLocked: booleanOption(),
-  logger: customOption('a logger with info(), debug() and warn()', (value) =>
-    checkLogger(value as StoreLogger),
-  ),
+  // Undefined when absent: the locker made applies its own default.
+  logger: { ...LOGGER_OPTION, default: undefined },
 } as const;
 
 /** Each kind's options, declared once: a name another kind takes is refused, not ignored. */

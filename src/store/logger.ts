@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { customOption, type DefaultedRule, withDefault } from '../core/option-spec.js';
 import { hasMethods } from '../core/options.js';
 
 /**
@@ -44,3 +45,12 @@ export function checkLogger(logger: StoreLogger | undefined): StoreLogger {
   }
   return logger;
 }
+
+/** The `logger` option as the option specs declare it (silent by default). */
+export const LOGGER_OPTION: DefaultedRule<StoreLogger> = withDefault(
+  customOption('a logger with info(), debug() and warn()', (value) =>
+    checkLogger(value as StoreLogger),
+  ),
+  silentLogger,
+  'silent',
+);

@@ -19,7 +19,7 @@ import {
 import { hasMethods } from '../core/options.js';
 import { describe } from './describe-error.js';
 import type { Locker } from './locker.js';
-import { checkLogger, type StoreLogger, silentLogger } from './logger.js';
+import { LOGGER_OPTION, type StoreLogger } from './logger.js';
 import type { Service } from './service.js';
 
 export interface SupervisorOptions {
@@ -52,13 +52,7 @@ export const SUPERVISOR_SPEC = {
   stopOnError: withDefault(booleanOption(), false),
   restartAllowed: withDefault(booleanOption(), true),
   clock: clockOption(),
-  logger: withDefault(
-    customOption('a logger with info(), debug() and warn()', (value) =>
-      checkLogger(value as StoreLogger),
-    ),
-    silentLogger,
-    'silent',
-  ),
+  logger: LOGGER_OPTION,
 } as const satisfies SpecOf<SupervisorOptions>;
 
 /** What every supervisor event carries. */
