@@ -10,12 +10,12 @@ import {
   NotMasterError,
   ProtocolError,
 } from '../core/errors.js';
+import type { Method } from '../wire/calls.js';
 import { decode, encodeFrame } from '../wire/codec.js';
 import { DEFAULT_MAX_FRAME_BYTES, FrameReader } from '../wire/frame.js';
 import {
   ClientKind,
   type HelloOptions,
-  type Method,
   PROTOCOL_VERSION,
   parseServerMessage,
   ServerKind,

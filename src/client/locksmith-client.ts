@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
-import { InvalidArgumentError, LockLostError, ProtocolError } from '../core/errors.js';
+import { InvalidArgumentError, type LockLostError } from '../core/errors.js';
 import {
   booleanOption,
   clockOption,
@@ -16,13 +16,16 @@ import {
 } from '../core/option-spec.js';
 import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import type { ColumnFamilySpec } from '../rows/column-family.js';
+import type { TableDescription } from '../rows/table-descriptor.js';
 import type { ServerStatus } from '../server/server-status.js';
-import { wireInteger } from '../wire/rows-codec.js';
+import type { CallArgs, CallResult } from '../wire/calls.js';
 import { ClientConnection, type SessionInfo } from './client-connection.js';
-import { RemoteRowLock } from './remote-row-lock.js';
+import { HeldLocks } from './held-locks.js';
 import { RemoteTable, type TableClient } from './remote-table.js';
 import { parseServerAddresses } from './server-address.js';
-import { fromServer, serverTuple } from './server-value.js';
+import { type TypedCall, typedCall } from './typed-call.js';
+
+export type { TableDescription };
 
 export interface ConnectOptions {
   /** The server's token (`locksmith serve --token-file`). */
@@ -77,12 +80,6 @@ export interface CreateTableOptions {
   timestampOnArrival?: boolean | undefined;
 }
 
-export interface TableDescription {
-  name: string;
-  families: { name: string; maxVersions: number }[];
-  timestampOnArrival: boolean;
-}
-
 export interface LocksmithClientEvents {
   /** The session ended; every lock it held is lost (its handles' signals aborted). */
   sessionLost: [reason: LockLostError];
@@ -99,9 +96,6 @@ export interface LocksmithClientEvents {
 }
 
 export { parseServerUrl } from './server-address.js';
-
-/** Ids of lost locks a client remembers (see `LocksmithClient`'s `#gone`). */
-const GONE_KEPT = 4096;
 
 /** What the `failover` event tells: the session moved from one master to another. */
 export interface FailoverEvent {
@@ -123,57 +117,25 @@ export class LocksmithClient
   implements AsyncDisposable
 {
   readonly #connection: ClientConnection;
-  readonly #locks = new Map<string, RemoteRowLock>();
-  /**
-   * Ids of locks this client counts as lost. A use of one fails here, as in process, even
-   * while the server (whose lease outlasts the client's conservative one) still holds it. A
-   * closed lock's id is not kept: its unlock reaches the server ahead of any later call of
-   * this connection, which the server then refuses the same way; if the connection drops
-   * first, the row stays this session's until the reconnect gives it back, so no one else can
-   * hold it meanwhile.
-   */
-  readonly #gone = new Set<string>();
+  readonly #call: TypedCall;
+  readonly #locks: HeldLocks;
   readonly #tables = new Map<string, RemoteTable>();
   readonly #tableClient: TableClient;
 
   private constructor(connection: ClientConnection, clock: Clock, callTimeoutMs: number) {
     super();
     this.#connection = connection;
-    const control = {
+    const call = typedCall(connection);
+    this.#call = call;
+    const locks = new HeldLocks({
       clock,
       sessionValidUntil: () => connection.sessionValidUntil,
-      unlock: (table: string, lockId: string) => connection.call('unlockRow', [table, lockId]),
-      forget: (lock: RemoteRowLock, lost: boolean) => {
-        if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
-        // Only on a loss (rare): a set churned on every unlock was a tenth of a lock cycle's
-        // client CPU. Bounded: the oldest go first (a very old id then reaches the server,
-        // which refuses it).
-        if (!lost) return;
-        this.#gone.add(lock.lockId);
-        if (this.#gone.size > GONE_KEPT)
-          this.#gone.delete(this.#gone.values().next().value as string);
-      },
-    };
+      giveBack: (table, lockId) => call('unlockRow', [table, lockId]),
+    });
+    this.#locks = locks;
     this.#tableClient = {
-      call: (method, args, options) => connection.call(method, args, options),
-      granted: (table, row, grant, sentAt) => {
-        const [lockId, token, leaseMs] = serverTuple(grant, 'grant', 3);
-        if (typeof lockId !== 'string')
-          throw new ProtocolError('The server sent a malformed grant');
-        const lock = new RemoteRowLock(
-          table,
-          row,
-          lockId,
-          fromServer('grant', () => wireInteger(token, 'token')),
-          sentAt,
-          fromServer('grant', () => wireInteger(leaseMs, 'lease')),
-          control,
-        );
-        this.#locks.set(lockId, lock);
-        return lock;
-      },
-      heldLock: (lockId) => this.#locks.get(lockId),
-      gone: (lockId) => this.#gone.has(lockId),
+      call,
+      locks,
       now: () => clock.monotonic(),
       get rowLockWaitMs() {
         return connection.session?.rowLockWaitMs ?? 30_000;
@@ -182,37 +144,16 @@ export class LocksmithClient
       scanBatch: 100,
     };
     connection.on('notice', (name, data) => {
-      if (name !== 'lockLost' || !Array.isArray(data)) return;
-      const [lockId, code, message] = data as [unknown, unknown, unknown];
-      const lock = typeof lockId === 'string' ? this.#locks.get(lockId) : undefined;
-      lock?.lose(
-        new LockLostError(String(message), {
-          code: code === 'LEASE_EXPIRED' || code === 'SESSION_EXPIRED' ? code : 'LOCK_LOST',
-        }),
-      );
+      if (name === 'lockLost') locks.lockLost(data);
     });
     connection.on('sessionLost', (reason) => {
-      for (const lock of [...this.#locks.values()]) lock.lose(reason);
+      locks.loseAll(reason);
       this.emit('sessionLost', reason);
     });
     connection.on('disconnected', (reason) => this.emit('disconnected', reason));
     connection.on('failover', (from, to, epoch) => this.emit('failover', { from, to, epoch }));
     connection.on('connected', (_info, resumed, held) => {
-      const stillHeld = new Set(held.map(([lockId]) => lockId));
-      for (const lock of [...this.#locks.values()]) {
-        if (!stillHeld.has(lock.lockId)) {
-          lock.lose(
-            new LockLostError(`${lock.resource}: not held by the session after reconnecting`, {
-              code: resumed ? 'LEASE_EXPIRED' : 'SESSION_EXPIRED',
-            }),
-          );
-        }
-      }
-      // Granted while the connection was down (the answer never arrived): give them back.
-      for (const [lockId, table] of held) {
-        if (!this.#locks.has(lockId))
-          connection.call('unlockRow', [table, lockId]).catch(() => undefined);
-      }
+      locks.reconnected(resumed, held);
       this.emit('connected', resumed);
     });
   }
@@ -294,47 +235,35 @@ export class LocksmithClient
     options: CreateTableOptions = {},
     call?: AdminCallOptions,
   ): Promise<TableDescription> {
-    return (await this.#admin(
-      'createTable',
-      [name, families, options],
-      call,
-      false,
-    )) as TableDescription;
+    return this.#admin('createTable', [name, families, options], call);
   }
 
   async listTables(options?: AdminCallOptions): Promise<string[]> {
-    return (await this.#admin('listTables', [], options, true)) as string[];
+    return this.#admin('listTables', [], options);
   }
 
   async describeTable(name: string, options?: AdminCallOptions): Promise<TableDescription> {
-    return (await this.#admin('describeTable', [name], options, true)) as TableDescription;
+    return this.#admin('describeTable', [name], options);
   }
 
   async dropTable(name: string, options?: AdminCallOptions): Promise<void> {
-    await this.#admin('dropTable', [name], options, false);
+    await this.#admin('dropTable', [name], options);
   }
 
   /** The server's status (what `GET /status` serves). */
   async status(options?: AdminCallOptions): Promise<ServerStatus> {
-    const status = await this.#admin('status', [], options, true);
-    if (typeof status !== 'object' || status === null || Array.isArray(status)) {
-      throw new ProtocolError('The server sent a malformed status');
-    }
-    return status as ServerStatus;
+    return this.#admin('status', [], options);
   }
 
   /** A round trip that only renews the session (the client pings by itself when idle). */
   async ping(options?: AdminCallOptions): Promise<void> {
-    await this.#admin('ping', [], options, true);
+    await this.#admin('ping', [], options);
   }
 
   /** An administrative call with its options checked: a signal and a timeout, as every call. */
-  #admin(
-    method: 'createTable' | 'listTables' | 'describeTable' | 'dropTable' | 'status' | 'ping',
-    args: unknown[],
-    options: AdminCallOptions | undefined,
-    idempotent: boolean,
-  ): Promise<unknown> {
+  #admin<
+    M extends 'createTable' | 'listTables' | 'describeTable' | 'dropTable' | 'status' | 'ping',
+  >(method: M, args: CallArgs<M>, options: AdminCallOptions | undefined): Promise<CallResult<M>> {
     const opts = checkOptionsObject(options ?? {}, `${method} options`);
     for (const key of Object.keys(opts)) {
       if (key !== 'signal' && key !== 'timeoutMs') {
@@ -343,10 +272,8 @@ export class LocksmithClient
         );
       }
     }
-    const signal = checkSignal(opts.signal, `${method} option signal`);
-    return this.#connection.call(method, args, {
-      idempotent,
-      ...(signal === undefined ? {} : { signal }),
+    return this.#call(method, args, {
+      signal: checkSignal(opts.signal, `${method} option signal`),
       ...(opts.timeoutMs === undefined
         ? {}
         : { timeoutMs: checkDuration(opts.timeoutMs, `${method} option timeoutMs`) }),
@@ -355,14 +282,9 @@ export class LocksmithClient
 
   /** Ends the session (the server releases its locks) and closes the connection. Idempotent. */
   async close(): Promise<void> {
-    for (const lock of [...this.#locks.values()]) {
-      lock.lose(
-        new LockLostError(`${lock.resource}: the client closed its session`, { code: 'LOCK_LOST' }),
-      );
-    }
+    this.#locks.clientClosed();
     await this.#connection.close();
   }
-
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -15,47 +15,20 @@ import {
   type TableCallOptions,
   type TableRowLock,
 } from '../rows/table.js';
-import type { Method } from '../wire/messages.js';
-import {
-  decodeResult,
-  encodeDelete,
-  encodeGet,
-  encodeIncrement,
-  encodeMutation,
-  encodePut,
-  encodeRowMutations,
-  encodeScan,
-} from '../wire/rows-codec.js';
-import { fromWireError } from '../wire/wire-error.js';
-import type { RemoteRowLock } from './remote-row-lock.js';
-import { fromServer, serverTuple } from './server-value.js';
+import type { HeldLocks } from './held-locks.js';
+import type { CallLimits, TypedCall } from './typed-call.js';
 
 /** What a remote table needs of its client. */
 export interface TableClient {
-  call(
-    method: Method,
-    args: unknown[],
-    options?: { signal?: AbortSignal; timeoutMs?: number; idempotent?: boolean },
-  ): Promise<unknown>;
-  /** Makes the handle for a grant answered to a call sent at `sentAt`. */
-  granted(table: string, row: Buffer, grant: unknown, sentAt: number): RemoteRowLock;
-  /** The lock with this id held through this client, if any. */
-  heldLock(lockId: string): RemoteRowLock | undefined;
-  /** Whether this client closed the lock, or counts it as lost. */
-  gone(lockId: string): boolean;
+  readonly call: TypedCall;
+  /** The session's locks: handles made from grants, found by id. */
+  readonly locks: HeldLocks;
   now(): number;
   /** Default row lock wait of the server, and the round-trip timeout added to it. */
   readonly rowLockWaitMs: number;
   readonly callTimeoutMs: number;
   /** Rows fetched per scanner round trip. */
   readonly scanBatch: number;
-}
-
-const latin1 = (s: string) => Buffer.from(s, 'latin1');
-
-/** A wait on the wire: milliseconds, or -1 for forever. */
-function wireWait(ms: number): number {
-  return Number.isFinite(ms) ? Math.ceil(ms) : -1;
 }
 
 /** The session owns every lock of the client: an `owner` is refused. */
@@ -101,15 +74,11 @@ export class RemoteTable implements Table {
     const { signal, waitMs } = callOptions(options, 'lockRow');
     const wait = waitMs ?? this.#client.rowLockWaitMs;
     const sentAt = this.#client.now();
-    const grant = await this.#client.call(
-      'lockRow',
-      [this.name, latin1(key), waitMs === undefined ? null : wireWait(waitMs)],
-      {
-        ...(signal === undefined ? {} : { signal }),
-        timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
-      },
-    );
-    return this.#client.granted(this.name, latin1(key), grant, sentAt);
+    const grant = await this.#client.call('lockRow', [this.name, key, waitMs], {
+      signal,
+      timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
+    });
+    return this.#client.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
   }
 
   /** As `Region.tryLockRow`; the `owner` option is refused (the session owns the lock). */
@@ -117,8 +86,10 @@ export class RemoteTable implements Table {
     const key = checkRow(row);
     noOwner(checkTryLockOptions(options), 'tryLockRow');
     const sentAt = this.#client.now();
-    const grant = await this.#client.call('tryLockRow', [this.name, latin1(key)]);
-    return grant === null ? null : this.#client.granted(this.name, latin1(key), grant, sentAt);
+    const grant = await this.#client.call('tryLockRow', [this.name, key]);
+    return grant === null
+      ? null
+      : this.#client.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
   }
 
   async withRowLock<T>(
@@ -135,52 +106,35 @@ export class RemoteTable implements Table {
     const id = rowLockIdOf(lock);
     await this.#client.call('unlockRow', [this.name, id]);
     // The server released it: the handle closes without a second round trip.
-    this.#client.heldLock(id)?.released();
+    this.#client.locks.get(id)?.released();
   }
 
   async renewLease(lock: RowLockRef): Promise<void> {
     const id = rowLockIdOf(lock);
     const sentAt = this.#client.now();
     await this.#client.call('renewLease', [this.name, id]);
-    this.#client.heldLock(id)?.renewedAt(sentAt);
+    this.#client.locks.get(id)?.renewedAt(sentAt);
   }
 
   async get(get: Get, options?: TableCallOptions): Promise<Result> {
     if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
     const { signal } = callOptions(options, 'get');
-    const value = await this.#using(get.rowLock?.lockId, () =>
-      this.#client.call('get', [this.name, encodeGet(get)], {
-        ...(signal === undefined ? {} : { signal }),
-        idempotent: true,
-      }),
+    return this.#using(get.rowLock?.lockId, () =>
+      this.#client.call('get', [this.name, get], { signal }),
     );
-    return fromServer('get result', () => decodeResult(value));
   }
 
   async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
     const batch = this.#client.scanBatch;
-    const opened = serverTuple(
-      await this.#client.call('openScanner', [this.name, encodeScan(scan), batch]),
-      'scanner',
-      2,
-    );
-    const [id, first] = opened;
-    if ((id !== null && typeof id !== 'string') || !Array.isArray(first)) {
-      throw new ProtocolError('The server sent a malformed scanner');
-    }
-    let scanner = id;
+    const first = await this.#client.call('openScanner', [this.name, scan, batch]);
+    let scanner = first.scanner;
     try {
-      for (const r of first) yield fromServer('scan result', () => decodeResult(r));
+      yield* first.rows;
       while (scanner !== null) {
-        const [rows, more] = serverTuple(
-          await this.#client.call('nextRows', [scanner, batch]),
-          'scan batch',
-          2,
-        );
-        if (!Array.isArray(rows)) throw new ProtocolError('The server sent a malformed scan batch');
-        if (more !== true) scanner = null;
-        for (const r of rows) yield fromServer('scan result', () => decodeResult(r));
+        const page = await this.#client.call('nextRows', [scanner, batch]);
+        if (!page.more) scanner = null;
+        yield* page.rows;
       }
     } finally {
       if (scanner !== null)
@@ -190,12 +144,16 @@ export class RemoteTable implements Table {
 
   async put(put: Put, options?: TableCallOptions): Promise<void> {
     if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
-    await this.#mutate('put', put.rowLock?.lockId, [this.name, encodePut(put)], options);
+    const lockId = put.rowLock?.lockId;
+    const { waitMs, limits } = this.#limits(lockId, options, 'put');
+    await this.#using(lockId, () => this.#client.call('put', [this.name, put, waitMs], limits));
   }
 
   async delete(del: Delete, options?: TableCallOptions): Promise<void> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
-    await this.#mutate('delete', del.rowLock?.lockId, [this.name, encodeDelete(del)], options);
+    const lockId = del.rowLock?.lockId;
+    const { waitMs, limits } = this.#limits(lockId, options, 'delete');
+    await this.#using(lockId, () => this.#client.call('delete', [this.name, del, waitMs], limits));
   }
 
   async checkAndPut(
@@ -207,14 +165,11 @@ export class RemoteTable implements Table {
     options?: TableCallOptions,
   ): Promise<boolean> {
     if (!(put instanceof Put)) throw new InvalidArgumentError('checkAndPut() takes a Put');
-    const args = this.#checkArgs(row, family, qualifier, expected);
-    return (
-      (await this.#mutate(
-        'checkAndPut',
-        put.rowLock?.lockId,
-        [...args, encodePut(put)],
-        options,
-      )) === true
+    const [key, q, e] = checkedCell(row, qualifier, expected);
+    const lockId = put.rowLock?.lockId;
+    const { waitMs, limits } = this.#limits(lockId, options, 'checkAndPut');
+    return this.#using(lockId, () =>
+      this.#client.call('checkAndPut', [this.name, key, family, q, e, put, waitMs], limits),
     );
   }
 
@@ -227,14 +182,11 @@ export class RemoteTable implements Table {
     options?: TableCallOptions,
   ): Promise<boolean> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('checkAndDelete() takes a Delete');
-    const args = this.#checkArgs(row, family, qualifier, expected);
-    return (
-      (await this.#mutate(
-        'checkAndDelete',
-        del.rowLock?.lockId,
-        [...args, encodeDelete(del)],
-        options,
-      )) === true
+    const [key, q, e] = checkedCell(row, qualifier, expected);
+    const lockId = del.rowLock?.lockId;
+    const { waitMs, limits } = this.#limits(lockId, options, 'checkAndDelete');
+    return this.#using(lockId, () =>
+      this.#client.call('checkAndDelete', [this.name, key, family, q, e, del, waitMs], limits),
     );
   }
 
@@ -243,13 +195,11 @@ export class RemoteTable implements Table {
       throw new InvalidArgumentError('increment() takes an Increment');
     if (inc.columns.length === 0)
       throw new InvalidArgumentError('An Increment needs at least one column');
-    const value = await this.#mutate(
-      'increment',
-      inc.rowLock?.lockId,
-      [this.name, encodeIncrement(inc)],
-      options,
+    const lockId = inc.rowLock?.lockId;
+    const { waitMs, limits } = this.#limits(lockId, options, 'increment');
+    return this.#using(lockId, () =>
+      this.#client.call('increment', [this.name, inc, waitMs], limits),
     );
-    return fromServer('increment result', () => decodeResult(value));
   }
 
   async incrementColumnValue(
@@ -275,19 +225,19 @@ export class RemoteTable implements Table {
       throw new InvalidArgumentError('mutateRow() takes RowMutations');
     if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
     const lockId = mutations.mutations.find((m) => m.rowLock !== undefined)?.rowLock?.lockId;
-    await this.#mutate('mutateRow', lockId, [this.name, encodeRowMutations(mutations)], options);
+    const { waitMs, limits } = this.#limits(lockId, options, 'mutateRow');
+    await this.#using(lockId, () =>
+      this.#client.call('mutateRow', [this.name, mutations, waitMs], limits),
+    );
   }
 
   async mutateRows(
     mutations: readonly (Put | Delete)[],
     options?: TableCallOptions,
   ): Promise<void> {
-    await this.#mutate(
-      'mutateRows',
-      undefined,
-      [this.name, this.#list(mutations, 'mutateRows', 'a non-empty array')],
-      options,
-    );
+    checkList(mutations, 'mutateRows', 'a non-empty array');
+    const { waitMs, limits } = this.#limits(undefined, options, 'mutateRows');
+    await this.#client.call('mutateRows', [this.name, mutations, waitMs], limits);
   }
 
   /**
@@ -301,12 +251,13 @@ export class RemoteTable implements Table {
     if (!Array.isArray(mutations))
       throw new InvalidArgumentError('batch() takes an array of Put and Delete');
     const sent = mutations.filter((m) => m instanceof Put || m instanceof Delete);
-    const statuses = (await this.#mutate(
-      'batch',
-      undefined,
-      [this.name, this.#list(sent, 'batch', 'an array')],
-      options,
-    )) as unknown[];
+    const { waitMs, limits } = this.#limits(undefined, options, 'batch');
+    const errors = await this.#client.call('batch', [this.name, sent, waitMs], limits);
+    if (errors.length !== sent.length) {
+      throw new ProtocolError(
+        `The server sent ${errors.length} batch statuses for ${sent.length} mutations`,
+      );
+    }
     let next = 0;
     return mutations.map((m): BatchStatus => {
       if (!(m instanceof Put || m instanceof Delete))
@@ -314,10 +265,8 @@ export class RemoteTable implements Table {
           ok: false,
           error: new InvalidArgumentError('batch() takes Put and Delete objects'),
         };
-      const s = statuses[next++];
-      if (s === null) return { ok: true };
-      const [code, message] = s as [unknown, unknown];
-      return { ok: false, error: fromWireError(code, message) };
+      const error = errors[next++];
+      return error === null || error === undefined ? { ok: true } : { ok: false, error };
     });
   }
 
@@ -328,51 +277,29 @@ export class RemoteTable implements Table {
     await this.close();
   }
 
-  /** `mutations` on the wire; `takes` says what `what` takes (the region's own words). */
-  #list(mutations: readonly (Put | Delete)[], what: string, takes: string): unknown[] {
-    if (!Array.isArray(mutations))
-      throw new InvalidArgumentError(`${what}() takes ${takes} of Put and Delete`);
-    return mutations.map((m) => {
-      if (!(m instanceof Put || m instanceof Delete))
-        throw new InvalidArgumentError(`${what}() takes Put and Delete objects`);
-      return encodeMutation(m);
-    });
-  }
-
-  #checkArgs(
-    row: BytesInput,
-    family: string,
-    qualifier: BytesInput,
-    expected: BytesInput | null,
-  ): unknown[] {
-    const key = checkRow(row);
-    const q = checkQualifier(qualifier);
-    const e = expected === null ? null : checkValue(expected);
-    return [this.name, latin1(key), family, latin1(q), e];
-  }
-
-  #mutate(
-    method: Method,
+  /**
+   * A mutation's wait (sent when the caller gave one) and its round trip's limits: the wait
+   * for the row plus the call timeout; a call carrying a row lock does not wait for its row.
+   */
+  #limits(
     lockId: string | undefined,
-    args: unknown[],
     options: TableCallOptions | undefined,
-  ): Promise<unknown> {
-    const { signal, waitMs } = callOptions(options, method);
+    what: string,
+  ): { waitMs: number | undefined; limits: CallLimits } {
+    const { signal, waitMs } = callOptions(options, what);
     const wait = lockId !== undefined ? 0 : (waitMs ?? this.#client.rowLockWaitMs);
-    const withWait = waitMs === undefined ? args : [...args, wireWait(waitMs)];
-    return this.#using(lockId, () =>
-      this.#client.call(method, withWait, {
-        ...(signal === undefined ? {} : { signal }),
-        timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
-      }),
-    );
+    return {
+      waitMs,
+      limits: { signal, timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0 },
+    };
   }
 
   /** Runs a call carrying `lockId`; its answer renews the lock's lease on this side. */
   async #using<T>(lockId: string | undefined, call: () => Promise<T>): Promise<T> {
     if (lockId === undefined) return call();
-    const lock = this.#client.heldLock(lockId);
-    if (lock === undefined && this.#client.gone(lockId)) {
+    const { locks } = this.#client;
+    const lock = locks.get(lockId);
+    if (lock === undefined && locks.isGone(lockId)) {
       throw new UnknownRowLockError(
         `Unknown row lock ${lockId}: never granted, already released, or its lease expired`,
       );
@@ -383,4 +310,27 @@ export class RemoteTable implements Table {
     lock?.renewedAt(sentAt);
     return value;
   }
+}
+
+/** Checks a list of mutations as the region does; `takes` says what `what` takes. */
+function checkList(mutations: readonly (Put | Delete)[], what: string, takes: string): void {
+  if (!Array.isArray(mutations))
+    throw new InvalidArgumentError(`${what}() takes ${takes} of Put and Delete`);
+  for (const m of mutations) {
+    if (!(m instanceof Put || m instanceof Delete))
+      throw new InvalidArgumentError(`${what}() takes Put and Delete objects`);
+  }
+}
+
+/** The compared cell of a check-and-mutate, checked as the region checks it. */
+function checkedCell(
+  row: BytesInput,
+  qualifier: BytesInput,
+  expected: BytesInput | null,
+): [string, string, Buffer | null] {
+  return [
+    checkRow(row),
+    checkQualifier(qualifier),
+    expected === null ? null : checkValue(expected),
+  ];
 }

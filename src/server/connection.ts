@@ -12,14 +12,13 @@ import {
   UnauthenticatedError,
   UnsupportedOperationError,
 } from '../core/errors.js';
+import { CALLS, isMethod } from '../wire/calls.js';
 import { decode, encodeFrame } from '../wire/codec.js';
 import { FrameReader } from '../wire/frame.js';
 import {
   ClientKind,
   type ClientMessage,
   type HelloOptions,
-  isMethod,
-  METHODS,
   PROTOCOL_VERSION,
   parseClientMessage,
   ServerKind,
@@ -436,7 +435,7 @@ export class Connection implements SessionSink {
     this.#inFlight.set(id, call);
     let gated = false;
     const lane =
-      METHODS[method] === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
+      CALLS[method].lane === 'priority' ? this.#host.lanes.priority : this.#host.lanes.handler;
     lane
       .run((slot) => {
         call.slot = slot;

@@ -7,6 +7,7 @@ import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { ServingData } from './connection.js';
 import { Dispatcher, type DispatchLimits } from './dispatch.js';
 import { ScannerRegistry } from './scanner-registry.js';
+import type { ServerStatus } from './server-status.js';
 import type { Session } from './session.js';
 import { type SessionLimits, SessionRegistry } from './session-registry.js';
 import { TableCatalog } from './table-catalog.js';
@@ -23,7 +24,7 @@ export interface DataSettings {
   sessionLimits: SessionLimits;
   dispatchLimits: DispatchLimits;
   /** The `status` call's answer. */
-  status: () => unknown;
+  status: () => ServerStatus;
 }
 
 /** The mastership a master's data side runs under; absent for a standalone server. */

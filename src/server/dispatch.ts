@@ -7,30 +7,25 @@ import {
 import { describeValue } from '../core/options.js';
 import { callContext, type RowCallContext } from '../rows/call-context.js';
 import type { CallOptions } from '../rows/call-options.js';
-import type { Region } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import type { RowLock } from '../rows/row-lock.js';
-import type { Method } from '../wire/messages.js';
 import {
-  bytes,
-  decodeDelete,
-  decodeGet,
-  decodeIncrement,
-  decodeMutation,
-  decodePut,
-  decodeRowMutations,
-  decodeScan,
-  encodeResult,
-  type LockResolver,
-  wireInteger,
-} from '../wire/rows-codec.js';
-import { toWireError } from '../wire/wire-error.js';
+  type ArgScope,
+  CALLS,
+  type CallSpec,
+  decodeCallArgs,
+  type Grant,
+  type HandlerArgs,
+  type HandlerResult,
+  type Method,
+} from '../wire/calls.js';
 import type { Slot } from './lane.js';
 import type { ScannerRegistry } from './scanner-registry.js';
 import { unknownScanner } from './scanner-registry.js';
+import type { ServerStatus } from './server-status.js';
 import type { Session } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
-import { checkTableDescriptor, type TableCatalog } from './table-catalog.js';
+import type { TableCatalog } from './table-catalog.js';
 
 /** Per-session limits the dispatcher enforces (the connection enforces calls in flight). */
 export interface DispatchLimits {
@@ -52,13 +47,23 @@ export interface CallContext extends RowCallContext {
   readonly aborted: boolean;
 }
 
-type Handler = (args: unknown[], ctx: CallContext) => unknown;
+/** Each method's handler, typed from the call table: checked arguments in, a result out. */
+type Handlers = {
+  [M in Method]: (
+    args: HandlerArgs<M>,
+    ctx: CallContext,
+  ) => HandlerResult<M> | Promise<HandlerResult<M>>;
+};
+
+/** A call's spec and handler with the method forgotten (the table pairs them by method). */
+type AnySpec = CallSpec<unknown[], unknown[], unknown, unknown>;
+type AnyHandler = (args: unknown[], ctx: CallContext) => unknown;
 
 /**
  * The only place that knows both the wire and the region: each method's arguments are decoded
- * (hostile values are refused by the same checks as in process), row lock ids are resolved
- * against the calling session, and every lock wait runs with the session as the owner (so
- * deadlock detection works across sessions) and the call's signal.
+ * by the call table (hostile values are refused by the same checks as in process), row lock
+ * ids are resolved against the calling session, and every lock wait runs with the session as
+ * the owner (so deadlock detection works across sessions) and the call's signal.
  */
 export class Dispatcher {
   readonly #catalog: TableCatalog;
@@ -66,11 +71,13 @@ export class Dispatcher {
   readonly #scanners: ScannerRegistry;
   readonly #limits: DispatchLimits;
   readonly #lockLeaseMs: number;
-  readonly #status: () => unknown;
+  readonly #status: () => ServerStatus;
   readonly #notifyLost: (session: Session, lockId: string, reason: Error) => void;
-  readonly #handlers: Record<Method, Handler>;
+  readonly #handlers: Handlers;
   readonly #check: () => void;
   readonly #onFenced: (err: unknown) => void;
+  /** Each session's argument scope, made on its first call. */
+  readonly #scopes = new WeakMap<Session, ArgScope>();
 
   constructor(options: {
     catalog: TableCatalog;
@@ -78,7 +85,7 @@ export class Dispatcher {
     scanners: ScannerRegistry;
     limits: DispatchLimits;
     lockLeaseMs: number;
-    status: () => unknown;
+    status: () => ServerStatus;
     notifyLost: (session: Session, lockId: string, reason: Error) => void;
     /** Run before every call but `status`: throws (`NOT_MASTER`) once mastership is over. */
     check?: (() => void) | undefined;
@@ -95,112 +102,50 @@ export class Dispatcher {
     this.#status = options.status;
     this.#notifyLost = options.notifyLost;
     this.#handlers = {
-      get: (a, ctx) =>
-        this.#region(a[0])
-          .get(decodeGet(a[1], this.#locks(a[0], ctx)))
-          .then(encodeResult),
-      put: (a, ctx) =>
-        this.#region(a[0])
-          .put(decodePut(a[1], this.#locks(a[0], ctx)), this.#opts(ctx, a[2]))
-          .then(nil),
-      delete: (a, ctx) =>
-        this.#region(a[0])
-          .delete(decodeDelete(a[1], this.#locks(a[0], ctx)), this.#opts(ctx, a[2]))
-          .then(nil),
-      checkAndPut: (a, ctx) => {
-        const [table, row, family, qualifier, expected, put] = a;
-        return this.#region(table).checkAndPut(
-          bytes(row, 'row'),
-          family as string,
-          bytes(qualifier, 'qualifier'),
-          expected === null || expected === undefined ? null : bytes(expected, 'expected value'),
-          decodePut(put, this.#locks(table, ctx)),
-          this.#opts(ctx, a[6]),
-        );
-      },
-      checkAndDelete: (a, ctx) => {
-        const [table, row, family, qualifier, expected, del] = a;
-        return this.#region(table).checkAndDelete(
-          bytes(row, 'row'),
-          family as string,
-          bytes(qualifier, 'qualifier'),
-          expected === null || expected === undefined ? null : bytes(expected, 'expected value'),
-          decodeDelete(del, this.#locks(table, ctx)),
-          this.#opts(ctx, a[6]),
-        );
-      },
-      increment: (a, ctx) =>
-        this.#region(a[0])
-          .increment(decodeIncrement(a[1], this.#locks(a[0], ctx)), this.#opts(ctx, a[2]))
-          .then(encodeResult),
-      mutateRow: (a, ctx) =>
-        this.#region(a[0])
-          .mutateRow(decodeRowMutations(a[1], this.#locks(a[0], ctx)), this.#opts(ctx, a[2]))
-          .then(nil),
-      // Lock ids are left unresolved: the region refuses any (INVALID_ARGUMENT), as in process.
-      mutateRows: (a, ctx) =>
-        this.#region(a[0])
-          .mutateRows(
-            this.#mutations(a[1], a[0], ctx, (lockId) => ({ lockId })),
-            this.#opts(ctx, a[2]),
-          )
-          .then(nil),
-      batch: async (a, ctx) => {
-        const statuses = await this.#region(a[0]).batch(
-          this.#mutations(a[1], a[0], ctx),
-          this.#opts(ctx, a[2]),
-        );
-        return statuses.map((s) => (s.ok ? null : errorEntry(s.error)));
-      },
-      lockRow: (a, ctx) => this.#lockRow(a, ctx),
-      tryLockRow: async (a, ctx) => {
-        const region = this.#region(a[0]);
-        this.#checkLockRoom(ctx.session);
-        const lock = await region.tryLockRow(bytes(a[1], 'row'), { owner: ctx.session });
-        return lock === null ? null : this.#hold(ctx.session, a[0] as string, lock);
-      },
-      unlockRow: (a, ctx) => {
-        const lockId = this.#owned(a[0], a[1], ctx.session);
-        ctx.session.removeLock(lockId);
-        return this.#region(a[0]).unlockRow(lockId).then(nil);
-      },
-      renewLease: (a, ctx) =>
-        this.#region(a[0])
-          .renewLease(this.#owned(a[0], a[1], ctx.session))
-          .then(nil),
-      openScanner: (a, ctx) => {
-        const table = a[0] as string;
-        const region = this.#region(table);
-        const scanner = this.#scanners.open(ctx.session, table, region.scan(decodeScan(a[1])));
-        return this.#nextRows(scanner.id, a[2], ctx).then(([rows, more]) => [
-          more ? scanner.id : null,
+      get: ([t, get]) => t.region.get(get),
+      put: ([t, put, wait], ctx) => t.region.put(put, this.#opts(ctx, wait)),
+      delete: ([t, del, wait], ctx) => t.region.delete(del, this.#opts(ctx, wait)),
+      checkAndPut: ([t, row, family, qualifier, expected, put, wait], ctx) =>
+        t.region.checkAndPut(row, family, qualifier, expected, put, this.#opts(ctx, wait)),
+      checkAndDelete: ([t, row, family, qualifier, expected, del, wait], ctx) =>
+        t.region.checkAndDelete(row, family, qualifier, expected, del, this.#opts(ctx, wait)),
+      increment: ([t, inc, wait], ctx) => t.region.increment(inc, this.#opts(ctx, wait)),
+      mutateRow: ([t, mutations, wait], ctx) =>
+        t.region.mutateRow(mutations, this.#opts(ctx, wait)),
+      mutateRows: ([t, mutations, wait], ctx) =>
+        t.region.mutateRows(mutations, this.#opts(ctx, wait)),
+      batch: ([t, mutations, wait], ctx) => t.region.batch(mutations, this.#opts(ctx, wait)),
+      openScanner: ([t, scan, count], ctx) => {
+        const scanner = this.#scanners.open(ctx.session, t.name, t.region.scan(scan));
+        return this.#nextRows(scanner.id, count, ctx).then(({ rows, more }) => ({
+          scanner: more ? scanner.id : null,
           rows,
-        ]);
+        }));
       },
-      nextRows: async (a, ctx) => {
-        const [rows, more] = await this.#nextRows(a[0], a[1], ctx);
-        return [rows, more];
+      nextRows: ([id, count], ctx) => this.#nextRows(id, count, ctx),
+      lockRow: (args, ctx) => this.#lockRow(args, ctx),
+      tryLockRow: async ([t, row], ctx) => {
+        this.#checkLockRoom(ctx.session);
+        const lock = await t.region.tryLockRow(row, { owner: ctx.session });
+        return lock === null ? null : this.#hold(ctx.session, t.name, lock);
       },
-      closeScanner: (a, ctx) => {
-        const scanner = this.#scanners.get(ctx.session, a[0]);
+      unlockRow: ([t, lockId], ctx) => {
+        ctx.session.removeLock(lockId);
+        return t.region.unlockRow(lockId);
+      },
+      renewLease: ([t, lockId]) => t.region.renewLease(lockId),
+      closeScanner: ([id], ctx) => {
+        const scanner = this.#scanners.get(ctx.session, id);
         if (scanner !== undefined) this.#scanners.close(scanner);
-        return null;
       },
-      ping: () => null,
-      closeSession: (_a, ctx) => {
+      ping: () => undefined,
+      closeSession: (_args, ctx) => {
         this.#sessions.end(ctx.session, sessionClosed(ctx.session));
-        return null;
       },
-      createTable: async (a) => {
-        const descriptor = await this.#catalog.create(checkTableDescriptor(a[0], a[1], a[2]));
-        return describeTable(descriptor);
-      },
+      createTable: ([descriptor]) => this.#catalog.create(descriptor),
       listTables: () => this.#catalog.list(),
-      describeTable: (a) => describeTable(this.#catalog.describe(a[0])),
-      dropTable: async (a) => {
-        await this.#catalog.drop(a[0]);
-        return null;
-      },
+      describeTable: ([name]) => this.#catalog.describe(name),
+      dropTable: ([name]) => this.#catalog.drop(name),
       status: () => this.#status(),
     };
   }
@@ -210,24 +155,37 @@ export class Dispatcher {
    * `status`) first check the mastership (no I/O); a `FENCED` refusal is reported before it
    * is passed on.
    */
-  call(method: Method, args: unknown[], ctx: CallContext): Promise<unknown> {
+  call(method: Method, raw: readonly unknown[], ctx: CallContext): Promise<unknown> {
     // No async function (its frame and await cost more than a fast call's own work): a
     // synchronous throw becomes a rejection here, and only a rejection is looked at.
-    if (method !== 'status') {
-      try {
-        this.#check();
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    }
+    const spec = CALLS[method] as AnySpec;
     let answer: unknown;
     try {
-      answer = this.#handlers[method](args, ctx);
+      if (method !== 'status') this.#check();
+      const args = decodeCallArgs(method, raw, this.#scope(ctx.session));
+      answer = (this.#handlers[method] as AnyHandler)(args, ctx);
     } catch (err) {
       this.#noteFenced(err);
       return Promise.reject(err);
     }
-    return answer instanceof Promise ? answer.catch(this.#rethrowFenced) : Promise.resolve(answer);
+    return answer instanceof Promise
+      ? answer.then(spec.encodeResult, this.#rethrowFenced)
+      : Promise.resolve(spec.encodeResult(answer));
+  }
+
+  /** How the call table's decoders find tables and this session's locks. */
+  #scope(session: Session): ArgScope {
+    let scope = this.#scopes.get(session);
+    if (scope === undefined) {
+      const owned = (table: string, lockId: unknown) => this.#owned(table, lockId, session);
+      scope = {
+        table: (name) => ({ name: name as string, region: this.#catalog.region(name) }),
+        owned,
+        locks: (table) => (lockId) => ({ lockId: owned(table, lockId) }),
+      };
+      this.#scopes.set(session, scope);
+    }
+    return scope;
   }
 
   #noteFenced(err: unknown): void {
@@ -239,42 +197,19 @@ export class Dispatcher {
     throw err;
   };
 
-  #region(table: unknown): Region {
-    return this.#catalog.region(table);
-  }
-
   /**
    * The region's options for a call: the session owns the wait; `wait` is the wire's waitMs.
    * The call itself is its context: its signal is made only if it waits for a row, and a wait
    * (for a row, or for its write's fsync) gives its handler back.
    */
-  #opts(ctx: CallContext, wait?: unknown): CallOptions {
+  #opts(ctx: CallContext, waitMs: number | undefined): CallOptions {
     const options: CallOptions = { owner: ctx.session, [callContext]: ctx };
-    if (wait !== null && wait !== undefined) options.waitMs = waitArg(wait);
+    if (waitMs !== undefined) options.waitMs = waitMs;
     return options;
   }
 
-  #mutations(
-    list: unknown,
-    table: unknown,
-    ctx: CallContext,
-    resolve: LockResolver = this.#locks(table, ctx),
-  ) {
-    if (!Array.isArray(list))
-      throw new InvalidArgumentError('Malformed mutation list: expected an array');
-    return list.map((m) => decodeMutation(m, resolve));
-  }
-
-  /** Resolves lock ids of mutations against the calling session. */
-  #locks(table: unknown, ctx: CallContext): LockResolver {
-    return (lockId) => {
-      this.#owned(table, lockId, ctx.session);
-      return { lockId };
-    };
-  }
-
   /** The id, if the session holds that lock on that table; `UNKNOWN_ROW_LOCK` otherwise. */
-  #owned(table: unknown, lockId: unknown, session: Session): string {
+  #owned(table: string, lockId: unknown, session: Session): string {
     const held = typeof lockId === 'string' ? session.locks.get(lockId) : undefined;
     if (held === undefined || held.table !== table) {
       throw new UnknownRowLockError(
@@ -292,9 +227,7 @@ export class Dispatcher {
     }
   }
 
-  #lockRow(a: unknown[], ctx: CallContext): Promise<unknown> {
-    const [table, row, waitMs] = a;
-    const region = this.#region(table);
+  #lockRow([t, row, waitMs]: HandlerArgs<'lockRow'>, ctx: CallContext): Promise<Grant> {
     const { session } = ctx;
     this.#checkLockRoom(session);
     if (session.waiting >= this.#limits.maxWaitersPerSession) {
@@ -303,11 +236,10 @@ export class Dispatcher {
       );
     }
     const options = this.#opts(ctx, waitMs);
-    const key = bytes(row, 'row');
     session.waiting++;
     let granted: Promise<RowLock>;
     try {
-      granted = region.lockRow(key, options);
+      granted = t.region.lockRow(row, options);
     } catch (err) {
       session.waiting--;
       throw err;
@@ -315,7 +247,7 @@ export class Dispatcher {
     return granted.then(
       (lock) => {
         session.waiting--;
-        return this.#hold(session, table as string, lock);
+        return this.#hold(session, t.name, lock);
       },
       (err: unknown) => {
         session.waiting--;
@@ -325,7 +257,7 @@ export class Dispatcher {
   }
 
   /** Records a granted lock as the session's; the session may have ended while it waited. */
-  #hold(session: Session, table: string, lock: RowLock): unknown {
+  #hold(session: Session, table: string, lock: RowLock): Grant {
     if (session.ended) {
       lock.close().catch(() => undefined);
       throw new LockLostError(`Session ${session.label} ended while the lock was being granted`, {
@@ -339,37 +271,33 @@ export class Dispatcher {
         this.#notifyLost(session, lock.lockId, reason);
       }
     });
-    return [lock.lockId, lock.token, this.#lockLeaseMs];
+    return { lockId: lock.lockId, token: lock.token, leaseMs: this.#lockLeaseMs };
   }
 
-  async #nextRows(id: unknown, count: unknown, ctx: CallContext): Promise<[unknown[], boolean]> {
+  async #nextRows(
+    id: unknown,
+    count: number | undefined,
+    ctx: CallContext,
+  ): Promise<{ rows: Result[]; more: boolean }> {
     const scanner = this.#scanners.get(ctx.session, id);
     if (scanner === undefined) throw unknownScanner(id);
     if (scanner.busy)
       throw new InvalidArgumentError('nextRows: a nextRows call on this scanner is still running');
-    const limit =
-      count === null || count === undefined
-        ? this.#limits.maxScanRows
-        : wireInteger(count, 'row count');
-    if (limit < 1)
-      throw new InvalidArgumentError(`nextRows: the row count must be at least 1, got ${limit}`);
+    const limit = Math.min(count ?? this.#limits.maxScanRows, this.#limits.maxScanRows);
     scanner.busy = true;
-    const rows: unknown[] = [];
+    const rows: Result[] = [];
     let bytes = 0;
     try {
-      while (
-        rows.length < Math.min(limit, this.#limits.maxScanRows) &&
-        bytes < this.#limits.maxScanBytes
-      ) {
+      while (rows.length < limit && bytes < this.#limits.maxScanBytes) {
         const next = await scanner.rows.next();
         if (next.done === true) {
           this.#scanners.close(scanner);
-          return [rows, false];
+          return { rows, more: false };
         }
-        rows.push(encodeResult(next.value));
+        rows.push(next.value);
         bytes += resultBytes(next.value);
       }
-      return [rows, true];
+      return { rows, more: true };
     } catch (err) {
       this.#scanners.close(scanner);
       throw err;
@@ -379,40 +307,10 @@ export class Dispatcher {
   }
 }
 
-/** A waitMs from the wire: milliseconds >= 0, or -1 for forever. */
-function waitArg(value: unknown): number {
-  const ms = wireInteger(value, 'waitMs');
-  if (ms === -1) return Number.POSITIVE_INFINITY;
-  if (ms < 0) throw new InvalidArgumentError(`waitMs must be >= 0 or -1 (forever), got ${ms}`);
-  return ms;
-}
-
-function nil(): null {
-  return null;
-}
-
 function resultBytes(result: Result): number {
   let n = result.row.length;
   for (const c of result.cells) n += c.value.length + c.qualifier.length + c.family.length + 16;
   return n;
-}
-
-/** A failed batch entry: its code and message, as an ERROR frame carries them. */
-function errorEntry(error: unknown): unknown[] {
-  const { code, message } = toWireError(error);
-  return [code, message];
-}
-
-function describeTable(d: {
-  name: string;
-  families: { name: string; maxVersions: number }[];
-  timestampOnArrival: boolean;
-}) {
-  return {
-    name: d.name,
-    families: d.families.map((f) => ({ name: f.name, maxVersions: f.maxVersions })),
-    timestampOnArrival: d.timestampOnArrival,
-  };
 }
 
 function sessionClosed(session: Session): LockLostError {

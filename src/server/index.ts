@@ -19,4 +19,4 @@ export type {
   SessionStatus,
   TableStatus,
 } from './server-status.js';
-export type { TableDescriptor } from './table-catalog.js';
+export type { TableDescriptor } from '../rows/table-descriptor.js';

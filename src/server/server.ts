@@ -170,7 +170,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
         maxSessions,
       },
       dispatchLimits,
-      status: () => self?.status(),
+      // Calls come in only once the server listens, after `self` is set.
+      status: () => (self as LocksmithServer).status(),
     };
     // Standalone, the tables open before the port: a server that listens serves them.
     const standalone =

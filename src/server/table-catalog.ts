@@ -2,21 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { open, readdir, readFile, rename, rm, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../core/clock.js';
-import { InvalidArgumentError, LockIOError, TableError } from '../core/errors.js';
-import { booleanOption, readOptions, withDefault } from '../core/option-spec.js';
+import { LockIOError, TableError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
-import { type ColumnFamily, type ColumnFamilySpec, columnFamilies } from '../rows/column-family.js';
 import { Region } from '../rows/region.js';
 import type { OpenRegionStorage } from '../rows/region-storage.js';
-
-/** A table as `createTable` takes it and `describeTable` returns it. */
-export interface TableDescriptor {
-  name: string;
-  families: ColumnFamily[];
-  /** HBase 0.90's batch timestamps (see RegionOptions.timestampOnArrival). Default false. */
-  timestampOnArrival: boolean;
-}
+import { checkTableDescriptor, type TableDescriptor } from '../rows/table-descriptor.js';
 
 /** What the server passes to every region it opens. */
 export interface CatalogRegionOptions {
@@ -38,42 +29,7 @@ export interface CatalogMastership {
 
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 
-const CREATE_TABLE_SPEC = { timestampOnArrival: withDefault(booleanOption(), false) } as const;
-
-const TABLE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 const DESCRIPTOR = '.table.json';
-
-/** A table name: 1-128 of `[A-Za-z0-9_.-]`, not starting with `.` or `-` (a path component). */
-export function checkTableName(name: unknown): string {
-  if (typeof name !== 'string' || !TABLE_NAME.test(name)) {
-    throw new InvalidArgumentError(
-      `Invalid table name ${describeValue(name)}: 1-128 characters of [A-Za-z0-9_.-], not starting with '.' or '-'`,
-    );
-  }
-  return name;
-}
-
-/** Checks `createTable`'s arguments into a descriptor (nothing is created yet). */
-export function checkTableDescriptor(
-  name: unknown,
-  families: unknown,
-  options: unknown,
-): TableDescriptor {
-  const checkedName = checkTableName(name);
-  const specs = columnFamilies(families as ColumnFamilySpec[]);
-  // A nil from the wire is an absent option.
-  const given =
-    typeof options === 'object' && options !== null && !Array.isArray(options)
-      ? Object.fromEntries(Object.entries(options).filter(([, v]) => v !== null))
-      : (options ?? undefined);
-  const { timestampOnArrival } = readOptions(
-    given,
-    'createTable options',
-    CREATE_TABLE_SPEC,
-    'createTable option ',
-  );
-  return { name: checkedName, families: [...specs.values()], timestampOnArrival };
-}
 
 /**
  * The server's tables: one {@link Region} each, under `<data>/tables/<name>/`, described by

@@ -50,46 +50,6 @@ export interface Welcome {
   role: 'standalone' | 'master';
 }
 
-/**
- * The calls, by lane. Calls of the `priority` lane (releasing, renewing, keeping alive,
- * administration, status) never queue behind the `handler` lane, and nothing in either lane
- * waits for a row lock while it holds a handler (docs/server.md explains the model).
- */
-export const METHODS = {
-  // handler lane
-  get: 'handler',
-  put: 'handler',
-  delete: 'handler',
-  checkAndPut: 'handler',
-  checkAndDelete: 'handler',
-  increment: 'handler',
-  mutateRow: 'handler',
-  mutateRows: 'handler',
-  batch: 'handler',
-  openScanner: 'handler',
-  nextRows: 'handler',
-  lockRow: 'handler',
-  tryLockRow: 'handler',
-  // priority lane
-  unlockRow: 'priority',
-  renewLease: 'priority',
-  closeScanner: 'priority',
-  ping: 'priority',
-  closeSession: 'priority',
-  createTable: 'priority',
-  listTables: 'priority',
-  describeTable: 'priority',
-  dropTable: 'priority',
-  status: 'priority',
-} as const;
-
-export type Method = keyof typeof METHODS;
-export type Lane = (typeof METHODS)[Method];
-
-export function isMethod(name: unknown): name is Method {
-  return typeof name === 'string' && Object.hasOwn(METHODS, name);
-}
-
 /** A decoded client message, its shape checked (the arguments are checked by each call). */
 export type ClientMessage =
   | { kind: typeof ClientKind.HELLO; protocol: number; options: HelloOptions }

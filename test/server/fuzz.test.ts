@@ -16,9 +16,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { LocksmithClient } from '../../src/client/locksmith-client.js';
 import { Get, Put, Scan } from '../../src/rows/index.js';
+import { CALLS } from '../../src/wire/calls.js';
 import { encode } from '../../src/wire/codec.js';
 import { frame } from '../../src/wire/frame.js';
-import { METHODS } from '../../src/wire/messages.js';
 import { seeded, sleep } from '../helpers.js';
 import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
@@ -119,7 +119,7 @@ class Hostile {
   }
   /** A call that is almost right: a real method on the real table, one field hostile. */
   nearValidCall(id: number, envelope = false): unknown[] {
-    const method = this.pick(Object.keys(METHODS).filter((m) => m !== 'dropTable'));
+    const method = this.pick(Object.keys(CALLS).filter((m) => m !== 'dropTable'));
     const row = this.chance(0.5) ? Buffer.from(`nope-${this.int(100)}`) : this.value(1);
     const cell = [
       this.pick(['f', 'nosuch', this.value(0)]),

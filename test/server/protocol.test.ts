@@ -130,6 +130,14 @@ describe('server protocol: malformed input', () => {
       ['createTable', ['ok', []], 'INVALID_ARGUMENT'],
       ['createTable', ['t', ['f']], 'TABLE_EXISTS'],
       ['dropTable', ['missing'], 'TABLE_NOT_FOUND'],
+      // Every method's argument count is its documented shape's: too few or too many is refused.
+      ['put', ['t'], 'INVALID_ARGUMENT'],
+      ['put', ['t', [Buffer.from('r'), null, null, []], null, 'extra'], 'INVALID_ARGUMENT'],
+      ['lockRow', ['t', Buffer.from('r')], 'INVALID_ARGUMENT'],
+      ['ping', ['extra'], 'INVALID_ARGUMENT'],
+      ['status', [1, 2], 'INVALID_ARGUMENT'],
+      ['unlockRow', ['t'], 'INVALID_ARGUMENT'],
+      ['checkAndPut', ['t', Buffer.from('r'), 'f', Buffer.from('q'), null], 'INVALID_ARGUMENT'],
     ];
     for (const [method, args, code] of hostile) {
       await assert.rejects(
@@ -138,6 +146,9 @@ describe('server protocol: malformed input', () => {
         `${method} ${String(args[1])}`,
       );
     }
+    await assert.rejects(raw.call('lockRow', ['t', Buffer.from('r')]), {
+      message: 'lockRow takes [table, row, waitMs | nil], got 2 arguments',
+    });
     assert.equal(await raw.call('ping', []), null);
     assert.deepEqual(await good.listTables(), ['t']);
     assert.equal((await good.table('t').get(new Get('r'))).isEmpty, true, 'nothing was written');

@@ -1,0 +1,143 @@
+import type { Clock } from '../core/clock.js';
+import { LockLostError } from '../core/errors.js';
+import { type Grant, lateGrant, type Method } from '../wire/calls.js';
+import { RemoteRowLock } from './remote-row-lock.js';
+
+/** Ids of lost locks remembered (see {@link HeldLocks}). */
+const GONE_KEPT = 4096;
+
+/** What the owner of a client's locks needs of its connection. */
+export interface HeldLocksOptions {
+  readonly clock: Clock;
+  /** Monotonic time until which the session is known alive (0 once lost). */
+  sessionValidUntil(): number;
+  /** Sends `unlockRow` for a lock of the session; its answer does not matter. */
+  giveBack(table: string, lockId: string): Promise<unknown>;
+}
+
+/**
+ * The one owner of the row locks a client's session holds: it makes the handles from grants,
+ * finds them by id, and decides every end of one — released, lost (a server notice, the
+ * session's end, a reconnect that no longer lists it, the client's close) — and gives back
+ * every lock the server granted that no handle stands for (a grant answered after its caller
+ * gave up, a grant found at reconnect whose answer never arrived).
+ *
+ * It remembers the ids of lost locks, so a use of one fails here as in process, even while the
+ * server (whose lease outlasts the client's conservative one) still holds it. A released lock's
+ * id is not kept: its unlock reaches the server ahead of any later call of this connection,
+ * which the server then refuses the same way; if the connection drops first, the row stays
+ * the session's until the reconnect gives it back, so no one else can hold it meanwhile.
+ */
+export class HeldLocks {
+  readonly #options: HeldLocksOptions;
+  readonly #locks = new Map<string, RemoteRowLock>();
+  readonly #gone = new Set<string>();
+  readonly #control;
+
+  constructor(options: HeldLocksOptions) {
+    this.#options = options;
+    this.#control = {
+      clock: options.clock,
+      sessionValidUntil: () => options.sessionValidUntil(),
+      unlock: (table: string, lockId: string) => options.giveBack(table, lockId),
+      forget: (lock: RemoteRowLock, lost: boolean) => this.#forget(lock, lost),
+    };
+  }
+
+  /** Locks held now. */
+  get size(): number {
+    return this.#locks.size;
+  }
+
+  /** The handle for a grant answered to a call sent at `sentAt` (monotonic). */
+  granted(table: string, row: Buffer, grant: Grant, sentAt: number): RemoteRowLock {
+    const lock = new RemoteRowLock(
+      table,
+      row,
+      grant.lockId,
+      grant.token,
+      sentAt,
+      grant.leaseMs,
+      this.#control,
+    );
+    this.#locks.set(grant.lockId, lock);
+    return lock;
+  }
+
+  /** The handle of a lock held now, if any. */
+  get(lockId: string): RemoteRowLock | undefined {
+    return this.#locks.get(lockId);
+  }
+
+  /** Whether this client counts the lock as lost (a use of its id fails without a round trip). */
+  isGone(lockId: string): boolean {
+    return this.#gone.has(lockId);
+  }
+
+  /** A result its caller gave up on: a lock it grants is given back. */
+  lateResult(method: Method, args: readonly unknown[], value: unknown): void {
+    const grant = lateGrant(method, args, value);
+    if (grant !== undefined) this.#giveBack(grant.table, grant.lockId);
+  }
+
+  /** The server's `lockLost` notice: `[lockId, code, message]`. */
+  lockLost(data: unknown): void {
+    if (!Array.isArray(data)) return;
+    const [lockId, code, message] = data as unknown[];
+    const lock = typeof lockId === 'string' ? this.#locks.get(lockId) : undefined;
+    lock?.lose(
+      new LockLostError(String(message), {
+        code: code === 'LEASE_EXPIRED' || code === 'SESSION_EXPIRED' ? code : 'LOCK_LOST',
+      }),
+    );
+  }
+
+  /** The session ended (expired, closed, master changed): every lock with it. */
+  loseAll(reason: LockLostError): void {
+    for (const lock of [...this.#locks.values()]) lock.lose(reason);
+  }
+
+  /** The client closes its session: every lock ends with it. */
+  clientClosed(): void {
+    for (const lock of [...this.#locks.values()]) {
+      lock.lose(
+        new LockLostError(`${lock.resource}: the client closed its session`, { code: 'LOCK_LOST' }),
+      );
+    }
+  }
+
+  /**
+   * A connection carries the session again. `held` lists `[lockId, table]` of the locks the
+   * server still holds for it: a handle not listed is lost; a listed lock without a handle was
+   * granted while the answer could not arrive, and is given back.
+   */
+  reconnected(resumed: boolean, held: readonly (readonly [string, string])[]): void {
+    const stillHeld = new Set(held.map(([lockId]) => lockId));
+    for (const lock of [...this.#locks.values()]) {
+      if (!stillHeld.has(lock.lockId)) {
+        lock.lose(
+          new LockLostError(`${lock.resource}: not held by the session after reconnecting`, {
+            code: resumed ? 'LEASE_EXPIRED' : 'SESSION_EXPIRED',
+          }),
+        );
+      }
+    }
+    for (const [lockId, table] of held) {
+      if (!this.#locks.has(lockId)) this.#giveBack(table, lockId);
+    }
+  }
+
+  #giveBack(table: string, lockId: string): void {
+    this.#options.giveBack(table, lockId).catch(() => undefined);
+  }
+
+  #forget(lock: RemoteRowLock, lost: boolean): void {
+    if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
+    // Only a loss is remembered (rare): a set churned on every unlock would be a tenth of a
+    // lock cycle's client CPU. Bounded: the oldest go first (a very old id then reaches the
+    // server, which refuses it).
+    if (!lost) return;
+    this.#gone.add(lock.lockId);
+    if (this.#gone.size > GONE_KEPT) this.#gone.delete(this.#gone.values().next().value as string);
+  }
+}
