@@ -10,6 +10,7 @@ export {
   LocksmithError,
   TableError,
 } from '../core/errors.js';
+export type { TableDescriptor } from '../rows/table-descriptor.js';
 export type { HttpStatus, ServerMetrics } from './http-status.js';
 export { LocksmithServer, type ServerOptions } from './server.js';
 export type {
@@ -19,4 +20,3 @@ export type {
   SessionStatus,
   TableStatus,
 } from './server-status.js';
-export type { TableDescriptor } from '../rows/table-descriptor.js';
