@@ -22,8 +22,13 @@ import {
 } from '../wire/messages.js';
 import { fromWireError } from '../wire/wire-error.js';
 import { AddressRotation } from './address-rotation.js';
+import { type CallOptions, type PendingCall, PendingCalls } from './pending-calls.js';
 import { parseMasterAddress, type ServerAddress } from './server-address.js';
 import { sessionContinuity, welcomeEpoch } from './session-continuity.js';
+import { SessionLease, silenceLimitMs } from './session-lease.js';
+
+export type { CallOptions };
+export { silenceLimitMs };
 
 export interface ClientConnectionOptions {
   /**
@@ -49,6 +54,11 @@ export interface ClientConnectionOptions {
   reconnectMinMs: number;
   reconnectMaxMs: number;
   clock?: Clock | undefined;
+  /**
+   * A result that arrived after its caller gave up (timed out, aborted), with the call's
+   * method and arguments as sent: the owner of what it grants gives that back.
+   */
+  lateResult?: ((method: Method, args: readonly unknown[], value: unknown) => void) | undefined;
 }
 
 /** The session as the server granted it. */
@@ -64,30 +74,6 @@ export interface SessionInfo {
   /** The master's epoch (its mastership token); 0 for a standalone server. */
   epoch: number;
   role: 'standalone' | 'master';
-}
-
-export interface CallOptions {
-  signal?: AbortSignal | undefined;
-  /** Overrides the connection's `callTimeoutMs` for this call (milliseconds). */
-  timeoutMs?: number | undefined;
-  /** The call can be sent again after a lost connection (a read, a ping). */
-  idempotent?: boolean | undefined;
-}
-
-interface Pending {
-  readonly method: Method;
-  readonly args: unknown[];
-  readonly options: CallOptions;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (err: LocksmithError) => void;
-  /** Monotonic time the call was last sent; a reply proves the session was alive then. */
-  sentAt: number;
-  /** `performance.now()` past which the call gives up (Infinity: never). */
-  deadline: number;
-  /** Its round-trip timeout, for the message. */
-  timeoutMs: number;
-  settled: boolean;
-  onAbort: (() => void) | undefined;
 }
 
 export interface ClientConnectionEvents {
@@ -135,29 +121,17 @@ export interface ClientConnectionEvents {
 export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   readonly #options: ClientConnectionOptions;
   readonly #clock: Clock;
-  readonly #pending = new Map<number, Pending>();
-  /** Calls waiting for a connection (made while reconnecting, or resent after a drop). */
-  #queued: number[] = [];
-  #nextId = 1;
+  readonly #calls: PendingCalls;
   #socket: Socket | undefined;
   #ready = false;
   #closed = false;
   #session: SessionInfo | undefined;
-  /** Monotonic time until which the session is known alive (see the class comment). */
-  #sessionValidUntil = 0;
-  #sessionTimer: NodeJS.Timeout | undefined;
+  /** Until when the session is known alive (see the class comment). */
+  readonly #lease: SessionLease;
   #keepAliveTimer: NodeJS.Timeout | undefined;
   #lastSent = 0;
   #lastHeard = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
-  /**
-   * One timer for every call's timeout, armed for the earliest deadline it knows of (a timer
-   * per call would be a visible share of a fast call's cost). It keeps the process alive only
-   * while some call with a deadline is unsettled ({@link #timedCalls}).
-   */
-  #deadlineTimer: NodeJS.Timeout | undefined;
-  #deadlineAt = Number.POSITIVE_INFINITY;
-  #timedCalls = 0;
   #firstConnect: { resolve: () => void; reject: (err: LocksmithError) => void } | undefined;
   /** The last socket error, for the message of the close that follows. */
   #lastError: Error | undefined;
@@ -188,6 +162,18 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       throw new TypeError('ClientConnection: no server address');
     }
     this.#rotation = new AddressRotation(options);
+    this.#lease = new SessionLease(this.#clock, () => this.#leaseExpired());
+    this.#calls = new PendingCalls({
+      dispatch: (id, call) => {
+        if (this.#ready) this.#send(id, call);
+        else this.#calls.queue(id);
+      },
+      cancelSent: (id) => {
+        if (!this.#ready || this.#socket === undefined) return false;
+        this.#socket.write(encodeFrame([ClientKind.CANCEL, id]));
+        return true;
+      },
+    });
   }
 
   /** `host:port` of the master this client last connected to (undefined before the first). */
@@ -210,7 +196,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
 
   /** Monotonic time (`clock.monotonic()`) until which the session is known to be alive. */
   get sessionValidUntil(): number {
-    return this.#sessionValidUntil;
+    return this.#lease.validUntil;
   }
 
   /** Connects and opens a session; rejects after `connectTimeoutMs` or on a refusal. */
@@ -248,42 +234,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
 
   /** Sends a call; resolves with the server's result or rejects with its error. */
   call(method: Method, args: unknown[], options: CallOptions = {}): Promise<unknown> {
-    if (this.#closed) {
-      return Promise.reject(new ConnectionLostError('The client is closed'));
-    }
-    const { signal } = options;
-    if (signal?.aborted) {
-      return Promise.reject(new AbortedError(`${method} was aborted`, { cause: signal.reason }));
-    }
-    return new Promise<unknown>((resolve, reject) => {
-      const id = this.#takeId();
-      const pending: Pending = {
-        method,
-        args,
-        options,
-        resolve,
-        reject,
-        sentAt: 0,
-        deadline: Number.POSITIVE_INFINITY,
-        timeoutMs: options.timeoutMs ?? this.#options.callTimeoutMs,
-        settled: false,
-        onAbort: undefined,
-      };
-      this.#pending.set(id, pending);
-      const { timeoutMs } = pending;
-      if (timeoutMs > 0 && Number.isFinite(timeoutMs)) {
-        pending.deadline = performance.now() + timeoutMs;
-        if (++this.#timedCalls === 1) this.#deadlineTimer?.ref();
-        if (pending.deadline < this.#deadlineAt) this.#armDeadline(pending.deadline);
-      }
-      if (signal !== undefined) {
-        pending.onAbort = () =>
-          this.#cancel(id, new AbortedError(`${method} was aborted`, { cause: signal.reason }));
-        signal.addEventListener('abort', pending.onAbort, { once: true });
-      }
-      if (this.#ready) this.#send(id, pending);
-      else this.#queued.push(id);
-    });
+    return this.#calls.start(method, args, options, this.#options.callTimeoutMs);
   }
 
   /** Ends the session (releasing everything it holds) and the connection. Idempotent. */
@@ -413,7 +364,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
         this.#rotation.retryCurrent();
       }
       this.#lastError = undefined;
-      this.#failInFlight(reason);
+      this.#calls.connectionLost(reason);
       if (this.#closed) return;
       if (this.#fatal !== undefined && this.#firstConnect !== undefined) {
         this.#firstConnect.reject(this.#fatal);
@@ -448,35 +399,27 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
           this.#connectionError(socket, message.code, message.message, message.details);
           return;
         }
-        const pending = this.#pending.get(message.id);
-        if (pending === undefined) return;
-        if (
-          message.kind === ServerKind.ERROR &&
-          message.code === 'NOT_MASTER' &&
-          !pending.settled
-        ) {
+        const call = this.#calls.get(message.id);
+        if (call === undefined) return;
+        if (message.kind === ServerKind.ERROR && message.code === 'NOT_MASTER' && !call.settled) {
           // Refused before it ran (the server is no longer master): safe to send again, to the
           // master, which this connection's end goes to find.
-          pending.sentAt = 0;
-          this.#queued.push(message.id);
+          this.#calls.queue(message.id);
           this.#notMaster(socket, message.message, message.details);
           return;
         }
-        this.#pending.delete(message.id);
+        this.#calls.answered(message.id);
         // Any answer proves the session alive at the time the call was sent.
-        this.#sessionAliveAt(pending.sentAt);
-        if (pending.settled) {
-          // Answered after the caller gave up: a lock granted meanwhile is given back.
-          if (message.kind === ServerKind.RESULT && isGrant(pending.method, message.value)) {
-            const table = pending.args[0];
-            const lockId = (message.value as unknown[])[0];
-            this.call('unlockRow', [table, lockId]).catch(() => undefined);
+        this.#sessionAliveAt(call.sentAt);
+        if (call.settled) {
+          if (message.kind === ServerKind.RESULT) {
+            this.#options.lateResult?.(call.method, call.args, message.value);
           }
           return;
         }
-        this.#settle(pending);
-        if (message.kind === ServerKind.RESULT) pending.resolve(message.value);
-        else pending.reject(fromWireError(message.code, message.message));
+        this.#calls.settle(call);
+        if (message.kind === ServerKind.RESULT) call.resolve(message.value);
+        else call.reject(fromWireError(message.code, message.message));
         return;
       }
       case ServerKind.NOTICE:
@@ -538,12 +481,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     }
     this.emit('connected', info, resumed, held);
     this.#firstConnect?.resolve();
-    const queued = this.#queued;
-    this.#queued = [];
-    for (const id of queued) {
-      const pending = this.#pending.get(id);
-      if (pending !== undefined && !pending.settled) this.#send(id, pending);
-    }
+    for (const [id, call] of this.#calls.takeQueued()) this.#send(id, call);
   }
 
   /** An ERROR for the whole connection (call id 0). */
@@ -626,43 +564,28 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
   // ---- session lease ---------------------------------------------------------------------
 
   #sessionAliveAt(sentAt: number): void {
-    const session = this.#session;
-    if (session === undefined) return;
-    const until = sentAt + session.leaseMs;
-    if (until <= this.#sessionValidUntil) return;
-    this.#sessionValidUntil = until;
-    if (this.#sessionTimer === undefined) this.#armSessionTimer();
+    if (this.#session !== undefined) this.#lease.aliveAt(sentAt, this.#session.leaseMs);
   }
 
-  #armSessionTimer(): void {
-    const delay = Math.max(0, this.#sessionValidUntil - this.#clock.monotonic());
-    this.#sessionTimer = setTimeout(() => {
-      this.#sessionTimer = undefined;
-      if (this.#session === undefined || this.#closed) return;
-      if (this.#clock.monotonic() < this.#sessionValidUntil) {
-        this.#armSessionTimer();
-        return;
-      }
-      const lease = this.#session.leaseMs;
-      this.#loseSession(
-        new LockLostError(
-          `Session lost: no answer from the server for a whole session lease (${lease} ms); the server may have released its locks`,
-          { code: 'SESSION_EXPIRED' },
-        ),
-      );
-      this.#session = undefined;
-      // A connection that heard nothing for a lease is dead: start afresh, elsewhere first. An
-      // attempt under way (the session lapsed while reconnecting) runs to its own bound.
-      if (this.#ready) this.#dropSilent();
-    }, delay);
-    this.#sessionTimer.unref();
+  /** No answer for a whole lease: the session is lost here before the server can reuse it. */
+  #leaseExpired(): void {
+    if (this.#session === undefined || this.#closed) return;
+    const lease = this.#session.leaseMs;
+    this.#loseSession(
+      new LockLostError(
+        `Session lost: no answer from the server for a whole session lease (${lease} ms); the server may have released its locks`,
+        { code: 'SESSION_EXPIRED' },
+      ),
+    );
+    this.#session = undefined;
+    // A connection that heard nothing for a lease is dead: start afresh, elsewhere first. An
+    // attempt under way (the session lapsed while reconnecting) runs to its own bound.
+    if (this.#ready) this.#dropSilent();
   }
 
   #loseSession(reason: LockLostError): void {
-    if (this.#session === undefined && this.#sessionValidUntil === 0) return;
-    this.#sessionValidUntil = 0;
-    clearTimeout(this.#sessionTimer);
-    this.#sessionTimer = undefined;
+    if (this.#session === undefined && this.#lease.validUntil === 0) return;
+    this.#lease.end();
     this.emit('sessionLost', reason);
   }
 
@@ -722,105 +645,21 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
 
   // ---- calls -----------------------------------------------------------------------------
 
-  #takeId(): number {
-    for (;;) {
-      const id = this.#nextId;
-      this.#nextId = id >= 0xffff_ffff ? 1 : id + 1;
-      if (!this.#pending.has(id)) return id;
-    }
-  }
-
-  #send(id: number, pending: Pending): void {
+  #send(id: number, call: PendingCall): void {
     const socket = this.#socket;
     if (socket === undefined) {
-      this.#queued.push(id);
+      this.#calls.queue(id);
       return;
     }
-    pending.sentAt = this.#clock.monotonic();
-    this.#lastSent = pending.sentAt;
+    call.sentAt = this.#clock.monotonic();
+    this.#lastSent = call.sentAt;
     if (!socket.writableCorked) {
       // Calls made in one run of the job queues (an unlock and the next lock, a pipelined
       // burst) leave in one write: one system call, one packet.
       socket.cork();
       process.nextTick(() => socket.uncork());
     }
-    socket.write(encodeFrame([ClientKind.CALL, id, pending.method, pending.args]));
-  }
-
-  /** (Re)arms the one timeout timer for `at` (a `performance.now()` time). */
-  #armDeadline(at: number): void {
-    clearTimeout(this.#deadlineTimer);
-    this.#deadlineAt = at;
-    this.#deadlineTimer = setTimeout(() => this.#onDeadline(), Math.max(0, at - performance.now()));
-    if (this.#timedCalls === 0) this.#deadlineTimer.unref();
-  }
-
-  /** Gives up on every call past its deadline, and re-arms for the earliest one left. */
-  #onDeadline(): void {
-    this.#deadlineTimer = undefined;
-    this.#deadlineAt = Number.POSITIVE_INFINITY;
-    const now = performance.now();
-    let next = Number.POSITIVE_INFINITY;
-    for (const [id, pending] of [...this.#pending]) {
-      if (pending.settled) continue;
-      if (pending.deadline <= now) {
-        this.#cancel(
-          id,
-          new ConnectionLostError(`${pending.method} got no answer within ${pending.timeoutMs} ms`),
-        );
-      } else if (pending.deadline < next) {
-        next = pending.deadline;
-      }
-    }
-    if (next !== Number.POSITIVE_INFINITY && !this.#closed) this.#armDeadline(next);
-  }
-
-  /** The caller gives up on a call (timeout, abort): the server is asked to cancel it. */
-  #cancel(id: number, err: LocksmithError): void {
-    const pending = this.#pending.get(id);
-    if (pending === undefined || pending.settled) return;
-    this.#settle(pending);
-    pending.reject(err);
-    if (pending.sentAt > 0 && this.#ready && this.#socket !== undefined) {
-      // The entry stays until the answer, so a lock granted meanwhile is given back.
-      this.#socket.write(encodeFrame([ClientKind.CANCEL, id]));
-    } else {
-      this.#pending.delete(id);
-    }
-  }
-
-  #settle(pending: Pending): void {
-    pending.settled = true;
-    if (pending.deadline !== Number.POSITIVE_INFINITY) {
-      pending.deadline = Number.POSITIVE_INFINITY;
-      if (--this.#timedCalls === 0) this.#deadlineTimer?.unref();
-    }
-    if (pending.onAbort !== undefined) {
-      pending.options.signal?.removeEventListener('abort', pending.onAbort);
-    }
-  }
-
-  #failInFlight(reason: ConnectionLostError): void {
-    for (const [id, pending] of [...this.#pending]) {
-      if (pending.settled) {
-        this.#pending.delete(id);
-        continue;
-      }
-      if (pending.sentAt === 0 || pending.options.idempotent === true) {
-        // Never sent, or safe to send again: it goes out on the next connection.
-        pending.sentAt = 0;
-        if (!this.#queued.includes(id)) this.#queued.push(id);
-        continue;
-      }
-      this.#pending.delete(id);
-      this.#settle(pending);
-      pending.reject(
-        new ConnectionLostError(
-          `${pending.method}: ${reason.message}; the server may or may not have applied it`,
-          { cause: reason },
-        ),
-      );
-    }
+    socket.write(encodeFrame([ClientKind.CALL, id, call.method, call.args]));
   }
 
   #shutdown(reason: LocksmithError): void {
@@ -829,18 +668,8 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
     this.#ready = false;
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#handshakeTimer);
-    clearTimeout(this.#sessionTimer);
-    clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = undefined;
     this.#stopKeepAlive();
-    for (const pending of this.#pending.values()) {
-      if (!pending.settled) {
-        this.#settle(pending);
-        pending.reject(reason);
-      }
-    }
-    this.#pending.clear();
-    this.#queued = [];
+    this.#calls.close(reason);
     this.#socket?.destroy();
     this.#socket = undefined;
     if (this.#session !== undefined) {
@@ -864,13 +693,4 @@ function isCertificateError(err: Error): boolean {
   );
 }
 
-function isGrant(method: Method, value: unknown): boolean {
-  return (method === 'lockRow' || method === 'tryLockRow') && Array.isArray(value);
-}
-
 export { handshakeTimeoutMs } from './address-rotation.js';
-
-/** How long a connection may hear nothing before it counts as dead: 5/8 of the session lease. */
-export function silenceLimitMs(sessionLeaseMs: number): number {
-  return Math.floor((sessionLeaseMs * 5) / 8);
-}

@@ -169,6 +169,7 @@ export class LocksmithClient
     const addresses = parseServerAddresses(url);
     const opts = readOptions(options, 'connect options', CONNECT_SPEC, 'connect option ');
     const { clock, callTimeoutMs, signal } = opts;
+    let client: LocksmithClient | undefined;
     const connection = new ClientConnection({
       addresses,
       token: opts.token,
@@ -181,8 +182,12 @@ export class LocksmithClient
       reconnectMinMs: 50,
       reconnectMaxMs: 2_000,
       clock,
+      // A grant answered after its caller gave up is given back by the owner of the locks.
+      lateResult: (method, args, value) => {
+        if (client !== undefined) client.#locks.lateResult(method, args, value);
+      },
     });
-    const client = new LocksmithClient(connection, clock, callTimeoutMs);
+    client = new LocksmithClient(connection, clock, callTimeoutMs);
     await connection.open(signal);
     return client;
   }
