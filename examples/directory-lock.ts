@@ -1,7 +1,7 @@
 // The README's example: `npx tsx examples/directory-lock.ts` from the clone, after `npm install`
 // (which builds `dist/`: `locksmith/directory` resolves to it through package.json "exports").
 import { writeFile } from 'node:fs/promises';
-import { acquireLock, FSDirectory } from 'locksmith/directory';
+import { acquireLock, FSDirectory } from 'locksmith-locks/directory';
 
 const dir = await FSDirectory.open('./index'); // NativeFSLockFactory by default
 const lock = await dir.obtainLock('write.lock'); // throws LockObtainFailedError if held

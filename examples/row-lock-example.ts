@@ -7,7 +7,7 @@
 // `timestampOnArrival` reproduces HBase 0.90: the blocked put's time was read when it
 // arrived, so val3 ends up about 5 s older than val1 although it was written last.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatCell, Get, Put, Region } from 'locksmith/rows';
+import { formatCell, Get, Put, Region } from 'locksmith-locks/rows';
 
 const ROW1 = 'row1';
 const COLFAM1 = 'colfam1';

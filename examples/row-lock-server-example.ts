@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { connect, formatCell, Get, Put } from 'locksmith/client';
+import { connect, formatCell, Get, Put } from 'locksmith-locks/client';
 
 const TABLE = 'testtable';
 const ROW1 = 'row1';

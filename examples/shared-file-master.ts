@@ -2,7 +2,7 @@
 // two terminals: the second waits as a slave and takes over when you stop the first). It runs
 // until Ctrl-C (SIGINT) or SIGTERM, which stop it at once: the service first, then the lock is
 // given back, then the process ends.
-import { AbortedError, SharedFileLocker, Supervisor } from 'locksmith/store';
+import { AbortedError, SharedFileLocker, Supervisor } from 'locksmith-locks/store';
 
 const supervisor = new Supervisor({
   locker: new SharedFileLocker({ directory: './store-data', acquireIntervalMs: 1000 }),

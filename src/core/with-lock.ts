@@ -11,7 +11,7 @@ import type { LockHandle } from './lock-handle.js';
  * a failing release; the release error is kept as its `suppressed` property.
  *
  * Each family exports a thin form of this that also acquires (`withLock` in
- * `locksmith/directory`, `withMastership` in `locksmith/store`, `Region.withRowLock`).
+ * `locksmith-locks/directory`, `withMastership` in `locksmith-locks/store`, `Region.withRowLock`).
  */
 export async function withHandle<H extends LockHandle, T>(
   handle: H,

@@ -28,7 +28,7 @@ export function libc(): Libc {
       `Kernel file locks are not implemented on ${process.platform}`,
     );
   }
-  // koffi is CommonJS; loading it lazily keeps `import 'locksmith'` free of native code.
+  // koffi is CommonJS; loading it lazily keeps `import 'locksmith-locks'` free of native code.
   const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
   let lastError: unknown;
   for (const name of names) {

@@ -11,7 +11,7 @@ import type { DataMastership, DataService } from './data-service.js';
 
 /** `LocksmithServer.listen`'s `ha` option: run as one of several servers on one data directory. */
 export interface HaOptions {
-  /** Decides which server is master (`createLocker` of `locksmith/store`). */
+  /** Decides which server is master (`createLocker` of `locksmith-locks/store`). */
   locker: Locker;
   /** The supervisor's keep-alive period, ms (default the locker's own). */
   keepAlivePeriodMs?: number | undefined;

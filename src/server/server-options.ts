@@ -78,7 +78,7 @@ export interface ServerOptions {
   /**
    * How each table's storage is opened: `RowStorage` (log segments and snapshots under
    * `dataDir`) unless another implementation of `RegionStorage` is plugged in (see
-   * `OpenRegionStorage` of `locksmith/rows`). Under `ha` it is given the mastership's epoch,
+   * `OpenRegionStorage` of `locksmith-locks/rows`). Under `ha` it is given the mastership's epoch,
    * and must refuse the writes of a deposed master for fencing to hold.
    */
   openStorage?: OpenRegionStorage | undefined;

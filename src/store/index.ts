@@ -1,5 +1,5 @@
 // The error classes this subpath's functions throw, re-exported so callers can catch by class
-// without a second import from 'locksmith' (they are the same objects as core's).
+// without a second import from 'locksmith-locks' (they are the same objects as core's).
 export {
   AbortedError,
   AlreadyClosedError,

@@ -3,19 +3,19 @@
 // "exports", resolved to dist/), so this checks what a user of the package sees.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import * as core from 'locksmith';
-import * as client from 'locksmith/client';
-import * as directory from 'locksmith/directory';
-import * as rows from 'locksmith/rows';
-import * as server from 'locksmith/server';
-import * as store from 'locksmith/store';
+import * as core from 'locksmith-locks';
+import * as client from 'locksmith-locks/client';
+import * as directory from 'locksmith-locks/directory';
+import * as rows from 'locksmith-locks/rows';
+import * as server from 'locksmith-locks/server';
+import * as store from 'locksmith-locks/store';
 
 const expected: Record<string, Record<string, unknown>> = {
-  'locksmith/directory': directory,
-  'locksmith/store': store,
-  'locksmith/rows': rows,
-  'locksmith/client': client,
-  'locksmith/server': server,
+  'locksmith-locks/directory': directory,
+  'locksmith-locks/store': store,
+  'locksmith-locks/rows': rows,
+  'locksmith-locks/client': client,
+  'locksmith-locks/server': server,
 };
 
 /** What the functions of every subpath can throw. */
@@ -30,7 +30,7 @@ const everywhere = [
 ];
 
 const required: Record<string, string[]> = {
-  'locksmith/directory': [
+  'locksmith-locks/directory': [
     ...everywhere,
     'LockReleaseFailedError',
     'LockTimeoutError',
@@ -38,15 +38,15 @@ const required: Record<string, string[]> = {
     'ProtocolError',
     'UnsupportedOperationError',
   ],
-  'locksmith/store': [...everywhere, 'UnsupportedOperationError'],
-  'locksmith/rows': [
+  'locksmith-locks/store': [...everywhere, 'UnsupportedOperationError'],
+  'locksmith-locks/rows': [
     ...everywhere,
     'DeadlockError',
     'LockTimeoutError',
     'UnknownRowLockError',
     'StaleTokenError',
   ],
-  'locksmith/client': [
+  'locksmith-locks/client': [
     ...everywhere,
     'ConnectionLostError',
     'DeadlockError',
@@ -57,7 +57,7 @@ const required: Record<string, string[]> = {
     'TableError',
     'UnknownRowLockError',
   ],
-  'locksmith/server': [...everywhere, 'TableError'],
+  'locksmith-locks/server': [...everywhere, 'TableError'],
 };
 
 for (const [subpath, names] of Object.entries(required)) {
