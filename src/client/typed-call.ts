@@ -35,12 +35,14 @@ export type TypedCall = <M extends Method>(
  * server's `PROTOCOL_ERROR`).
  */
 export function typedCall(transport: CallTransport): TypedCall {
-  return <M extends Method>(method: M, args: CallArgs<M>, options: CallLimits = {}) => {
+  return <M extends Method>(method: M, args: CallArgs<M>, options?: CallLimits) => {
     const spec = CALLS[method] as unknown as CallSpec<unknown[], unknown[], unknown, CallResult<M>>;
+    // A fresh literal, not a spread of the caller's options: this runs on every call.
     const sent = transport.call(method, spec.encodeArgs(...args), {
-      ...options,
+      signal: options?.signal,
+      timeoutMs: options?.timeoutMs,
       idempotent: spec.resend,
     });
-    return sent.then((value) => spec.decodeResult(value));
+    return sent.then(spec.decodeResult);
   };
 }
