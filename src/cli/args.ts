@@ -31,6 +31,7 @@ export function parseCommandLine<
   const joined: string[] = [];
   for (let i = 0; i < before.length; i++) {
     const arg = before[i] as string;
+    checkKnown(arg, options);
     const spec = arg.startsWith('--') ? options[arg.slice(2)] : undefined;
     if (spec?.type !== 'string') {
       joined.push(arg);
@@ -54,6 +55,59 @@ export function parseCommandLine<
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/**
+ * Refuses an option the command does not have, naming the nearest one it has: Node's own
+ * message quotes it oddly and advises `--` before it, which is wrong for commands whose `--`
+ * starts the command to run.
+ */
+function checkKnown(arg: string, options: Record<string, unknown>): void {
+  if (!arg.startsWith('-') || arg === '-' || /^-\d/.test(arg)) return;
+  const name = arg.startsWith('--') ? (arg.slice(2).split('=')[0] as string) : arg.slice(1);
+  if (arg.startsWith('--') ? Object.hasOwn(options, name) : isShort(name, options)) return;
+  const near = nearest(name.replace(/^-+/, ''), Object.keys(options));
+  throw new UsageError(
+    `unknown option ${arg.split('=')[0]}${near === undefined ? '' : ` (did you mean --${near}?)`}`,
+  );
+}
+
+function isShort(name: string, options: Record<string, unknown>): boolean {
+  return Object.values(options).some((o) => (o as { short?: string }).short === name);
+}
+
+/** The option name closest to `name` by edit distance, if close enough to be a typo. */
+export function nearest(name: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(1, Math.floor(name.length / 3)) + 1;
+  for (const c of candidates) {
+    const d = editDistance(name, c);
+    if (d < bestDistance) {
+      best = c;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Levenshtein distance, with a transposition counted as one edit (`wiat` → `wait`). */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = d[i] as number[];
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min((d[i - 1] as number[])[j] as number, row[j - 1] as number) + 1;
+      v = Math.min(v, ((d[i - 1] as number[])[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        v = Math.min(v, ((d[i - 2] as number[])[j - 2] as number) + 1);
+      }
+      row[j] = v;
+    }
+  }
+  return (d[a.length] as number[])[b.length] as number;
 }
 
 /**

@@ -184,6 +184,7 @@ export async function run(args: string[]): Promise<number> {
   let deadlines: WatchdogDeadlines | undefined;
   const service = new CommandService(options.command, {
     graceMs: options.graceMs,
+    name: 'locksmith elect',
     onSpawn: (pid) => {
       if (deadlines === undefined) throw new Error('no confirmed mastership to run under');
       watchdog.arm(pid, deadlines.termAt, deadlines.killAt);

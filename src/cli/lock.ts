@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { LockIOError, LockObtainFailedError } from '../core/errors.js';
+import { validateLockName } from '../core/lock-name.js';
 import { acquireLock, WRITE_LOCK_NAME } from '../directory/acquire-lock.js';
 import { FILE_FACTORY_NAMES, lockFactoryByName } from '../directory/factory-by-name.js';
 import { FSDirectory } from '../directory/fs-directory.js';
@@ -8,6 +9,7 @@ import { inspectLock, type LockInspection } from '../directory/inspect-lock.js';
 import type { Lock } from '../directory/lock.js';
 import { nativeLockDescriptor } from '../directory/native-fs-lock-factory.js';
 import { durationOption, parseCommandLine, pathArgument, UsageError } from './args.js';
+import { interrupted } from './interrupted.js';
 import { USAGES } from './usage.js';
 
 export const USAGE = `locksmith ${USAGES.lock.synopsis}`;
@@ -42,22 +44,30 @@ export async function run(args: string[]): Promise<number> {
     (values.factory as string | undefined) ?? 'native',
     FILE_FACTORY_NAMES,
   );
+  const name = validateLockName((values.name as string | undefined) ?? WRITE_LOCK_NAME, '--name');
   const waitText = values.wait as string | undefined;
   const waitMs = waitText === undefined ? undefined : durationOption('--wait', waitText);
   // Everything is checked: only now is the directory opened (and created if missing).
   const directory = await FSDirectory.open(dirPath, factory);
 
   const giveUp = new AbortController();
-  const onSignal = () => giveUp.abort();
+  let received: NodeJS.Signals | undefined;
+  const onSignal = (sig: NodeJS.Signals) => {
+    received ??= sig;
+    giveUp.abort();
+  };
   for (const sig of FORWARDED) process.on(sig, onSignal);
   let lock: Lock;
   try {
     lock =
       waitMs === undefined
-        ? await directory.obtainLock(WRITE_LOCK_NAME)
-        : await acquireLock(directory, { timeoutMs: waitMs, signal: giveUp.signal });
+        ? await directory.obtainLock(name)
+        : await acquireLock(directory, { name, timeoutMs: waitMs, signal: giveUp.signal });
   } catch (err) {
-    if (err instanceof LockObtainFailedError) throw explainNotObtained(directory, err, waitText);
+    if (received !== undefined) return interrupted('lock', received, directory.path);
+    if (err instanceof LockObtainFailedError) {
+      throw explainNotObtained(directory, name, err, waitText);
+    }
     throw err;
   } finally {
     for (const sig of FORWARDED) process.off(sig, onSignal);
@@ -76,12 +86,13 @@ export async function run(args: string[]): Promise<number> {
  */
 function explainNotObtained(
   directory: FSDirectory,
+  name: string,
   err: LockObtainFailedError,
   waitText: string | undefined,
 ): LockIOError {
   let seen: LockInspection | undefined;
   try {
-    seen = inspectLock(directory.path, { lockFactory: directory.lockFactory });
+    seen = inspectLock(directory.path, { name, lockFactory: directory.lockFactory });
   } catch {
     seen = undefined; // The failure is still worth reporting without the detail.
   }
@@ -89,6 +100,7 @@ function explainNotObtained(
     return new LockIOError(`cannot lock: ${seen.message}`, { cause: err });
   }
   const after = waitText === undefined ? '' : ` after waiting ${waitText}`;
+  const nameFlag = name === WRITE_LOCK_NAME ? '' : ` --name ${name}`;
   const code = err.code === 'LOCK_TIMEOUT' ? 'LOCK_TIMEOUT' : 'LOCK_OBTAIN_FAILED';
   if (seen?.state === 'held' && seen.mayBeStale) {
     // A SimpleFS lock is the file's existence: nobody may hold it (a native lock's file, or
@@ -96,17 +108,17 @@ function explainNotObtained(
     const created = seen.since === undefined ? '' : ` (created ${seen.since.toISOString()})`;
     const dir = directory.path;
     return new LockObtainFailedError(
-      `${directory.path} is locked${after}: ${WRITE_LOCK_NAME} exists${created}; it may be a leftover (a holder that died, or the file a native lock leaves behind): check with "locksmith status ${dir}" (is a native lock held on it?) and "locksmith status --factory simple ${dir}", and remove it only if no holder is alive`,
+      `${directory.path} is locked${after}: ${name} exists${created}; it may be a leftover (a holder that died, or the file a native lock leaves behind): check with "locksmith status ${dir}${nameFlag}" (is a native lock held on it?) and "locksmith status --factory simple ${dir}${nameFlag}", and remove it only if no holder is alive`,
       { cause: err, code },
     );
   }
   const holders = seen?.state === 'held' ? (seen.holders ?? []) : [];
   const pids = holders.flatMap((h) => (h.pid === undefined ? [] : [h.pid]));
   const by = pids.length > 0 ? `held by pid ${pids.join(', ')}` : 'held by another process';
-  return new LockObtainFailedError(
-    `${directory.path} is locked${after}: ${WRITE_LOCK_NAME} is ${by}`,
-    { cause: err, code },
-  );
+  return new LockObtainFailedError(`${directory.path} is locked${after}: ${name} is ${by}`, {
+    cause: err,
+    code,
+  });
 }
 
 function runCommand(command: string[], lock: Lock): Promise<number> {
@@ -122,7 +134,7 @@ function runCommand(command: string[], lock: Lock): Promise<number> {
   for (const sig of FORWARDED) process.on(sig, forward);
   return new Promise<number>((resolve) => {
     child.once('error', (err: NodeJS.ErrnoException) => {
-      process.stderr.write(`locksmith lock: cannot run ${file} (${err.code ?? err.message})\n`);
+      process.stderr.write(`locksmith lock: cannot run ${file} (${err.code ?? 'INTERNAL'})\n`);
       resolve(err.code === 'ENOENT' ? 127 : 126);
     });
     child.once('exit', (code, signal) => {

@@ -42,18 +42,25 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (name === 'help') {
-    const [topic, ...extra] = rest;
-    if (topic === undefined) {
+    // `help`, `help --help`, `help <command>`, `help rows <subcommand>`: help never fails on a
+    // request for help; only a name that is no command (or subcommand) is refused.
+    const topic = rest.filter((a) => a !== '--help' && a !== '-h');
+    const [command, sub, ...extra] = topic;
+    if (command === undefined) {
       process.stdout.write(topUsage());
       return 0;
     }
-    if (!isCommandName(topic) || extra.length > 0) {
+    const known =
+      isCommandName(command) &&
+      extra.length === 0 &&
+      (sub === undefined || USAGES[command].subcommands?.[sub] !== undefined);
+    if (!known) {
       process.stderr.write(
-        `locksmith help: unknown command ${JSON.stringify(rest.join(' '))}; expected one of ${COMMAND_NAMES.join(', ')} (INVALID_ARGUMENT)\n`,
+        `locksmith help: unknown command ${JSON.stringify(topic.join(' '))}; expected one of ${COMMAND_NAMES.join(', ')}${command === 'rows' ? ` (rows subcommands: ${Object.keys(USAGES.rows.subcommands ?? {}).join(', ')})` : ''} (INVALID_ARGUMENT)\n`,
       );
       return 2;
     }
-    process.stdout.write(commandUsage(topic));
+    process.stdout.write(sub === undefined ? commandUsage(command) : subcommandUsage(command, sub));
     return 0;
   }
   if (!isCommandName(name)) {

@@ -6,7 +6,6 @@
  * lock is lost or a stop signal arrives, and releases the lock when it ends (see
  * {@link lockAndRun} for the exit statuses). `rows.ts` parses the command line and connects.
  */
-import { constants } from 'node:os';
 import type { LocksmithClient } from '../client/locksmith-client.js';
 import { RemoteRowLock } from '../client/remote-row-lock.js';
 import { LockLostError, LockObtainFailedError, type LocksmithError } from '../core/errors.js';
@@ -14,6 +13,7 @@ import { toStringBinary } from '../rows/bytes.js';
 import type { TableRowLock } from '../rows/table.js';
 import { CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
 import { durationOption } from './args.js';
+import { interrupted, signalStatus } from './interrupted.js';
 import type { Action, Parsed } from './rows.js';
 
 /** Signals that stop `rows lock`: the command is stopped (with the grace), the lock released. */
@@ -70,7 +70,13 @@ async function lockAndRun(client: LocksmithClient, r: LockRun): Promise<number> 
           ? await table.tryLockRow(r.row)
           : await table.lockRow(r.row, { waitMs: r.waitMs, signal: stop.signal });
     } catch (err) {
-      if (received !== undefined) return signalStatus(received);
+      if (received !== undefined) {
+        return interrupted(
+          'rows lock',
+          received,
+          `row ${toStringBinary(r.row.toString('latin1'))} of table ${r.table}`,
+        );
+      }
       if ((err as { code?: unknown }).code === 'LOCK_TIMEOUT') {
         throw await heldError(client, r, `after waiting ${r.waitText}`, err);
       }
@@ -96,6 +102,7 @@ async function runHolding(
 ): Promise<number> {
   const service = new CommandService(r.command, {
     graceMs: r.graceMs,
+    name: 'locksmith rows lock',
     env: { ...process.env, LOCKSMITH_LOCK_ID: lock.lockId },
   });
   // Stops the command on a loss or a stop signal (CommandService stops it on this abort).
@@ -139,10 +146,6 @@ async function runHolding(
     lock.signal.removeEventListener('abort', onLost);
     run.abort(); // removes the stop listener
   }
-}
-
-function signalStatus(sig: NodeJS.Signals): number {
-  return 128 + (constants.signals[sig] ?? 0);
 }
 
 /** The row is locked by another session: says which, from the server's status. */

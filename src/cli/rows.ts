@@ -222,6 +222,14 @@ const ACTIONS = {
       return 0;
     };
   },
+  'drop-table': (p: Parsed): Action => {
+    const [table] = positionals(p, ['<table>']) as [string];
+    return async (client) => {
+      await client.dropTable(table);
+      process.stdout.write(`dropped table ${table}\n`);
+      return 0;
+    };
+  },
   describe: (p: Parsed): Action => {
     const [table] = positionals(p, ['<table>']) as [string];
     return async (client) => {
@@ -337,13 +345,22 @@ const ACTIONS = {
   },
 } satisfies Record<keyof typeof ROWS_SUBCOMMANDS, (p: Parsed) => Action>;
 
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
 /** Connects with the common options; an unreachable server is one line naming it. */
 async function connectTo(
   values: Record<string, string | boolean | undefined>,
   subcommand: string,
 ): Promise<LocksmithClient> {
-  const url = (values.server as string | undefined) ?? DEFAULT_SERVER;
-  const tokenPath = values['token-file'] as string | undefined;
+  // A flag wins over the environment, which wins over the default (as ETCDCTL_ENDPOINTS).
+  const url =
+    (values.server as string | undefined) ??
+    nonEmpty(process.env.LOCKSMITH_SERVER) ??
+    DEFAULT_SERVER;
+  const tokenPath =
+    (values['token-file'] as string | undefined) ?? nonEmpty(process.env.LOCKSMITH_TOKEN_FILE);
   const caPath = values['tls-ca'] as string | undefined;
   const timeout = values['connect-timeout'] as string | undefined;
   const connectTimeoutMs =

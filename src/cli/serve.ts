@@ -100,9 +100,6 @@ async function haOptions(
   ) {
     throw new UsageError(`--advertise ${JSON.stringify(advertise)} is not host:port`);
   }
-  if (flags.db !== undefined && !/^[a-z][a-z0-9+.-]*:/i.test(flags.db)) {
-    flags.db = `sqlite:${flags.db}`; // a bare path: a SQLite file
-  }
   const holder = `${hostname()}-${process.pid}-${advertise ?? port}`;
   const quiet = { info: () => {}, debug: () => {}, warn: () => {} };
   const locker = await createLocker(lockerOptionsOf(flags, dataDir, holder, quiet));

@@ -90,6 +90,12 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
     options: [],
     flags: {},
   },
+  'drop-table': {
+    synopsis: 'drop-table <table>',
+    summary: 'Drops a table and its data; every lock on it is lost (LOCK_LOST). Cannot be undone.',
+    options: [],
+    flags: {},
+  },
   describe: {
     synopsis: 'describe <table>',
     summary: 'Prints the column families of a table and how its timestamps are read.',
@@ -236,9 +242,12 @@ export const USAGES: Record<CommandName, CommandUsage> = {
     },
   },
   lock: {
-    synopsis: 'lock <dir> [--factory native|simple] [--wait <duration>] -- <command> [args...]',
-    summary: "Holds <dir>/write.lock while <command> runs; exits with the command's exit code.",
+    synopsis:
+      'lock <dir> [--name <lock>] [--factory native|simple] [--wait <duration>] -- <command> [args...]',
+    summary:
+      "Holds <dir>/<lock> (write.lock unless --name says) while <command> runs; exits with the command's exit code.",
     options: [
+      '--name <lock>            the lock file in <dir> (default: write.lock)',
       '--factory native|simple  the lock factory (default: native)',
       '--wait <duration>        wait up to this long for the holder, e.g. 2s, 500ms (default: fail at once)',
     ],
@@ -246,7 +255,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'The directory is created if missing. The command gets LOCKSMITH_FENCING_TOKEN.',
       "Exit codes: the command's own (128 + signal if killed, 127 not found, 126 cannot run); 1 locked or a runtime failure; 2 a bad command line.",
     ],
-    flags: { factory: { type: 'string' }, wait: { type: 'string' } },
+    flags: { name: { type: 'string' }, factory: { type: 'string' }, wait: { type: 'string' } },
   },
   status: {
     synopsis: 'status <dir> [--name <lock>] [--factory native|simple]',
@@ -265,7 +274,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
     options: [
       '--locker <kind>              shared-file, database or lease-database (required)',
       '--dir <dir>                  the store directory (shared-file only)',
-      '--db <url>                   sqlite:<path>, postgres://..., mysql://... (database lockers only)',
+      '--db <url>                   a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers only)',
       '--table <name>               the lock table (default: ACTIVEMQ_LOCK)',
       '--id <name>                  names this contender and the lease holder (required)',
       '--lease <duration>           the lease (lease-database only; default: 10s)',
@@ -325,8 +334,8 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'rows <subcommand> [args...] [--server <url>] [--token-file <path>] [--tls-ca <path>] [--connect-timeout <duration>]',
     summary: 'The row store shell: tables, cells, counters and row locks on a locksmith server.',
     options: [
-      '--server <url>           the server, locksmith://host:port or locksmiths:// for TLS (default: locksmith://127.0.0.1:7420)',
-      "--token-file <path>      the server's token, the file's first line (default: none)",
+      '--server <url>           the server, locksmith://host:port, host:port or locksmiths:// for TLS (default: $LOCKSMITH_SERVER, else locksmith://127.0.0.1:7420)',
+      "--token-file <path>      the server's token, the file's first line (default: $LOCKSMITH_TOKEN_FILE, else none)",
       "--tls-ca <path>          PEM certificate to trust for locksmiths:// (default: the system's)",
       '--connect-timeout <duration>  how long to keep trying to reach the server (default: 10s)',
     ],

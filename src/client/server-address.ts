@@ -18,11 +18,14 @@ export function addressLabel(host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-/** Parses `locksmith://host:port` (or `locksmiths://` for TLS); the port defaults to 7420. */
+/**
+ * Parses `locksmith://host:port` (or `locksmiths://` for TLS); the port defaults to 7420. A bare
+ * `host:port` (no scheme) is `locksmith://host:port`, as redis-cli and etcdctl take addresses.
+ */
 export function parseServerUrl(url: string): ServerAddress {
   let parsed: URL;
   try {
-    parsed = new URL(url);
+    parsed = new URL(typeof url === 'string' && !url.includes('://') ? `locksmith://${url}` : url);
   } catch {
     throw new InvalidArgumentError(
       `Invalid server address ${describeValue(url)}: expected locksmith://host:port`,
@@ -56,7 +59,8 @@ export function parseServerUrl(url: string): ServerAddress {
 export function parseServerAddresses(urls: string | readonly string[]): ServerAddress[] {
   let parts: string[];
   if (typeof urls === 'string') {
-    const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(urls);
+    const scheme =
+      /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(urls) ?? (urls.includes('://') ? null : ['']);
     if (scheme === null || !urls.includes(',')) parts = [urls];
     else {
       const rest = urls.slice(scheme[0].length).split(',');

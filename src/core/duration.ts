@@ -44,18 +44,40 @@ export function checkPositiveDuration(value: number, what: string): number {
 }
 
 /**
- * A finite number of milliseconds from 0 to {@link MAX_DURATION_MS}, or an
- * {@link InvalidArgumentError} that names `what` and the bound it broke.
+ * A number of milliseconds from 0 to {@link MAX_DURATION_MS}, or an
+ * {@link InvalidArgumentError} that names `what` and the bound it broke. The library takes
+ * durations as numbers only (every option ending in `Ms`); text with a unit (`'2s'`) is the
+ * command line's, and the message says so, with the number to write instead.
  */
 export function checkDuration(ms: number, what = 'duration'): number {
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+  return checkMilliseconds(ms, what, false);
+}
+
+/**
+ * A wait limit: {@link checkDuration}, or `Infinity` for a wait without limit. One rule for
+ * every wait of the library (`timeoutMs`, `waitMs`, `rowLockWaitMs`).
+ */
+export function checkWaitDuration(ms: unknown, what = 'wait'): number {
+  return ms === Number.POSITIVE_INFINITY ? ms : checkMilliseconds(ms, what, true);
+}
+
+function checkMilliseconds(ms: unknown, what: string, orInfinity: boolean): number {
+  const range = `a number of milliseconds from 0 to ${MAX_DURATION_MS}${orInfinity ? ', or Infinity to wait without limit' : ''}`;
+  if (typeof ms === 'string') {
+    let hint = '';
+    try {
+      hint = `: write ${parseDuration(ms)} for ${ms.trim()}`;
+    } catch {}
     throw new InvalidArgumentError(
-      `Invalid ${what} ${describeValue(ms)}: must be a finite number of milliseconds >= 0`,
+      `Invalid ${what} ${JSON.stringify(ms)}: must be ${range}, not text (text durations with a unit are for the command line${hint})`,
     );
+  }
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+    throw new InvalidArgumentError(`Invalid ${what} ${describeValue(ms)}: must be ${range}`);
   }
   if (ms > MAX_DURATION_MS) {
     throw new InvalidArgumentError(
-      `Invalid ${what} ${ms} ms: the longest duration allowed is ${MAX_DURATION_MS} ms (about 24.8 days)`,
+      `Invalid ${what} ${ms} ms: the longest duration allowed is ${MAX_DURATION_MS} ms (about 24.8 days)${orInfinity ? '; Infinity waits without limit' : ''}`,
     );
   }
   return ms;

@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { checkDuration, MAX_DURATION_MS } from './duration.js';
+import { checkDuration, checkWaitDuration, MAX_DURATION_MS } from './duration.js';
 import { InvalidArgumentError } from './errors.js';
 import { checkBoolean, checkCallback, checkClock, checkSignal, describeValue } from './options.js';
 
@@ -172,8 +172,7 @@ export function positiveDurationOption(): OptionRule<number> {
 export function durationOrInfinityOption(): OptionRule<number> {
   return {
     domain: `a duration in ms (at most ${MAX_DURATION_MS}) or Infinity`,
-    check: (value, label) =>
-      value === Number.POSITIVE_INFINITY ? value : checkDuration(value as number, label),
+    check: (value, label) => checkWaitDuration(value, label),
   };
 }
 

@@ -1,5 +1,5 @@
 import type { Clock } from '../core/clock.js';
-import { checkDuration } from '../core/duration.js';
+import { checkWaitDuration } from '../core/duration.js';
 import { InvalidArgumentError, LockObtainFailedError } from '../core/errors.js';
 import { validateLockName } from '../core/lock-name.js';
 import { checkClock, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
@@ -57,10 +57,11 @@ export function checkAcquire(
   const opts = checkOptionsObject(options, `${what} options`);
   const name = opts.name === undefined ? WRITE_LOCK_NAME : validateLockName(opts.name);
   const signal = checkSignal(opts.signal, `${what} option signal`);
-  const timeoutMs =
-    opts.timeoutMs === undefined || opts.timeoutMs === Number.POSITIVE_INFINITY
-      ? undefined
-      : checkDuration(opts.timeoutMs, `${what} option timeoutMs`);
+  const wait =
+    opts.timeoutMs === undefined
+      ? Number.POSITIVE_INFINITY
+      : checkWaitDuration(opts.timeoutMs, `${what} option timeoutMs`);
+  const timeoutMs = wait === Number.POSITIVE_INFINITY ? undefined : wait;
   const clock = checkClock(opts.clock, `${what} option clock`);
   return { name, signal, timeoutMs, clock };
 }

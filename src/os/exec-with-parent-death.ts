@@ -10,6 +10,7 @@
 // would switch pipes and TTYs to non-blocking mode, a change the command would inherit).
 import { writeSync } from 'node:fs';
 import { errnoName, libc } from './libc.js';
+import { LAUNCHER_NAME_ENV } from './parent-death.js';
 
 const PR_SET_PDEATHSIG = 1;
 const SIGKILL = 9;
@@ -19,15 +20,25 @@ const SIG_SETMASK = 2;
 const F_SETFD = 2;
 const ENOENT = 2;
 
-function fail(status: number, message: string): never {
-  writeSync(2, `locksmith: ${message}\n`);
+/** Who speaks in the one line of a failure, as every locksmith command does (see errorLine). */
+const who = process.env[LAUNCHER_NAME_ENV] || 'locksmith';
+// The command's environment is the caller's, without this launcher's own variable.
+delete process.env[LAUNCHER_NAME_ENV];
+
+/** One line, `<who>: <message> (<CODE>)`, the format of every command's errors; then exit. */
+function fail(status: number, message: string, code: string): never {
+  writeSync(2, `${who}: ${message} (${code})\n`);
   process.exit(status);
 }
 
 const [parentArg, fdsArg, file, ...args] = process.argv.slice(2);
 const parent = Number(parentArg);
 if (!Number.isSafeInteger(parent) || parent <= 0 || fdsArg === undefined || file === undefined) {
-  fail(2, 'usage: exec-with-parent-death <parent pid> <fd,fd,...> <file> [args...]');
+  fail(
+    2,
+    'usage: exec-with-parent-death <parent pid> <fd,fd,...> <file> [args...]',
+    'INVALID_ARGUMENT',
+  );
 }
 const fds = fdsArg === '' ? [] : fdsArg.split(',').map(Number);
 
@@ -57,11 +68,11 @@ const execvp = c.lib.func('int execvp(const char *file, const char **argv)') as 
 ) => number;
 
 if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) !== 0) {
-  fail(126, `cannot set the parent-death signal: ${errnoName(c.errno())}`);
+  fail(126, 'cannot set the parent-death signal', errnoName(c.errno()));
 }
 // Armed only from now on: if the parent died since the fork we were already re-parented and
 // no signal will ever come, so the command must not start.
-if (getppid() !== parent) fail(1, `parent ${parent} exited before ${file} could start`);
+if (getppid() !== parent) fail(1, `parent ${parent} exited before ${file} could start`, 'ABORTED');
 
 // What Node changed in this process that execve would hand down to the command: it ignores
 // SIGPIPE and SIGXFSZ (ignored dispositions survive exec), and it marks the inherited fds
@@ -70,11 +81,12 @@ signal(SIGPIPE, null);
 signal(SIGXFSZ, null);
 sigprocmask(SIG_SETMASK, Buffer.alloc(128), null);
 for (const fd of fds) {
-  if (!Number.isInteger(fd) || fd < 0) fail(2, `bad fd list ${JSON.stringify(fdsArg)}`);
+  if (!Number.isInteger(fd) || fd < 0)
+    fail(2, `bad fd list ${JSON.stringify(fdsArg)}`, 'INVALID_ARGUMENT');
   if (fcntl(fd, F_SETFD, 'int', 0) !== 0)
-    fail(126, `cannot pass fd ${fd}: ${errnoName(c.errno())}`);
+    fail(126, `cannot pass fd ${fd} to the command`, errnoName(c.errno()));
 }
 
 execvp(file, [file, ...args, null]);
 const errno = c.errno();
-fail(errno === ENOENT ? 127 : 126, `cannot run ${file}: ${errnoName(errno)}`);
+fail(errno === ENOENT ? 127 : 126, `cannot run ${file}`, errnoName(errno));

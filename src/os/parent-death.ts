@@ -48,7 +48,16 @@ export function parentDeathSupported(): boolean {
   return process.platform === 'linux';
 }
 
-export type ParentDeathSpawnOptions = Omit<SpawnOptions, 'shell' | 'argv0' | 'serialization'>;
+export type ParentDeathSpawnOptions = Omit<SpawnOptions, 'shell' | 'argv0' | 'serialization'> & {
+  /**
+   * Who reports a command that cannot be run, at the start of that one line (default
+   * `locksmith`; the commands pass `locksmith elect`, `locksmith rows lock`).
+   */
+  name?: string | undefined;
+};
+
+/** Carries {@link ParentDeathSpawnOptions.name} to the launcher, which removes it before exec. */
+export const LAUNCHER_NAME_ENV = 'LOCKSMITH_LAUNCHER_NAME';
 
 /**
  * Spawns `command` (`[file, ...args]`, looked up in `PATH` like `execvp`) so that it receives
@@ -68,10 +77,12 @@ export function spawnWithParentDeath(
   }
   validateCommand(command);
   const fds = inheritedFds(options.stdio);
+  const { name, ...spawnOptions } = options;
+  const env = { ...(options.env ?? process.env), [LAUNCHER_NAME_ENV]: name ?? 'locksmith' };
   return spawn(
     process.execPath,
     [PARENT_DEATH_LAUNCHER, String(process.pid), fds.join(','), ...command],
-    { ...options, shell: false },
+    { ...spawnOptions, env, shell: false },
   );
 }
 

@@ -1,3 +1,4 @@
+import { checkWaitDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { customOption, readOptions, type SpecOf, signalOption } from '../core/option-spec.js';
 import { describeValue } from '../core/options.js';
@@ -80,12 +81,7 @@ export function checkOwner(owner: unknown, what = 'owner'): RowLockOwner {
 
 /** A wait limit: a number of milliseconds >= 0; `Infinity` waits forever. */
 export function checkWaitMs(ms: unknown, what = 'waitMs'): number {
-  if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) {
-    throw new InvalidArgumentError(
-      `${what} must be a number of milliseconds >= 0 (Infinity waits forever), got ${describeValue(ms)}`,
-    );
-  }
-  return ms;
+  return checkWaitDuration(ms, what);
 }
 
 /** `tryLockRow`'s options. */

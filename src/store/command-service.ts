@@ -13,6 +13,8 @@ export interface CommandServiceOptions {
   /** The command's environment before `LOCKSMITH_FENCING_TOKEN` is added (default `process.env`). */
   env?: NodeJS.ProcessEnv;
   cwd?: string;
+  /** Who reports a command that cannot be run (default `locksmith`), e.g. `locksmith elect`. */
+  name?: string;
   /**
    * Run the command in a new session and process group (default true), so that `stop()` and
    * the end of the command signal everything it started, not only its own pid. The command
@@ -123,6 +125,7 @@ export class CommandService implements Service {
       env: { ...(this.#options.env ?? process.env), LOCKSMITH_FENCING_TOKEN: String(token) },
       detached: group,
       ...(this.#options.cwd === undefined ? {} : { cwd: this.#options.cwd }),
+      name: this.#options.name,
     });
     // The run exists from here on, before the spawn is confirmed, so that a stop() or an
     // abort that comes meanwhile still reaches the command instead of finding nothing to stop.

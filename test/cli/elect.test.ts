@@ -68,6 +68,11 @@ test('elect: the command exiting on its own ends elect with its status, one stde
 
   const missing = elect(tmp.path, 'z', ['/no/such/program']);
   assert.deepEqual(await exitOf(missing.child), { code: 127, signal: null });
+  // One format for every one-line error: `locksmith <command>: <message> (<CODE>)`.
+  assert.equal(
+    await missing.line(/cannot run/),
+    'locksmith elect: cannot run /no/such/program (ENOENT)',
+  );
 
   // The lock was released each time: a fresh elect becomes master at once.
   const again = await runElect(sharedFile(tmp.path), 'w', ['true']);
@@ -225,7 +230,7 @@ test('elect usage errors exit 2 with a clear one-line message', async () => {
     [[...sf, '--renew', '0s', '--', 'true'], /must be greater than 0/],
     [[...sf, '--lease', '10s', '--', 'true'], /--lease does not apply to --locker shared-file/],
     [[...sf, '--db', neverDb, '--', 'true'], /--db does not apply/],
-    [[...sf, '--nope', '--', 'true'], /Unknown option '--nope'/],
+    [[...sf, '--nope', '--', 'true'], /unknown option --nope/],
     [
       [...ld, '--renew', '12s', '--', 'true'],
       /--renew \(12s\) must be shorter than --lease \(10000ms, the default\)/,
@@ -354,4 +359,22 @@ test('elect --locker shared-file fails at once, with the OS reason, on a directo
     result.stderr,
     /^locksmith elect: Cannot create lock directory \/proc\/locksmith-no-such-dir \(ENOENT: .*\) \(IO_ERROR\)\n$/,
   );
+});
+
+test('elect --db takes a bare SQLite path as serve --ha and the library do (one parser)', async () => {
+  using dir = tempDir();
+  for (const db of [join(dir.path, 'bare.db'), `sqlite:${join(dir.path, 'url.db')}`]) {
+    const r = await run(
+      [cliPath, 'elect', '--locker', 'lease-database', '--db', db, '--id', 'one', '--', 'true'],
+      { cwd: dir.path },
+    );
+    assert.equal(r.code, 0, `elect --db ${db}: ${r.stderr}`);
+  }
+  assert.ok(existsSync(join(dir.path, 'bare.db')), 'the bare path is the SQLite file');
+  const relative = await run(
+    [cliPath, 'elect', '--locker', 'database', '--db', './rel.db', '--id', 'one', '--', 'true'],
+    { cwd: dir.path },
+  );
+  assert.equal(relative.code, 0, relative.stderr);
+  assert.ok(existsSync(join(dir.path, 'rel.db')), 'relative to the working directory');
 });

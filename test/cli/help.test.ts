@@ -47,6 +47,15 @@ test('help <command> is <command> --help; the top-level usage lists every synops
     assert.ok(top.stdout.includes(`  ${synopsis}\n`), `${command} synopsis in top usage`);
   }
   assert.match(top.stdout, /locksmith status <dir> .*--factory native\|simple/);
+  // Asking help for help, or for a subcommand, is not an error.
+  const helpHelp = await run([cliPath, 'help', '--help']);
+  assert.equal(helpHelp.code, 0);
+  assert.equal(helpHelp.stdout, top.stdout);
+  const sub = await run([cliPath, 'help', 'rows', 'put']);
+  const subFlag = await run([cliPath, 'rows', 'put', '--help']);
+  assert.equal(sub.code, 0, sub.stderr);
+  assert.equal(sub.stdout, subFlag.stdout);
+  assert.equal((await run([cliPath, 'help', 'rows', 'nope'])).code, 2);
   const unknown = await run([cliPath, 'help', 'nope']);
   assert.equal(unknown.code, 2);
   assert.equal(unknown.stderr.trim().split('\n').length, 1);

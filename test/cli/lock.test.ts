@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
@@ -105,6 +106,22 @@ test('lock usage errors exit 2 with one line `locksmith lock: … (INVALID_ARGUM
   assert.equal(missing.stderr, 'locksmith lock: cannot run /no/such/program (ENOENT)\n');
 });
 
+test('a misspelled option is named unknown, with the nearest option the command has', async () => {
+  using tmp = tempDir();
+  const typo = await run([cliPath, 'lock', tmp.path, '--wiat', '2s', '--', 'true']);
+  assert.equal(typo.code, 2);
+  assert.equal(
+    typo.stderr,
+    'locksmith lock: unknown option --wiat (did you mean --wait?) (INVALID_ARGUMENT)\n',
+  );
+  const far = await run([cliPath, 'status', tmp.path, '--zzzzzz']);
+  assert.equal(far.code, 2);
+  assert.equal(far.stderr, 'locksmith status: unknown option --zzzzzz (INVALID_ARGUMENT)\n');
+  const rows = await run([cliPath, 'rows', 'get', 't', 'r', '--valeus']);
+  assert.equal(rows.code, 2);
+  assert.match(rows.stderr, /unknown option --valeus \(did you mean --values\?\)/);
+});
+
 test('lock --wait refuses a bare number (ms or s?) and shows the option with a unit', async () => {
   using tmp = tempDir();
   const dir = join(tmp.path, 'not-yet');
@@ -197,5 +214,72 @@ test('lock --factory simple on a write.lock a native lock left behind says it ma
       result.stderr,
       wait.length === 0 ? /\(LOCK_OBTAIN_FAILED\)\n$/ : /\(LOCK_TIMEOUT\)\n$/,
     );
+  }
+});
+
+test('Ctrl-C while lock --wait waits: "interrupted", exit 130, nothing run, nothing left held', async () => {
+  using tmp = tempDir();
+  const holder = await holdLockInChild(tmp.path);
+  try {
+    const marker = join(tmp.path, 'ran');
+    const waiter = orphanProof(
+      spawn(process.execPath, [cliPath, 'lock', tmp.path, '--wait', '10m', '--', 'touch', marker], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      }),
+    );
+    let stderr = '';
+    waiter.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    // It waits: its wait watches the directory (an inotify descriptor), which it sets up only
+    // after its signal handlers (SigCgt cannot tell: Node catches SIGINT from the start to
+    // restore the terminal).
+    await eventually(
+      () =>
+        readdirSync(`/proc/${waiter.pid}/fd`).some((fd) => {
+          try {
+            return readlinkSync(`/proc/${waiter.pid}/fd/${fd}`) === 'anon_inode:inotify';
+          } catch {
+            return false;
+          }
+        }),
+      30_000,
+      'the lock to wait',
+    );
+    waiter.kill('SIGINT');
+    assert.deepEqual(await exitOf(waiter), { code: 130, signal: null });
+    assert.equal(stderr, `locksmith lock: interrupted (SIGINT) while waiting for ${tmp.path}\n`);
+    assert.ok(!existsSync(marker), 'the command never ran');
+  } finally {
+    holder.child.kill('SIGKILL');
+    await exitOf(holder.child);
+  }
+});
+
+test('lock --name holds another lock file of the directory, as status --name reads it', async () => {
+  using tmp = tempDir();
+  const holder = await holdLockInChild(tmp.path);
+  try {
+    const other = await run([
+      cliPath,
+      'lock',
+      tmp.path,
+      '--name',
+      'other.lock',
+      '--',
+      'sh',
+      '-c',
+      'echo "$LOCKSMITH_FENCING_TOKEN"',
+    ]);
+    assert.equal(other.code, 0, other.stderr);
+    assert.match(other.stdout, /^\d+\n$/);
+    const busy = await run([cliPath, 'lock', tmp.path, '--name', 'write.lock', '--', 'true']);
+    assert.equal(busy.code, 1);
+    assert.match(busy.stderr, /write\.lock is held/);
+    const bad = await run([cliPath, 'lock', tmp.path, '--name', '../escape', '--', 'true']);
+    assert.equal(bad.code, 2);
+  } finally {
+    holder.child.kill('SIGKILL');
+    await exitOf(holder.child);
   }
 });

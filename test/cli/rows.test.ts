@@ -80,6 +80,14 @@ test('create-table, list-tables, describe; an existing table is one line, exit 1
   const missing = await rows('describe', 'nope');
   assert.equal(missing.code, 1);
   oneErrorLine(missing, /\(TABLE_NOT_FOUND\)$/);
+  assert.equal((await rows('create-table', 'doomed', 'f')).code, 0);
+  const dropped = await rows('drop-table', 'doomed');
+  assert.equal(dropped.code, 0, dropped.stderr);
+  assert.equal(dropped.stdout, 'dropped table doomed\n');
+  assert.equal((await rows('list-tables')).stdout.includes('doomed'), false);
+  const again2 = await rows('drop-table', 'doomed');
+  assert.equal(again2.code, 1);
+  oneErrorLine(again2, /\(TABLE_NOT_FOUND\)$/);
 });
 
 test('put, get, scan print cells as HBase does; --values shows them, bytes as toStringBinary', async () => {
@@ -190,7 +198,10 @@ test('a bad command line is one line with the subcommand usage, exit 2; --help s
   assert.equal(put.code, 0);
   assert.match(put.stdout, /^Usage: locksmith rows put <table> <row> /);
   assert.match(put.stdout, /--ts <ms> .*\(default: /);
-  assert.match(put.stdout, /--server <url> .*\(default: locksmith:\/\/127\.0\.0\.1:7420\)/);
+  assert.match(
+    put.stdout,
+    /--server <url> .*\(default: \$LOCKSMITH_SERVER, else locksmith:\/\/127\.0\.0\.1:7420\)/,
+  );
   const lockHelp = await run([cliPath, 'rows', 'lock', '--help']);
   assert.match(lockHelp.stdout, /^Usage: locksmith rows lock <table> <row> /);
 });
@@ -380,6 +391,28 @@ test('--token-file presents the server token; without it the server refuses, one
     const refused = await run([cliPath, 'rows', 'list-tables', '--server', guarded.url]);
     assert.equal(refused.code, 1);
     oneErrorLine(refused, /\(UNAUTHENTICATED\)$/);
+    // The environment names the server (a bare host:port) and the token file once for a shell;
+    // a flag still wins over its variable.
+    const hostPort = guarded.url.replace('locksmith://', '');
+    const env = { ...process.env, LOCKSMITH_SERVER: hostPort, LOCKSMITH_TOKEN_FILE: tokenFile };
+    const fromEnv = await run([cliPath, 'rows', 'list-tables'], { env });
+    assert.equal(fromEnv.code, 0, fromEnv.stderr);
+    const flagWins = await run(
+      [cliPath, 'rows', 'list-tables', '--server', '127.0.0.1:1', '--connect-timeout', '300ms'],
+      { env },
+    );
+    assert.equal(flagWins.code, 1);
+    oneErrorLine(flagWins, /127\.0\.0\.1:1/);
+    const bare = await run([
+      cliPath,
+      'rows',
+      'list-tables',
+      '--server',
+      hostPort,
+      '--token-file',
+      tokenFile,
+    ]);
+    assert.equal(bare.code, 0, bare.stderr);
   } finally {
     guarded.child.kill('SIGTERM');
     await exitOf(guarded.child);

@@ -226,3 +226,50 @@ test('hasMethods: an object with a function under each name, nothing else', () =
     'inherited methods count',
   );
 });
+
+test('library durations are numbers of milliseconds; text is refused with the number to write (one rule for every duration and wait)', async () => {
+  const { checkDuration, checkWaitDuration, MAX_DURATION_MS } = await import(
+    '../../src/core/duration.js'
+  );
+  assert.throws(() => checkDuration('1s' as unknown as number, 'timeoutMs'), {
+    code: 'INVALID_ARGUMENT',
+    message:
+      'Invalid timeoutMs "1s": must be a number of milliseconds from 0 to 2147483647, not text (text durations with a unit are for the command line: write 1000 for 1s)',
+  });
+  assert.throws(() => checkDuration(Number.POSITIVE_INFINITY, 'leaseMs'), /leaseMs Infinity/);
+  assert.equal(checkWaitDuration(Number.POSITIVE_INFINITY, 'timeoutMs'), Number.POSITIVE_INFINITY);
+  assert.equal(checkWaitDuration(0, 'timeoutMs'), 0);
+  assert.throws(
+    () => checkWaitDuration('2s', 'waitMs'),
+    /or Infinity to wait without limit, not text.*write 2000 for 2s/,
+  );
+  assert.throws(
+    () => checkWaitDuration(MAX_DURATION_MS + 1, 'waitMs'),
+    /Infinity waits without limit/,
+  );
+  assert.throws(() => checkWaitDuration(Number.NaN, 'waitMs'), /Invalid waitMs NaN/);
+  assert.throws(() => checkWaitDuration(-1, 'waitMs'), { code: 'INVALID_ARGUMENT' });
+  // The same rule at the entry points: a directory wait and a row wait.
+  const { withLock, FSDirectory } = await import('../../src/directory/index.js');
+  const { Region, Put } = await import('../../src/rows/index.js');
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const root = mkdtempSync(join(tmpdir(), 'durations-'));
+  try {
+    const dir = await FSDirectory.open(join(root, 'index'));
+    await assert.rejects(
+      withLock(dir, () => undefined, { timeoutMs: '1s' as unknown as number }),
+      /timeoutMs "1s".*write 1000 for 1s/,
+    );
+    assert.equal(await withLock(dir, () => 'ran', { timeoutMs: Number.POSITIVE_INFINITY }), 'ran');
+    await using region = await Region.open({ dir: join(root, 'rows'), families: ['f'] });
+    const put = new Put('r').add('f', 'q', 'v');
+    await assert.rejects(
+      region.put(put, { waitMs: '2s' as unknown as number }),
+      /write 2000 for 2s/,
+    );
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});

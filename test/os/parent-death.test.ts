@@ -122,6 +122,29 @@ test('the command inherits stdio, environment and default signal dispositions', 
   assert.equal(err, 'err\n');
 });
 
+test("the failure line names who runs the command; the launcher's variable does not reach the command", {
+  skip: !linux,
+}, async () => {
+  const missing = spawnWithParentDeath(['pdeath-no-such-command-xyz'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    name: 'locksmith rows lock',
+  });
+  let err = '';
+  missing.stderr?.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  await exitOf(missing);
+  assert.equal(err, 'locksmith rows lock: cannot run pdeath-no-such-command-xyz (ENOENT)\n');
+  const env = spawnWithParentDeath(['env'], { stdio: ['ignore', 'pipe', 'ignore'], name: 'x' });
+  let out = '';
+  env.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  await exitOf(env);
+  assert.match(out, /^PATH=/m, 'the environment is passed on');
+  assert.doesNotMatch(out, /LOCKSMITH_LAUNCHER_NAME/);
+});
+
 test('a missing command exits 127 with one line on stderr', { skip: !linux }, async () => {
   const child = spawnWithParentDeath(['pdeath-no-such-command-xyz'], {
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -132,7 +155,7 @@ test('a missing command exits 127 with one line on stderr', { skip: !linux }, as
   });
   const { code } = await exitOf(child);
   assert.equal(code, EXIT_NOT_FOUND);
-  assert.equal(err, 'locksmith: cannot run pdeath-no-such-command-xyz: ENOENT\n');
+  assert.equal(err, 'locksmith: cannot run pdeath-no-such-command-xyz (ENOENT)\n');
   const notExecutable = await exitOf(
     spawnWithParentDeath([PARENT_DEATH_LAUNCHER], { stdio: 'ignore' }),
   );

@@ -57,8 +57,19 @@ describe('client failover: addresses', () => {
       parseServerAddresses('locksmith://h1:1,locksmith://h1:1,h2:2').map((a) => a.label),
       ['h1:1', 'h2:2'],
     );
+    // A bare host:port (a list of them) is locksmith://, as redis-cli and etcdctl take them.
+    assert.deepEqual(
+      parseServerAddresses('127.0.0.1:7420').map((a) => [a.label, a.tls]),
+      [['127.0.0.1:7420', false]],
+    );
+    assert.deepEqual(
+      parseServerAddresses('h1:1,h2:2,[::1]:3').map((a) => a.label),
+      ['h1:1', 'h2:2', '[::1]:3'],
+    );
     for (const [bad, pattern] of [
       ['locksmith://h1:1,,h2:2', /empty address/],
+      ['h1:1,,h2:2', /empty address/],
+      ['h1:99999', /Invalid server address/],
       ['locksmith://h1:1,http://h2:2', /scheme/],
       ['locksmith://h1:1,h2:99999', /Invalid server address/],
       [[], /empty/],

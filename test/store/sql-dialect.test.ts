@@ -38,6 +38,10 @@ describe('SQL identifiers and URLs', () => {
       path: '/var/lib/x.db',
     });
     assert.deepEqual(parseDatabaseUrl('sqlite://rel/x.db'), { kind: 'sqlite', path: 'rel/x.db' });
+    // A value with no scheme is a SQLite file, as every command takes it.
+    assert.deepEqual(parseDatabaseUrl('./lease.db'), { kind: 'sqlite', path: './lease.db' });
+    assert.deepEqual(parseDatabaseUrl('/var/lib/x.db'), { kind: 'sqlite', path: '/var/lib/x.db' });
+    assert.deepEqual(parseDatabaseUrl('lease.db'), { kind: 'sqlite', path: 'lease.db' });
     assert.equal(parseDatabaseUrl('postgresql://u@h/db').kind, 'postgres');
     assert.equal(parseDatabaseUrl('mariadb://u@h/db').kind, 'mysql');
     assert.equal(redactUrl('postgres://user:secret@host/db'), 'postgres://user:***@host/db');

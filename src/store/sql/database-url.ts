@@ -9,16 +9,18 @@ export type DatabaseUrl =
   | { kind: 'mysql'; url: string };
 
 /**
- * `sqlite:<path>` (also `sqlite://<path>`; `sqlite::memory:` is refused: a lock nobody else
- * can see protects nothing), `postgres://…` / `postgresql://…` (anything `pg` accepts), and
+ * `sqlite:<path>` (also `sqlite://<path>`, or a bare file path such as `./lease.db`: a value
+ * with no scheme is a SQLite file; `sqlite::memory:` is refused: a lock nobody else can see
+ * protects nothing), `postgres://…` / `postgresql://…` (anything `pg` accepts), and
  * `mysql://…` / `mariadb://…` (anything `mysql2` accepts). Anything else is an
- * {@link InvalidArgumentError}.
+ * {@link InvalidArgumentError}. The library and every command read database URLs here.
  */
 export function parseDatabaseUrl(value: unknown): DatabaseUrl {
   if (typeof value !== 'string' || value.length === 0) {
     throw new InvalidArgumentError(`database URL must be a non-empty string, got ${String(value)}`);
   }
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1]?.toLowerCase();
+  if (scheme === undefined) return parseDatabaseUrl(`sqlite:${value}`);
   switch (scheme) {
     case 'sqlite': {
       const path = value.slice('sqlite:'.length).replace(/^\/\//, '');
@@ -39,7 +41,7 @@ export function parseDatabaseUrl(value: unknown): DatabaseUrl {
       return { kind: 'mysql', url: value.replace(/^mariadb:/i, 'mysql:') };
     default:
       throw new InvalidArgumentError(
-        `Unsupported database URL ${JSON.stringify(redactUrl(value))}: expected sqlite:<path>, postgres://… or mysql://…`,
+        `Unsupported database URL ${JSON.stringify(redactUrl(value))}: expected a SQLite file path (sqlite:<path>), postgres://… or mysql://…`,
       );
   }
 }
