@@ -77,7 +77,10 @@ describe('SharedFileLocker', () => {
   it('d: bad configuration throws InvalidArgumentError with a clear message', () => {
     using dir = tempDir();
     const bad: [unknown, RegExp][] = [
-      [{ directory: dir.path, lockAcquireSleepInterval: -1 }, /lockAcquireSleepInterval.*>= 0/],
+      [
+        { directory: dir.path, lockAcquireSleepInterval: -1 },
+        /lockAcquireSleepInterval.*from 0 to/,
+      ],
       [{ directory: dir.path, lockAcquireSleepInterval: Number.NaN }, /lockAcquireSleepInterval/],
       [{ directory: dir.path, lockAcquireSleepInterval: Infinity }, /lockAcquireSleepInterval/],
       [{ directory: dir.path, lockAcquireSleepInterval: '10' }, /lockAcquireSleepInterval/],
