@@ -40,7 +40,7 @@ async function latencies(region: Region, count: number, prefix: string): Promise
   const waits: Promise<number>[] = [];
   const keepAlive = setInterval(() => {}, 1000);
   for (let i = 0; i < count; i++) {
-    const lock = (await region.tryLockRow(`${prefix}-${i}`)) as Handle | null;
+    const lock = (await region.tryLockRow(`${prefix}-${i}`, { renew: false })) as Handle | null;
     if (lock === null) throw new Error('row held');
     // As the row lock manager computes it: rounded up to a whole millisecond.
     const deadline = Math.ceil(lastReading + LEASE_MS);
@@ -77,7 +77,7 @@ async function ns(run: (region: Region) => Promise<void> | void): Promise<number
 }
 
 const region = await Region.open({ families: ['f'], leasePeriodMs: LEASE_MS, clock });
-const probe = (await region.tryLockRow('probe')) as Handle | null;
+const probe = (await region.tryLockRow('probe', { renew: false })) as Handle | null;
 if (probe?.signal === undefined) {
   console.log('(this RowLock has no signal: detection latency not measured)');
 } else {

@@ -2,13 +2,12 @@
  * `locksmith rows lock <table> <row> -- <command>`: holds one row's lock while a command
  * runs. {@link lockAction} checks the subcommand's own flags (`--wait`, `--grace`, the
  * command after `--`) before the server is reached; the run takes the lock, starts the
- * command with the lock's token, renews the lease while it runs, stops the command when the
+ * command with the lock's token, keeps the lock while it runs, stops the command when the
  * lock is lost or a stop signal arrives, and releases the lock when it ends (see
  * {@link lockAndRun} for the exit statuses). `rows.ts` parses the command line and connects.
  */
 import type { LocksmithClient } from '../client/locksmith-client.js';
-import { RemoteRowLock } from '../client/remote-row-lock.js';
-import { LockLostError, LockObtainFailedError, type LocksmithError } from '../core/errors.js';
+import { LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { toStringBinary } from '../rows/bytes.js';
 import type { TableRowLock } from '../rows/table.js';
 import { CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
@@ -46,10 +45,11 @@ interface LockRun {
 
 /**
  * `rows lock`: takes the row's lock (at once, or waiting up to `--wait`), runs the command
- * with `LOCKSMITH_FENCING_TOKEN` and `LOCKSMITH_LOCK_ID`, renews the lock's lease while it
- * runs, and releases it when it ends; exits with the command's status. The command runs in
- * its own process group and dies with this process (see CommandService). If the lock is lost
- * (lease not renewed in time, session expired, server gone), the command is stopped (SIGTERM,
+ * with `LOCKSMITH_FENCING_TOKEN` and `LOCKSMITH_LOCK_ID`, keeps the lock while it runs (it
+ * renews itself: held while this client's session lives), and releases it when it ends; exits
+ * with the command's status. The command runs in its own process group and dies with this
+ * process (see CommandService). If the lock is lost (session expired, server gone), the
+ * command is stopped (SIGTERM,
  * SIGKILL after `--grace`) and the loss is the error (exit 1). SIGINT/SIGTERM/SIGHUP stop the
  * command the same way and exit 128 + the signal's number.
  */
@@ -84,7 +84,7 @@ async function lockAndRun(client: LocksmithClient, r: LockRun): Promise<number> 
     }
     if (lock === null) throw await heldError(client, r, '', undefined);
     try {
-      return await runHolding(table, lock, r, stop.signal, () => received);
+      return await runHolding(lock, r, stop.signal, () => received);
     } finally {
       await lock.close().catch(() => undefined);
     }
@@ -94,7 +94,6 @@ async function lockAndRun(client: LocksmithClient, r: LockRun): Promise<number> 
 }
 
 async function runHolding(
-  table: ReturnType<LocksmithClient['table']>,
   lock: TableRowLock,
   r: LockRun,
   stopped: AbortSignal,
@@ -114,20 +113,6 @@ async function runHolding(
   };
   lock.signal.addEventListener('abort', onLost, { once: true });
   stopped.addEventListener('abort', () => run.abort(), { once: true, signal: run.signal });
-  // Renewed well within the lease. A renewal the server answers with UNKNOWN_ROW_LOCK means
-  // the lock is gone there; any other failure leaves the lease to run out, and the handle's
-  // own lease tracking then ends it (before the server could hand the row to anyone else).
-  const leaseMs = lock instanceof RemoteRowLock ? lock.leaseMs : 60_000;
-  const renew = setInterval(
-    () => {
-      table.renewLease(lock).catch((err: unknown) => {
-        if ((err as LocksmithError).code !== 'UNKNOWN_ROW_LOCK') return;
-        lost ??= new LockLostError((err as Error).message, { cause: err });
-        run.abort();
-      });
-    },
-    Math.max(50, Math.floor(leaseMs / 3)),
-  );
   try {
     if (stopped.aborted) return signalStatus(received() ?? 'SIGTERM');
     await service.start({ signal: run.signal, token: lock.token });
@@ -142,7 +127,6 @@ async function runHolding(
     }
     return exit.status;
   } finally {
-    clearInterval(renew);
     lock.signal.removeEventListener('abort', onLost);
     run.abort(); // removes the stop listener
   }
@@ -159,7 +143,7 @@ async function heldError(
   let by = 'another session';
   try {
     const { locks } = await client.status();
-    const holder = locks.find((l) => l.table === r.table && l.row === `row=${row}`);
+    const holder = locks.find((l) => l.table === r.table && l.row === row);
     if (holder !== undefined) by = `session ${holder.session} (${holder.client ?? 'unnamed'})`;
   } catch {
     // The failure is still worth reporting without the holder.

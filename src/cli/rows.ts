@@ -12,6 +12,7 @@ import type { ColumnFamilySpec } from '../rows/column-family.js';
 import { Delete, Increment, Put } from '../rows/mutation.js';
 import { Get, type Query, Scan } from '../rows/query.js';
 import type { Result } from '../rows/result.js';
+import type { OwnerLabel } from '../server/lock-wait-status.js';
 import type { ServerStatus } from '../server/server-status.js';
 import {
   durationOption,
@@ -397,6 +398,12 @@ function counted(all: unknown, listed: number, order: string): string {
     : `${listed}`;
 }
 
+/** A waiter or holder as the status names it: a session label and its client, or the caller. */
+function ownerLine(owner: OwnerLabel | null): string {
+  if (owner === null) return 'an anonymous call';
+  return owner.session === null ? owner.client : `session ${owner.session} (${owner.client})`;
+}
+
 /** The server's status in a few lines: tables, sessions, held locks and owners, handlers. */
 function statusSummary(status: ServerStatus): string {
   const { tables, sessions, locks, handlers } = status;
@@ -412,7 +419,12 @@ function statusSummary(status: ServerStatus): string {
     `locks held: ${counted(status.locksHeld, locks.length, 'least lease left first')}`,
     ...locks.map(
       (l) =>
-        `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})  lease ${Math.ceil(l.leaseRemainingMs / 1000)}s left`,
+        `  ${l.table} ${l.row}  token ${l.token}  by session ${l.session} (${l.client ?? 'unnamed'})  ${l.renews ? 'renews with its session' : 'lease'}, ${Math.ceil(l.leaseRemainingMs / 1000)}s left`,
+    ),
+    `waiting for a row: ${counted(status.waiting, status.waits.length, 'row by row, first come first')}`,
+    ...status.waits.map(
+      (w) =>
+        `  ${w.table} ${w.row}  ${w.explicit ? 'lockRow' : 'mutation'} by ${ownerLine(w.waiter)}  held by ${w.holder === null ? 'a mutation' : ownerLine(w.holder)}  for ${(w.waitedMs / 1000).toFixed(1)}s`,
     ),
     `handlers: ${Object.entries(handlers)
       .map(

@@ -25,7 +25,9 @@ export interface RemoteLockControl {
  * A row lock held by this client's session on a server: the same handle as an in-process
  * `RowLock` (token, `signal`, `lost`, `ensureValid()`, `close()` once).
  *
- * Its lease is tracked here conservatively: a use or renewal answered by the server, sent at
+ * A lock that renews itself (`leaseMs` 0, the default of `lockRow`) has no lease of its own:
+ * it lives as long as the session, which the client's heartbeats keep. Otherwise its lease is
+ * tracked here conservatively: a use or renewal answered by the server, sent at
  * time `t`, keeps it until `t + lease`; past that the handle counts as lost
  * (`LEASE_EXPIRED`) even before the server says so, because the server may already have
  * handed the row to someone else. The same holds for the session's lease, tracked the same way
@@ -38,6 +40,7 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
   readonly lockId: string;
   readonly row: Buffer;
   readonly table: string;
+  /** The lock's own lease; 0 when it renews itself (held while the session lives). */
   readonly leaseMs: number;
   readonly #control: RemoteLockControl;
   #validUntil: number;
@@ -59,7 +62,7 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
     this.lockId = lockId;
     this.leaseMs = leaseMs;
     this.#control = control;
-    this.#validUntil = sentAt + leaseMs;
+    this.#validUntil = leaseMs === 0 ? Number.POSITIVE_INFINITY : sentAt + leaseMs;
   }
 
   /**
@@ -70,7 +73,8 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
    * lock cycle's cost).
    */
   protected override observed(): void {
-    this.#arm();
+    // A lock that renews itself ends only with the session, which the connection reports.
+    if (this.#validUntil !== Number.POSITIVE_INFINITY) this.#arm();
   }
 
   /** Monotonic time until which the lock is known to be held (its lease's and its session's). */

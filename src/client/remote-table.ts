@@ -1,7 +1,12 @@
 import { InvalidArgumentError, ProtocolError, UnknownRowLockError } from '../core/errors.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
-import { type CallOptions, checkCallOptions, checkTryLockOptions } from '../rows/call-options.js';
+import {
+  type CallOptions,
+  checkCallOptions,
+  checkLockRowOptions,
+  checkTryLockOptions,
+} from '../rows/call-options.js';
 import { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
 import { Get, Scan } from '../rows/query.js';
 import type { TryLockOptions } from '../rows/region.js';
@@ -13,6 +18,7 @@ import {
   rowLockIdOf,
   type Table,
   type TableCallOptions,
+  type TableLockOptions,
   type TableRowLock,
 } from '../rows/table.js';
 import type { HeldLocks } from './held-locks.js';
@@ -69,12 +75,18 @@ export class RemoteTable implements Table {
     this.#client = client;
   }
 
-  async lockRow(row: BytesInput, options?: TableCallOptions): Promise<TableRowLock> {
+  /**
+   * As `Region.lockRow`. A lock that renews itself (the default) is held while this client's
+   * session lives: the session's heartbeats keep it, and it is lost (`SESSION_EXPIRED`) when
+   * they stop reaching the server for a session lease.
+   */
+  async lockRow(row: BytesInput, options?: TableLockOptions): Promise<TableRowLock> {
     const key = checkRow(row);
-    const { signal, waitMs } = callOptions(options, 'lockRow');
+    const { owner, renew, signal, waitMs } = checkLockRowOptions(options, 'lockRow');
+    noOwner(owner, 'lockRow');
     const wait = waitMs ?? this.#client.rowLockWaitMs;
     const sentAt = this.#client.now();
-    const grant = await this.#client.call('lockRow', [this.name, key, waitMs], {
+    const grant = await this.#client.call('lockRow', [this.name, key, waitMs, renew], {
       signal,
       timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
     });
@@ -84,9 +96,10 @@ export class RemoteTable implements Table {
   /** As `Region.tryLockRow`; the `owner` option is refused (the session owns the lock). */
   async tryLockRow(row: BytesInput, options?: TryLockOptions): Promise<TableRowLock | null> {
     const key = checkRow(row);
-    noOwner(checkTryLockOptions(options), 'tryLockRow');
+    const { owner, renew } = checkTryLockOptions(options);
+    noOwner(owner, 'tryLockRow');
     const sentAt = this.#client.now();
-    const grant = await this.#client.call('tryLockRow', [this.name, key]);
+    const grant = await this.#client.call('tryLockRow', [this.name, key, renew]);
     return grant === null
       ? null
       : this.#client.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
@@ -95,7 +108,7 @@ export class RemoteTable implements Table {
   async withRowLock<T>(
     row: BytesInput,
     fn: (lock: TableRowLock) => T | PromiseLike<T>,
-    options?: TableCallOptions,
+    options?: TableLockOptions,
   ): Promise<T> {
     checkCallback(fn, 'withRowLock fn');
     if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');

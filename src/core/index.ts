@@ -30,7 +30,7 @@ export {
   UnsupportedOperationError,
 } from './errors.js';
 export { FencingGate, nextFencingToken, StaleTokenError } from './fencing.js';
-export { type LockHandle, LockHandleBase } from './lock-handle.js';
+export { type LockHandle, LockHandleBase, type LockSignal } from './lock-handle.js';
 export { validateLockName } from './lock-name.js';
 export {
   booleanOption,

@@ -17,10 +17,20 @@ import { AlreadyClosedError, type LockLossCode, LockLostError } from './errors.j
  * - `close()` releases exactly once, however often or concurrently it is called;
  *   `[Symbol.asyncDispose]` is `close()`, for `await using`.
  */
+/**
+ * A handle's `signal`: an `AbortSignal` whose `reason` says why it aborted — a
+ * {@link LockLostError} (with its `code`) on a loss, an {@link AlreadyClosedError}
+ * (`code === 'ALREADY_CLOSED'`) after a normal release. To tell the two apart in one line:
+ * `signal.reason?.code !== 'ALREADY_CLOSED'` means lost (or read the handle's `lostReason`).
+ */
+export interface LockSignal extends AbortSignal {
+  readonly reason: LockLostError | AlreadyClosedError | undefined;
+}
+
 export interface LockHandle extends AsyncDisposable {
   readonly resource: string;
   readonly token: number;
-  readonly signal: AbortSignal;
+  readonly signal: LockSignal;
   readonly closed: boolean;
   /** The loss, once one was noticed; `undefined` while held or after a plain `close()`. */
   readonly lostReason: LockLostError | undefined;
@@ -87,14 +97,14 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     this.token = token;
   }
 
-  get signal(): AbortSignal {
+  get signal(): LockSignal {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
       if (this.#lostReason !== undefined) this.#controller.abort(this.#lostReason);
       else if (this.#closed) this.#controller.abort(this.#releasedReason());
       else this.#observe();
     }
-    return this.#controller.signal;
+    return this.#controller.signal as LockSignal;
   }
 
   get closed(): boolean {

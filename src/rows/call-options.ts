@@ -1,6 +1,12 @@
 import { checkWaitDuration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { customOption, readOptions, type SpecOf, signalOption } from '../core/option-spec.js';
+import {
+  booleanOption,
+  customOption,
+  readOptions,
+  type SpecOf,
+  signalOption,
+} from '../core/option-spec.js';
 import { describeValue } from '../core/options.js';
 import { callContext, type RowCallContext } from './call-context.js';
 import type { RowLockOwner } from './row-lock-manager.js';
@@ -17,11 +23,24 @@ export interface CallOptions {
   [callContext]?: RowCallContext | undefined;
 }
 
+/**
+ * `lockRow`'s and `withRowLock`'s options: a call's, and whether the lock renews itself.
+ *
+ * `renew` (default `true`): the lock stays held while its holder is alive — in process, until
+ * it is unlocked or the region closes; over the network, while the client's session lives
+ * (the client's heartbeats keep it, as etcd's session keeps a lock). `false`: HBase's lease —
+ * the lock is lost (`LEASE_EXPIRED`) unless some use or `renewLease` comes within the lease.
+ */
+export interface LockRowOptions extends CallOptions {
+  renew?: boolean | undefined;
+}
+
 /** {@link CallOptions} once checked: every member is of its declared type or absent. */
 export interface CheckedCallOptions {
   signal?: AbortSignal;
   owner?: RowLockOwner;
   waitMs?: number;
+  renew?: boolean;
   [callContext]?: RowCallContext;
 }
 
@@ -36,6 +55,11 @@ const CALL_SPEC = {
     checkWaitMs(value, label),
   ),
 } as const satisfies SpecOf<Omit<CallOptions, typeof callContext>>;
+
+const LOCK_ROW_SPEC = {
+  ...CALL_SPEC,
+  renew: booleanOption(),
+} as const satisfies SpecOf<Omit<LockRowOptions, typeof callContext>>;
 
 /**
  * Checks the per-call options of a public entry point once, before it changes any state, and
@@ -65,6 +89,29 @@ export function checkCallOptions(
   return checked;
 }
 
+/**
+ * {@link checkCallOptions} for `lockRow` and `withRowLock`, with `renew` (a boolean; absent
+ * means `true`, so the checked copy always carries it).
+ */
+export function checkLockRowOptions(
+  options: LockRowOptions | undefined,
+  what: string,
+): CheckedCallOptions & { renew: boolean } {
+  const { renew, ...rest } = readOptions(
+    options,
+    `${what} options`,
+    LOCK_ROW_SPEC,
+    `${what} option `,
+  );
+  const checked: CheckedCallOptions & { renew: boolean } = { renew: renew ?? true };
+  if (rest.signal !== undefined) checked.signal = rest.signal;
+  if (rest.owner !== undefined) checked.owner = rest.owner;
+  if (rest.waitMs !== undefined) checked.waitMs = rest.waitMs;
+  const context = options?.[callContext];
+  if (context !== undefined) checked[callContext] = context;
+  return checked;
+}
+
 /** An owner: an object (not null, not an array; a function counts) or a non-empty string. */
 export function checkOwner(owner: unknown, what = 'owner'): RowLockOwner {
   if (
@@ -88,12 +135,26 @@ export function checkWaitMs(ms: unknown, what = 'waitMs'): number {
 export interface TryLockOptions {
   /** Who asks (for deadlock detection): an object or a non-empty string. */
   owner?: RowLockOwner | undefined;
+  /** As {@link LockRowOptions.renew}; default `true`. */
+  renew?: boolean | undefined;
 }
 
-const TRY_LOCK_SPEC = { owner: CALL_SPEC.owner } as const satisfies SpecOf<TryLockOptions>;
+const TRY_LOCK_SPEC = {
+  owner: CALL_SPEC.owner,
+  renew: LOCK_ROW_SPEC.renew,
+} as const satisfies SpecOf<TryLockOptions>;
 
-/** The owner named by `tryLockRow`'s options, checked (unknown names refused). */
-export function checkTryLockOptions(options: TryLockOptions | undefined): RowLockOwner | undefined {
-  if (options === undefined) return undefined;
-  return readOptions(options, 'tryLockRow options', TRY_LOCK_SPEC, 'tryLockRow option ').owner;
+/** `tryLockRow`'s options, checked (unknown names refused); `renew` defaults to `true`. */
+export function checkTryLockOptions(options: TryLockOptions | undefined): {
+  owner: RowLockOwner | undefined;
+  renew: boolean;
+} {
+  if (options === undefined) return { owner: undefined, renew: true };
+  const { owner, renew } = readOptions(
+    options,
+    'tryLockRow options',
+    TRY_LOCK_SPEC,
+    'tryLockRow option ',
+  );
+  return { owner, renew: renew ?? true };
 }

@@ -37,6 +37,7 @@ export {
 export { Get, Query, Scan } from './query.js';
 export {
   type CallOptions,
+  type LockRowOptions,
   Region,
   type RegionEvents,
   type RegionOptions,
@@ -69,6 +70,8 @@ export type {
   RowLockRef,
   Table,
   TableCallOptions,
+  TableLockOptions,
   TableRowLock,
+  TableTryLockOptions,
 } from './table.js';
 export type { WaitStep } from './wait-for-graph.js';

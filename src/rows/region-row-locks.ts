@@ -87,8 +87,8 @@ export class RegionRowLocks {
     return this.#handle(await this.#manager.lockRow(row, options));
   }
 
-  tryLockRow(row: string, owner: RowLockOwner | undefined): RowLock | null {
-    const grant = this.#manager.tryLockRow(row, owner);
+  tryLockRow(row: string, owner: RowLockOwner | undefined, renew: boolean): RowLock | null {
+    const grant = this.#manager.tryLockRow(row, owner, renew);
     return grant === null ? null : this.#handle(grant);
   }
 
@@ -114,6 +114,11 @@ export class RegionRowLocks {
   /** Waits and deadlocks now, for status pages (see `RowLockManager.activity`). */
   activity(limit?: number): RowLockActivity {
     return this.#manager.activity(limit);
+  }
+
+  /** Requests waiting: all, or `owner`'s. */
+  waiting(owner?: RowLockOwner): number {
+    return owner === undefined ? this.#manager.waitingCount : this.#manager.waitingOf(owner);
   }
 
   /** An implicit lock on `row` for one mutation if it is free now; null otherwise. */

@@ -12,7 +12,9 @@ import {
   type CallOptions,
   type CheckedCallOptions,
   checkCallOptions,
+  checkLockRowOptions,
   checkTryLockOptions,
+  type LockRowOptions,
   type TryLockOptions,
 } from './call-options.js';
 import type { Cell } from './cell.js';
@@ -43,14 +45,14 @@ import type { RegionStorage } from './region-storage.js';
 import { Result } from './result.js';
 import { type BytesInput, checkCellCount, checkRow } from './row-input.js';
 import type { RowLock } from './row-lock.js';
-import type { RowLockActivity } from './row-lock-manager.js';
+import type { RowLockActivity, RowLockOwner } from './row-lock-manager.js';
 import type { TokenReservation } from './row-lock-tokens.js';
 import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
 import { WritePath } from './write-path.js';
 
 /** What {@link Region.tryLockRow} accepts. */
-export type { CallOptions, TryLockOptions } from './call-options.js';
+export type { CallOptions, LockRowOptions, TryLockOptions } from './call-options.js';
 export type { RegionOptions } from './region-options.js';
 export type { BatchStatus } from './table.js';
 
@@ -174,13 +176,14 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   // ---- explicit row locks -------------------------------------------------------------
 
   /**
-   * Locks `row` until `unlockRow`, the handle's `close()`, or lease expiry; waits for other
-   * holders (FIFO). The {@link RowLock} is a lock handle: its `signal` aborts by itself when
-   * the lease runs out (`LEASE_EXPIRED`).
+   * Locks `row` until `unlockRow`, the handle's `close()` or the region's close; waits for
+   * other holders (FIFO). With `renew: false`, HBase's lease: the lock is also lost when no
+   * use or `renewLease` came within `leasePeriodMs`, and the {@link RowLock}'s `signal` aborts
+   * by itself then (`LEASE_EXPIRED`).
    */
-  async lockRow(row: BytesInput, options?: CallOptions): Promise<RowLock> {
+  async lockRow(row: BytesInput, options?: LockRowOptions): Promise<RowLock> {
     const key = checkRow(row);
-    const checked = checkCallOptions(options, 'lockRow');
+    const checked = checkLockRowOptions(options, 'lockRow');
     this.#checkOpen();
     return this.#locks.lockRow(key, checked);
   }
@@ -188,9 +191,9 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
   async tryLockRow(row: BytesInput, options?: TryLockOptions): Promise<RowLock | null> {
     const key = checkRow(row);
-    const owner = checkTryLockOptions(options);
+    const { owner, renew } = checkTryLockOptions(options);
     this.#checkOpen();
-    return this.#locks.tryLockRow(key, owner);
+    return this.#locks.tryLockRow(key, owner, renew);
   }
 
   /**
@@ -198,17 +201,17 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
    * `withHandle`): resolves with `fn`'s result only if the lock was not lost meanwhile;
    * otherwise rejects with the `LockLostError` (`LEASE_EXPIRED`), since the work may have
    * overlapped another holder. Pass `lock.signal` to the work and `lock` (or `lock.token`) to
-   * the mutations; a use renews the lease.
+   * the mutations. The lock renews itself unless `renew: false` (then a use renews the lease).
    */
   async withRowLock<T>(
     row: BytesInput,
     fn: (lock: RowLock) => T | PromiseLike<T>,
-    options?: CallOptions,
+    options?: LockRowOptions,
   ): Promise<T> {
     const key = checkRow(row);
     checkCallback(fn, 'withRowLock fn');
     if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');
-    const checked = checkCallOptions(options, 'withRowLock');
+    const checked = checkLockRowOptions(options, 'withRowLock');
     this.#checkOpen();
     return withHandle(await this.#locks.lockRow(key, checked), fn);
   }
@@ -229,6 +232,11 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
    */
   rowLockActivity(limit?: number): RowLockActivity {
     return this.#locks.activity(limit);
+  }
+
+  /** Requests waiting for a row: all of them, or `owner`'s (see `RowLockManager.waitingOf`). */
+  rowLockWaiting(owner?: RowLockOwner): number {
+    return this.#locks.waiting(owner);
   }
 
   // ---- reads -----------------------------------------------------------------------------

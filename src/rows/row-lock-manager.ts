@@ -110,6 +110,13 @@ export interface AcquireOptions {
   waitMs?: number;
   /** Who asks; needed for deadlock detection across calls (see {@link RowLockOwner}). */
   owner?: RowLockOwner;
+  /**
+   * Explicit locks only: `true` grants the lock without a lease — it is held until unlocked or
+   * the manager closes, and uses or renewals have nothing to extend. For a holder whose life
+   * is bounded otherwise: the process itself, or a server's session, whose own lease ends
+   * its locks. Default `false`: the lease of `leasePeriodMs`, renewed by use.
+   */
+  renew?: boolean;
   /** Internal: the host's view of the call (see `call-context.ts`). */
   [callContext]?: RowCallContext;
 }
@@ -136,7 +143,10 @@ class Hold implements RowLockGrant {
   readonly holds: RowLockOwner | undefined;
   /** Tells a foreign grant without a map lookup on the release path. */
   readonly manager: RowLockManager;
-  /** Lease deadline on the monotonic clock; explicit locks only. */
+  /**
+   * Lease deadline on the monotonic clock; explicit locks only. `Infinity` for a lock that
+   * renews itself (no lease, never in the lease queue).
+   */
   deadline: number;
   state: number = HELD;
   /** Requests waiting for this row, handed to the next holder along with the row. */
@@ -175,6 +185,7 @@ class Waiter implements PendingWait {
   /** Who asks, as status pages show it (a multi-row call's caller). */
   readonly owner: RowLockOwner | undefined;
   readonly explicit: boolean;
+  readonly renews: boolean;
   readonly call: RowsCall | undefined;
   readonly node: RowLockOwner | undefined;
   readonly holds: RowLockOwner | undefined;
@@ -203,6 +214,7 @@ class Waiter implements PendingWait {
     this.row = row;
     this.owner = who.owner;
     this.explicit = who.explicit;
+    this.renews = who.renews === true;
     this.call = who.call;
     this.node = who.call ?? who.owner;
     this.holds = who.explicit ? who.owner : who.call;
@@ -238,6 +250,8 @@ function noop(): void {}
 interface Requester {
   readonly owner: RowLockOwner | undefined;
   readonly explicit: boolean;
+  /** An explicit lock without a lease (see `AcquireOptions.renew`). */
+  readonly renews?: boolean;
   /** The multi-row call the request belongs to, if any (see {@link RowsCall}). */
   readonly call?: RowsCall | undefined;
 }
@@ -281,6 +295,8 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   #lastToken: number | undefined;
   #grants = 0;
   #waiting = 0;
+  /** Requests waiting, per owner that has any (for status pages: one owner's waits). */
+  readonly #waitingByOwner = new Map<RowLockOwner, number>();
   #deadlocks = 0;
   #lastDeadlock: DeadlockRecord | undefined;
   #closed = false;
@@ -342,6 +358,14 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   }
 
   /**
+   * Requests of `owner` waiting for a row: its explicit `lockRow` calls and the implicit locks
+   * of its blocked mutations alike (a multi-row call counts once per row it waits for).
+   */
+  waitingOf(owner: RowLockOwner): number {
+    return this.#waitingByOwner.get(owner) ?? 0;
+  }
+
+  /**
    * What an operator sees of the row locks now: the requests waiting (at most `limit`, walked
    * row by row, each row's queue in FIFO order, with the row's holder), how many wait in all,
    * and the deadlocks caught since the start (with the last cycle). Costs one pass over the
@@ -385,12 +409,13 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   }
 
   /** Explicit lock without waiting: `null` when the row is held (then nobody can skip ahead). */
-  tryLockRow(row: string, owner?: RowLockOwner): RowLockGrant | null {
+  tryLockRow(row: string, owner?: RowLockOwner, renew = false): RowLockGrant | null {
     this.#checkOpen();
     checkRowKey(row);
     if (owner !== undefined) checkOwner(owner);
+    checkRenew(renew);
     if (this.#rows.has(row)) return null;
-    return this.#grant(row, owner, true, owner);
+    return this.#grant(row, owner, true, owner, renew);
   }
 
   /**
@@ -406,7 +431,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     if (hold === undefined) throw unknownLock(lockId);
     this.#ids.delete(lockId);
     hold.state = RELEASED;
-    this.#leases.remove();
+    if (hold.deadline !== Number.POSITIVE_INFINITY) this.#leases.remove();
     this.#handOn(hold);
     return hold;
   }
@@ -434,7 +459,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
         `Row lock ${lockId} was granted for row=${toStringBinary(hold.row)}, not row=${toStringBinary(row)}`,
       );
     }
-    hold.deadline = this.#leaseDeadline();
+    if (hold.deadline !== Number.POSITIVE_INFINITY) hold.deadline = this.#leaseDeadline();
     return hold;
   }
 
@@ -442,7 +467,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   renewLease(lockId: string): void {
     this.#checkOpen();
     const hold = this.#liveLock(lockId);
-    hold.deadline = this.#leaseDeadline();
+    if (hold.deadline !== Number.POSITIVE_INFINITY) hold.deadline = this.#leaseDeadline();
   }
 
   /**
@@ -601,11 +626,13 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     let signal: AbortSignal | undefined;
     let deferred: RowCallContext | undefined;
     let context: RowCallContext | undefined;
+    let renews = false;
     try {
       this.#checkOpen();
       checkRowKey(row);
       if (options !== undefined) {
         if (options.waitMs !== undefined) waitMs = checkWaitMs(options.waitMs, 'waitMs');
+        if (options.renew !== undefined) renews = explicit && checkRenew(options.renew);
         owner = options.owner;
         if (owner !== undefined) checkOwner(owner);
         context = options[callContext];
@@ -624,10 +651,18 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     }
     const holder = this.#rows.get(row);
     if (holder === undefined) {
-      return Promise.resolve(this.#grant(row, owner, explicit, explicit ? owner : undefined));
+      return Promise.resolve(
+        this.#grant(row, owner, explicit, explicit ? owner : undefined, renews),
+      );
     }
     // Only a wait needs the signal: a deferred one is made now.
-    return this.#wait(holder, { owner, explicit }, waitMs, signal ?? deferred?.signal, context);
+    return this.#wait(
+      holder,
+      { owner, explicit, renews },
+      waitMs,
+      signal ?? deferred?.signal,
+      context,
+    );
   }
 
   #wait(
@@ -643,6 +678,10 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     const waiter = new Waiter(row, who, holder.queue, signal, this.#onAbort);
     waiter.since = this.#clock.monotonic();
     this.#waiting++;
+    const owner = waiter.owner;
+    if (owner !== undefined) {
+      this.#waitingByOwner.set(owner, (this.#waitingByOwner.get(owner) ?? 0) + 1);
+    }
     if (waiter.node !== undefined) {
       const named = waiter as Waiter & { node: RowLockOwner };
       this.#graph.add(named);
@@ -673,6 +712,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     owner: RowLockOwner | undefined,
     explicit: boolean,
     holds: RowLockOwner | undefined,
+    renews = false,
   ): Hold {
     const last = this.#lastToken;
     const token =
@@ -685,9 +725,14 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     let hold: Hold;
     if (explicit) {
       const lockId = newLockId();
-      hold = new Hold(row, lockId, token, owner, holds, this, this.#leaseDeadline());
-      this.#ids.set(lockId, hold);
-      this.#leases.add(hold);
+      if (renews) {
+        hold = new Hold(row, lockId, token, owner, holds, this, Number.POSITIVE_INFINITY);
+        this.#ids.set(lockId, hold);
+      } else {
+        hold = new Hold(row, lockId, token, owner, holds, this, this.#leaseDeadline());
+        this.#ids.set(lockId, hold);
+        this.#leases.add(hold);
+      }
     } else {
       hold = new Hold(row, undefined, token, owner, holds, this, 0);
     }
@@ -705,7 +750,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
       return;
     }
     this.#finishWait(waiter);
-    const next = this.#grant(hold.row, waiter.owner, waiter.explicit, waiter.holds);
+    const next = this.#grant(hold.row, waiter.owner, waiter.explicit, waiter.holds, waiter.renews);
     if (queue.head !== undefined) next.queue = queue;
     waiter.resolve(next);
   }
@@ -715,6 +760,12 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     waiter.settled = true;
     waiter.unlink();
     this.#waiting--;
+    const owner = waiter.owner;
+    if (owner !== undefined) {
+      const left = (this.#waitingByOwner.get(owner) ?? 1) - 1;
+      if (left === 0) this.#waitingByOwner.delete(owner);
+      else this.#waitingByOwner.set(owner, left);
+    }
     if (waiter.node !== undefined) {
       this.#graph.delete(waiter as Waiter & { node: RowLockOwner });
     }
@@ -790,6 +841,13 @@ function checkLockId(lockId: string): void {
       `Invalid row lock id ${describeValue(lockId)}: must be a non-empty string`,
     );
   }
+}
+
+function checkRenew(renew: unknown): boolean {
+  if (typeof renew !== 'boolean') {
+    throw new InvalidArgumentError(`Invalid renew ${describeValue(renew)}: must be true or false`);
+  }
+  return renew;
 }
 
 function unknownLock(lockId: string): UnknownRowLockError {

@@ -23,6 +23,21 @@ export interface TableCallOptions {
   waitMs?: number | undefined;
 }
 
+/**
+ * `lockRow`'s and `withRowLock`'s options. `renew` (default `true`): the lock stays held while
+ * its holder is alive — in process until unlocked or the region closes, over the network while
+ * the client's session lives (its heartbeats keep it). `false`: the lease of HBase — lost with
+ * `LEASE_EXPIRED` unless a use or `renewLease` comes within the lease period.
+ */
+export interface TableLockOptions extends TableCallOptions {
+  renew?: boolean | undefined;
+}
+
+/** `tryLockRow`'s options: `renew` as in {@link TableLockOptions}. */
+export interface TableTryLockOptions {
+  renew?: boolean | undefined;
+}
+
 /** What `unlockRow` and `renewLease` accept: the lock, or its id. */
 export type RowLockRef = TableRowLock | { readonly lockId: string } | string;
 
@@ -55,13 +70,13 @@ export function rowLockIdOf(lock: RowLockRef): string {
  * been applied) and `SESSION_EXPIRED`.
  */
 export interface Table extends AsyncDisposable {
-  lockRow(row: BytesInput, options?: TableCallOptions): Promise<TableRowLock>;
+  lockRow(row: BytesInput, options?: TableLockOptions): Promise<TableRowLock>;
   /** Locks `row` if nobody holds it or waits for it; null otherwise. Never waits. */
-  tryLockRow(row: BytesInput): Promise<TableRowLock | null>;
+  tryLockRow(row: BytesInput, options?: TableTryLockOptions): Promise<TableRowLock | null>;
   withRowLock<T>(
     row: BytesInput,
     fn: (lock: TableRowLock) => T | PromiseLike<T>,
-    options?: TableCallOptions,
+    options?: TableLockOptions,
   ): Promise<T>;
   unlockRow(lock: RowLockRef): Promise<void>;
   renewLease(lock: RowLockRef): Promise<void>;

@@ -64,6 +64,7 @@ interface Status {
     session?: string;
     token?: number;
     leaseRemainingMs?: number;
+    renews?: boolean;
   }[];
   locksHeld?: number;
   waits?: {
@@ -390,10 +391,14 @@ function renderLocks(s: Status): void {
   const longest = locks.reduce((m, l) => Math.max(m, l.leaseRemainingMs || 0), 1);
   const rows = locks.map((l) => [
     l.table,
-    el('span', 'mono', String(l.row).replace(/^row=/, '')),
+    el('span', 'mono', l.row),
     `${l.client} (${l.session})`,
     num(l.token),
-    withBar(dur(l.leaseRemainingMs), l.leaseRemainingMs || 0, longest),
+    withBar(
+      l.renews ? `${dur(l.leaseRemainingMs)} (renews with its session)` : dur(l.leaseRemainingMs),
+      l.leaseRemainingMs || 0,
+      longest,
+    ),
   ]);
   put(
     'locks',

@@ -6,7 +6,7 @@ import {
 } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { callContext, type RowCallContext } from '../rows/call-context.js';
-import type { CallOptions } from '../rows/call-options.js';
+import type { CallOptions, LockRowOptions } from '../rows/call-options.js';
 import type { Result } from '../rows/result.js';
 import type { RowLock } from '../rows/row-lock.js';
 import {
@@ -124,9 +124,9 @@ export class Dispatcher {
       },
       nextRows: ([id, count], ctx) => this.#nextRows(id, count, ctx),
       lockRow: (args, ctx) => this.#lockRow(args, ctx),
-      tryLockRow: async ([t, row], ctx) => {
+      tryLockRow: async ([t, row, renew], ctx) => {
         this.#checkLockRoom(ctx.session);
-        const lock = await t.region.tryLockRow(row, { owner: ctx.session });
+        const lock = await t.region.tryLockRow(row, { owner: ctx.session, renew });
         return lock === null ? null : this.#hold(ctx.session, t.name, lock);
       },
       unlockRow: ([t, lockId], ctx) => {
@@ -227,30 +227,31 @@ export class Dispatcher {
     }
   }
 
-  #lockRow([t, row, waitMs]: HandlerArgs<'lockRow'>, ctx: CallContext): Promise<Grant> {
+  #lockRow([t, row, waitMs, renew]: HandlerArgs<'lockRow'>, ctx: CallContext): Promise<Grant> {
     const { session } = ctx;
     this.#checkLockRoom(session);
-    if (session.waiting >= this.#limits.maxWaitersPerSession) {
+    if (session.lockCalls >= this.#limits.maxWaitersPerSession) {
       throw new LimitExceededError(
-        `Session ${session.label} has ${session.waiting} row lock waits in flight; the limit is ${this.#limits.maxWaitersPerSession}`,
+        `Session ${session.label} has ${session.lockCalls} lockRow calls in flight; the limit is ${this.#limits.maxWaitersPerSession}`,
       );
     }
-    const options = this.#opts(ctx, waitMs);
-    session.waiting++;
+    const options: LockRowOptions = this.#opts(ctx, waitMs);
+    options.renew = renew;
+    session.lockCalls++;
     let granted: Promise<RowLock>;
     try {
       granted = t.region.lockRow(row, options);
     } catch (err) {
-      session.waiting--;
+      session.lockCalls--;
       throw err;
     }
     return granted.then(
       (lock) => {
-        session.waiting--;
+        session.lockCalls--;
         return this.#hold(session, t.name, lock);
       },
       (err: unknown) => {
-        session.waiting--;
+        session.lockCalls--;
         throw err;
       },
     );
@@ -271,7 +272,9 @@ export class Dispatcher {
         this.#notifyLost(session, lock.lockId, reason);
       }
     });
-    return { lockId: lock.lockId, token: lock.token, leaseMs: this.#lockLeaseMs };
+    // A lock that renews itself has no lease of its own: it ends with the session.
+    const leaseMs = lock.leaseRemainingMs === Number.POSITIVE_INFINITY ? 0 : this.#lockLeaseMs;
+    return { lockId: lock.lockId, token: lock.token, leaseMs };
   }
 
   async #nextRows(

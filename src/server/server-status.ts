@@ -31,7 +31,12 @@ export interface HeldLockStatus {
   session: string;
   client: string | undefined;
   token: number;
+  /**
+   * Milliseconds until the lock runs out unless renewed: its own lease (`renews: false`), or its
+   * session's, for a lock that renews itself while its session lives (`renews: true`).
+   */
   leaseRemainingMs: number;
+  renews: boolean;
 }
 
 /** One table. */

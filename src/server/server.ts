@@ -4,6 +4,7 @@ import { type AddressInfo, createServer, type Server, type Socket } from 'node:n
 import { hostname } from 'node:os';
 import { createServer as createTlsServer } from 'node:tls';
 import { ConnectionLostError, LockLostError, NotMasterError } from '../core/errors.js';
+import { toStringBinary } from '../rows/bytes.js';
 import { encodeFrame } from '../wire/codec.js';
 import { errorFrame } from '../wire/wire-error.js';
 import { Admission } from './admission.js';
@@ -300,18 +301,27 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       SESSIONS_LISTED,
       (a, b) => b.locks.size - a.locks.size || a.openedAt - b.openedAt,
     );
-    const listedLocks = new Shortlist<{ session: Session; held: HeldLock; leftMs: number }>(
-      LOCKS_LISTED,
-      (a, b) => a.leftMs - b.leftMs || a.held.lock.token - b.held.lock.token,
-    );
+    const listedLocks = new Shortlist<{
+      session: Session;
+      held: HeldLock;
+      leftMs: number;
+      renews: boolean;
+    }>(LOCKS_LISTED, (a, b) => a.leftMs - b.leftMs || a.held.lock.token - b.held.lock.token);
     let locksHeld = 0;
     for (const session of registry?.all() ?? []) {
       listedSessions.offer(session);
       locksHeld += session.locks.size;
+      if (session.locks.size === 0) continue;
+      // A lock that renews itself is held as long as its session: its session's lease is its own.
+      const sessionLeftMs = Math.round(registry?.leaseRemainingMs(session) ?? 0);
       for (const held of session.locks.values()) {
-        listedLocks.offer({ session, held, leftMs: held.lock.leaseRemainingMs ?? 0 });
+        const lockLeftMs = held.lock.leaseRemainingMs ?? 0;
+        const renews = lockLeftMs === Number.POSITIVE_INFINITY;
+        listedLocks.offer({ session, held, leftMs: renews ? sessionLeftMs : lockLeftMs, renews });
       }
     }
+    const regions = data === undefined ? [] : [...data.catalog.entries()].map(([, t]) => t.region);
+    const waitingOf = (s: Session) => regions.reduce((n, r) => n + r.rowLockWaiting(s), 0);
     const sessions = listedSessions.list().map((s) => ({
       session: s.label,
       client: s.client,
@@ -319,7 +329,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       leaseMs: s.leaseMs,
       leaseRemainingMs: Math.round(registry?.leaseRemainingMs(s) ?? 0),
       locks: s.locks.size,
-      waiting: s.waiting,
+      waiting: waitingOf(s),
       scanners: s.scanners.size,
       ageMs: now - s.openedAt,
     }));
@@ -332,13 +342,14 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
             rows: region.rowCount,
             cells: region.cellCount,
           }));
-    const locks = listedLocks.list().map(({ session, held: { table, lock }, leftMs }) => ({
+    const locks = listedLocks.list().map(({ session, held: { table, lock }, leftMs, renews }) => ({
       table,
-      row: lock.resource,
+      row: toStringBinary(lock.row.toString('latin1')),
       session: session.label,
       client: session.client,
       token: lock.token,
       leaseRemainingMs: leftMs,
+      renews,
     }));
     const lane = (l: Lane) => ({
       size: l.size,
@@ -391,8 +402,9 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     let lockWaiters = 0;
     for (const s of data?.sessions.all() ?? []) {
       locksHeld += s.locks.size;
-      lockWaiters += s.waiting;
     }
+    for (const [, { region }] of data?.catalog.entries() ?? [])
+      lockWaiters += region.rowLockWaiting();
     const lane = (l: Lane) => ({
       lane: l.name,
       size: l.size,

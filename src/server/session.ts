@@ -42,8 +42,12 @@ export class Session implements ConcurrentOwner {
   readonly locks = new Map<string, HeldLock>();
 
   readonly scanners = new Set<string>();
-  /** Row lock waits in flight (bounded per session). */
-  waiting = 0;
+  /**
+   * `lockRow` calls in flight, bounded per session (`maxWaitersPerSession`). Status pages count
+   * waits from the row lock managers instead, where every wait (explicit or the implicit lock
+   * of a blocked mutation) is counted once.
+   */
+  lockCalls = 0;
   ended = false;
   /** Aborts the session's lock waits when it ends. */
   readonly #ending = new AbortController();

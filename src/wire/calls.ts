@@ -1,4 +1,5 @@
 import { InvalidArgumentError, type LocksmithError, ProtocolError } from '../core/errors.js';
+import { describeValue } from '../core/options.js';
 import type { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
 import type { Get, Scan } from '../rows/query.js';
 import type { Region } from '../rows/region.js';
@@ -73,7 +74,10 @@ export interface ArgScope {
 export interface Grant {
   readonly lockId: string;
   readonly token: number;
-  /** The lock's lease: it is lost unless used or renewed within this long. */
+  /**
+   * The lock's lease: it is lost unless used or renewed within this long. 0: no lease of its
+   * own, the lock renews itself (held while the session lives).
+   */
   readonly leaseMs: number;
 }
 
@@ -145,6 +149,18 @@ function decodeWait(value: unknown): number | undefined {
   if (ms === -1) return Number.POSITIVE_INFINITY;
   if (ms < 0) throw new InvalidArgumentError(`waitMs must be >= 0 or -1 (forever), got ${ms}`);
   return ms;
+}
+
+/**
+ * Whether a row lock renews itself (held while the session lives, no lease of its own);
+ * absent means false, a lease, as before the flag existed.
+ */
+function decodeRenew(value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  if (typeof value !== 'boolean') {
+    throw new InvalidArgumentError(`renew must be true or false, got ${describeValue(value)}`);
+  }
+  return value;
 }
 
 /** The optional trailing waitMs of a mutation: sent only when the caller gave one. */
@@ -476,29 +492,35 @@ export const CALLS = {
   batch: mutationBatch(true, statuses, batchErrors),
   lockRow: spec({
     lane: 'handler',
-    shape: '[table, row, waitMs | nil]',
+    shape: '[table, row, waitMs | nil, renew?]',
     resend: false,
     late: 'giveBack',
-    encodeArgs: (table: string, row: string, waitMs: number | undefined) => [
+    encodeArgs: (table: string, row: string, waitMs: number | undefined, renew: boolean) => [
       table,
       latin1(row),
       encodeWait(waitMs),
+      renew,
     ],
-    decodeArgs: (raw, scope): [TableArg, Bytes, number | undefined] => [
+    decodeArgs: (raw, scope): [TableArg, Bytes, number | undefined, boolean] => [
       scope.table(raw[0]),
       bytes(raw[1], 'row'),
       decodeWait(raw[2]),
+      decodeRenew(raw[3]),
     ],
     encodeResult: encodeGrant,
     decodeResult: grant,
   }),
   tryLockRow: spec({
     lane: 'handler',
-    shape: '[table, row]',
+    shape: '[table, row, renew?]',
     resend: false,
     late: 'giveBack',
-    encodeArgs: (table: string, row: string) => [table, latin1(row)],
-    decodeArgs: (raw, scope): [TableArg, Bytes] => [scope.table(raw[0]), bytes(raw[1], 'row')],
+    encodeArgs: (table: string, row: string, renew: boolean) => [table, latin1(row), renew],
+    decodeArgs: (raw, scope): [TableArg, Bytes, boolean] => [
+      scope.table(raw[0]),
+      bytes(raw[1], 'row'),
+      decodeRenew(raw[2]),
+    ],
     encodeResult: (g: Grant | null) => (g === null ? null : encodeGrant(g)),
     decodeResult: (value): Grant | null => (value === null ? null : grant(value)),
   }),

@@ -270,7 +270,7 @@ test('rows lock holds the row: a put waits for the command to end, a second lock
   assert.match(status.stdout, /^locks held: 1$/m);
   assert.match(
     status.stdout,
-    /^ {2}locks row=held {2}token \d+ {2}by session \S+ \(locksmith rows lock \(pid \d+\)\) {2}lease \d+s left$/m,
+    /^ {2}locks held {2}token \d+ {2}by session \S+ \(locksmith rows lock \(pid \d+\)\) {2}renews with its session, \d+s left$/m,
   );
   assert.match(status.stdout, /^tables: \d+$/m);
   assert.match(status.stdout, /^handlers: handler \d+\/\d+ busy/m);
@@ -313,6 +313,21 @@ test('rows lock holds the row: a put waits for the command to end, a second lock
     20_000,
     'the put and the second lock to wait',
     50,
+  );
+  // Both waits are listed the same way, the put's implicit lock as much as the lock call.
+  const waits = await rows('status');
+  assert.match(waits.stdout, /^waiting for a row: 2$/m);
+  assert.match(
+    waits.stdout,
+    /^ {2}locks held {2}mutation by session \S+ \(locksmith rows put \(pid \d+\)\) {2}held by session \S+ \(locksmith rows lock \(pid \d+\)\) {2}for \d+\.\ds$/m,
+  );
+  assert.match(
+    waits.stdout,
+    /^ {2}locks held {2}lockRow by session \S+ \(locksmith rows lock/m,
+  );
+  assert.match(
+    waits.stdout,
+    /^ {2}\S+ {2}locksmith rows put \(pid \d+\) {2}connected {2}0 lock\(s\), 1 waiting/m,
   );
   writeFileSync(go, '');
   const [put, waiter] = await both;

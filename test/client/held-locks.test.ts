@@ -37,10 +37,14 @@ describe('the owner of a client session’s locks', () => {
   it('gives back a grant that arrived after its caller gave up, and only a grant', () => {
     const { locks, givenBack } = held();
     const [table, row] = ['t', 'r'];
-    const lockArgs = CALLS.lockRow.encodeArgs(table, row, 100);
+    const lockArgs = CALLS.lockRow.encodeArgs(table, row, 100, true);
     locks.lateResult('lockRow', lockArgs, ['late-1', 5, 60_000]);
-    locks.lateResult('tryLockRow', CALLS.tryLockRow.encodeArgs(table, row), ['late-2', 6, 60_000]);
-    locks.lateResult('tryLockRow', CALLS.tryLockRow.encodeArgs(table, row), null);
+    locks.lateResult('tryLockRow', CALLS.tryLockRow.encodeArgs(table, row, true), [
+      'late-2',
+      6,
+      60_000,
+    ]);
+    locks.lateResult('tryLockRow', CALLS.tryLockRow.encodeArgs(table, row, false), null);
     locks.lateResult('get', [table, []], [Buffer.from('r'), []]);
     locks.lateResult('lockRow', lockArgs, 'not a grant');
     assert.deepEqual(givenBack, [

@@ -109,6 +109,15 @@ const lockArgs: [string, unknown][] = [
   ['{ lockId: 5 }', { lockId: 5 }],
 ];
 
+/** Not a boolean: `renew` takes `true` or `false` only ('false' must not read as true). */
+const renews: [string, unknown][] = [
+  ['null', null],
+  ["'false'", 'false'],
+  ['0', 0],
+  ['1', 1],
+  ['{}', {}],
+];
+
 /** The other calls: each entry is [name, call]. */
 const otherCalls: [string, (region: Region) => unknown][] = [
   ...notFunctions.map(([name, v]): [string, (region: Region) => unknown] => [
@@ -122,6 +131,18 @@ const otherCalls: [string, (region: Region) => unknown][] = [
   ...optionObjects.map(([name, v]): [string, (region: Region) => unknown] => [
     `tryLockRow options = ${name}`,
     (r) => r.tryLockRow(ROW, v as never),
+  ]),
+  ...renews.map(([name, v]): [string, (region: Region) => unknown] => [
+    `lockRow renew = ${name}`,
+    (r) => r.lockRow(ROW, { renew: v } as never),
+  ]),
+  ...renews.map(([name, v]): [string, (region: Region) => unknown] => [
+    `withRowLock renew = ${name}`,
+    (r) => r.withRowLock(ROW, () => 1, { renew: v } as never),
+  ]),
+  ...renews.map(([name, v]): [string, (region: Region) => unknown] => [
+    `tryLockRow renew = ${name}`,
+    (r) => r.tryLockRow(ROW, { renew: v } as never),
   ]),
   ...lockArgs.map(([name, v]): [string, (region: Region) => unknown] => [
     `unlockRow(${name})`,

@@ -613,7 +613,7 @@ describe('Region (in process only): leases and owners', () => {
   it('leases: use renews, idleness expires and hands the row to a waiter (fake clock)', async () => {
     const clock = new FakeClock();
     await using region = await open({ clock, leasePeriodMs: 60_000, rowLockWaitMs: 120_000 });
-    const lock = await region.lockRow('r');
+    const lock = await region.lockRow('r', { renew: false });
     const expired: string[] = [];
     region.on('lock-expired', (l) => expired.push(l.lockId));
     await clock.advance(40_000);
@@ -630,6 +630,42 @@ describe('Region (in process only): leases and owners', () => {
     assert.deepEqual(values((await region.get(new Get('r'))).cells), ['waiter']);
     await assert.rejects(region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'late')), {
       code: 'UNKNOWN_ROW_LOCK',
+    });
+  });
+
+  it('a lock that renews itself (the default) is held past any lease until unlocked (fake clock)', async () => {
+    const clock = new FakeClock();
+    await using region = await open({ clock, leasePeriodMs: 60_000, rowLockWaitMs: 1e9 });
+    const lock = await region.lockRow('r');
+    const tried = await region.tryLockRow('t');
+    assert.ok(tried !== null);
+    const expired: string[] = [];
+    region.on('lock-expired', (l) => expired.push(l.lockId));
+    const waiter = region.put(new Put('r').add('colfam1', 'q', 'waiter'));
+    let done = false;
+    void waiter.then(() => {
+      done = true;
+    });
+    for (let i = 0; i < 10; i++) await clock.advance(60_000);
+    await sleep(5);
+    assert.equal(done, false, 'the waiter must not get a row whose holder is alive');
+    assert.deepEqual(expired, []);
+    assert.equal(lock.signal.aborted, false);
+    lock.ensureValid();
+    tried.ensureValid();
+    assert.equal(lock.leaseRemainingMs, Number.POSITIVE_INFINITY);
+    await region.put(new Put('r', { rowLock: lock }).add('colfam1', 'q', 'holder'));
+    await region.renewLease(lock);
+    await lock.close();
+    await waiter;
+    assert.deepEqual(values((await region.get(new Get('r'))).cells), ['waiter']);
+    assert.equal(lock.signal.reason?.code, 'ALREADY_CLOSED');
+    await assert.rejects(region.lockRow('x', { renew: 'yes' as never }), {
+      code: 'INVALID_ARGUMENT',
+      message: /renew/,
+    });
+    await assert.rejects(region.tryLockRow('x', { renew: 1 as never }), {
+      code: 'INVALID_ARGUMENT',
     });
   });
 

@@ -42,9 +42,9 @@ for (const variant of tableVariants) {
       await b.close();
     });
 
-    it('with the real clock the signal aborts by itself once the lease runs out', async () => {
+    it('with the real clock the signal aborts by itself once the lease runs out (renew: false)', async () => {
       await using region = await open({ leasePeriodMs: 50 });
-      const lock = await region.lockRow('r');
+      const lock = await region.lockRow('r', { renew: false });
       // Lease timers do not keep the process alive (a lease nobody waits on must not): this does.
       const keepAlive = setTimeout(() => {}, 10_000);
       const reason = await new Promise<unknown>((resolve) =>
@@ -52,6 +52,28 @@ for (const variant of tableVariants) {
       );
       clearTimeout(keepAlive);
       assert.equal((reason as LockLostError).code, 'LEASE_EXPIRED');
+    });
+
+    it('a lock that renews itself (the default) outlives many lease periods until it is closed', async () => {
+      await using region = await open({ leasePeriodMs: 50 });
+      const lock = await region.lockRow('r');
+      const lost: unknown[] = [];
+      lock.on('lost', (reason) => lost.push(reason));
+      // Ten lease periods, on the real clock, with the lock used now and then and idle otherwise.
+      for (let i = 0; i < 5; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        lock.ensureValid();
+        await region.put(new Put('r', { rowLock: lock }).add('f', 'q', `v${i}`));
+      }
+      assert.equal(lock.signal.aborted, false);
+      assert.deepEqual(lost, []);
+      assert.equal(await region.tryLockRow('r'), null, 'nobody else can take the row meanwhile');
+      await lock.close();
+      assert.equal(lock.signal.reason?.code, 'ALREADY_CLOSED');
+      assert.equal(lock.lostReason, undefined, 'a release is not a loss');
+      const next = await region.tryLockRow('r');
+      assert.ok(next !== null);
+      await next.close();
     });
 
     it('close() is idempotent, also when concurrent; afterwards the signal says ALREADY_CLOSED', async () => {
@@ -149,7 +171,7 @@ describe('RowLock (in process only): durable tokens, fake and stuck clocks', () 
   it('lease expiry aborts the signal with LEASE_EXPIRED, fires lost and lock-expired (fake clock)', async () => {
     const clock = new FakeClock();
     await using region = await open({ clock, leasePeriodMs: 1_000 });
-    const lock = await region.lockRow('r');
+    const lock = await region.lockRow('r', { renew: false });
     const signal = lock.signal;
     const lost: LockLostError[] = [];
     const expired: RowLock[] = [];
@@ -184,7 +206,7 @@ describe('RowLock (in process only): durable tokens, fake and stuck clocks', () 
       setTimer: () => () => {},
     };
     await using region = await Region.open({ families: ['f'], clock, leasePeriodMs: 1_000 });
-    const lock = await region.lockRow('r');
+    const lock = await region.lockRow('r', { renew: false });
     const signal = lock.signal;
     now = 500;
     await region.renewLease(lock);
@@ -200,11 +222,15 @@ describe('RowLock (in process only): durable tokens, fake and stuck clocks', () 
     const clock = new FakeClock();
     await using region = await open({ clock, leasePeriodMs: 1_000 });
     await assert.rejects(
-      region.withRowLock('r', async (lock) => {
-        await clock.advance(1_000);
-        assert.equal(lock.signal.aborted, true);
-        return 'done';
-      }),
+      region.withRowLock(
+        'r',
+        async (lock) => {
+          await clock.advance(1_000);
+          assert.equal(lock.signal.aborted, true);
+          return 'done';
+        },
+        { renew: false },
+      ),
       { code: 'LEASE_EXPIRED' },
     );
   });

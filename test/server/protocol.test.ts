@@ -134,6 +134,10 @@ describe('server protocol: malformed input', () => {
       ['put', ['t'], 'INVALID_ARGUMENT'],
       ['put', ['t', [Buffer.from('r'), null, null, []], null, 'extra'], 'INVALID_ARGUMENT'],
       ['lockRow', ['t', Buffer.from('r')], 'INVALID_ARGUMENT'],
+      ['lockRow', ['t', Buffer.from('r'), null, 'yes'], 'INVALID_ARGUMENT'],
+      ['lockRow', ['t', Buffer.from('r'), null, 1], 'INVALID_ARGUMENT'],
+      ['lockRow', ['t', Buffer.from('r'), null, true, 'extra'], 'INVALID_ARGUMENT'],
+      ['tryLockRow', ['t', Buffer.from('r'), {}], 'INVALID_ARGUMENT'],
       ['ping', ['extra'], 'INVALID_ARGUMENT'],
       ['status', [1, 2], 'INVALID_ARGUMENT'],
       ['unlockRow', ['t'], 'INVALID_ARGUMENT'],
@@ -147,7 +151,7 @@ describe('server protocol: malformed input', () => {
       );
     }
     await assert.rejects(raw.call('lockRow', ['t', Buffer.from('r')]), {
-      message: 'lockRow takes [table, row, waitMs | nil], got 2 arguments',
+      message: 'lockRow takes [table, row, waitMs | nil, renew?], got 2 arguments',
     });
     assert.equal(await raw.call('ping', []), null);
     assert.deepEqual(await good.listTables(), ['t']);

@@ -182,7 +182,7 @@ describe('server sessions', () => {
     await using server = await startServer({ leasePeriodMs: 300 });
     await using a = await client(server);
     await a.createTable('t', ['f']);
-    const lock = await a.table('t').lockRow('r');
+    const lock = await a.table('t').lockRow('r', { renew: false });
     const reason = await new Promise<Error>((resolve) => lock.once('lost', resolve));
     assert.equal((reason as { code?: string }).code, 'LEASE_EXPIRED');
     assert.equal(lock.signal.aborted, true);
@@ -190,6 +190,40 @@ describe('server sessions', () => {
     await assert.rejects(a.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'v')), {
       code: 'UNKNOWN_ROW_LOCK',
     });
+  });
+
+  it('a lock that renews itself (the default) is held past many lock leases while its session lives, idle or busy', async () => {
+    await using server = await startServer({ leasePeriodMs: 200 });
+    await using a = await client(server, { sessionLeaseMs: 600 });
+    await using b = await client(server);
+    await a.createTable('t', ['f']);
+    const lock = await a.table('t').lockRow('r');
+    const lost: unknown[] = [];
+    lock.on('lost', (reason) => lost.push(reason));
+    // Idle for five lock leases, then used, then idle again: only the session's heartbeats run.
+    await sleep(1_000);
+    assert.equal(await b.table('t').tryLockRow('r'), null, 'nobody else can take the row');
+    await a.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'a'));
+    await sleep(1_000);
+    lock.ensureValid();
+    assert.equal(lock.signal.aborted, false);
+    assert.deepEqual(lost, []);
+    const status = server.status();
+    const held = status.locks.find((l) => l.row === 'r');
+    assert.equal(held?.renews, true, JSON.stringify(status.locks));
+    assert.ok(
+      held !== undefined && held.leaseRemainingMs > 0 && held.leaseRemainingMs <= 600,
+      "a renewing lock shows its session's remaining lease",
+    );
+    // A waiter gets it the moment it is released, and the release is not a loss.
+    const waiting = b.table('t').lockRow('r', { waitMs: 30_000 });
+    await sleep(100);
+    await lock.close();
+    assert.equal(lock.signal.reason?.code, 'ALREADY_CLOSED');
+    assert.equal(lock.lostReason, undefined);
+    const next = await waiting;
+    assert.ok(next.token > lock.token);
+    await next.close();
   });
 
   it('pipelined waits of several sessions interleaved on one row are queueing, not a deadlock (conformance V7)', async () => {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Put } from '../../src/rows/index.js';
+import { Delete, Put } from '../../src/rows/index.js';
 import { LOCKS_LISTED, SESSIONS_LISTED, Shortlist } from '../../src/server/status-lists.js';
 import { eventually, sleep } from '../helpers.js';
 import { RawClient } from './raw-client.js';
@@ -43,6 +43,7 @@ describe('server status and metrics', () => {
         client: string;
         token: number;
         leaseRemainingMs: number;
+        renews: boolean;
       }[];
       handlers: { handler: { size: number } };
     };
@@ -59,10 +60,54 @@ describe('server status and metrics', () => {
     assert.equal(held?.table, 't');
     assert.equal(held?.client, 'holder');
     assert.equal(held?.token, lock.token);
-    assert.ok((held?.leaseRemainingMs ?? 0) > 0 && (held?.leaseRemainingMs ?? 0) <= 60_000);
+    // The lock renews itself (the default): what is left of it is what is left of its session.
+    assert.equal(held?.renews, true);
+    assert.ok((held?.leaseRemainingMs ?? 0) > 0 && (held?.leaseRemainingMs ?? 0) <= 10_000);
     assert.equal(status.handlers.handler.size, 10);
     await lock.close();
     await (await waiting).close();
+  });
+
+  it('every wait counts the same everywhere: a blocked put, delete, checkAndPut and a lockRow, in /status, each session and /metrics', async () => {
+    await using server = await startServer({ httpPort: 0 });
+    await using a = await client(server, { name: 'holder' });
+    await using b = await client(server, { name: 'writer' });
+    await using c = await client(server, { name: 'locker' });
+    await a.createTable('t', ['f']);
+    const lock = await a.table('t').lockRow('r');
+    const blocked = [
+      b.table('t').put(new Put('r').add('f', 'q', 'b'), { waitMs: 30_000 }),
+      b.table('t').delete(new Delete('r'), { waitMs: 30_000 }),
+      b.table('t').checkAndPut('r', 'f', 'q', null, new Put('r').add('f', 'q', 'c'), {
+        waitMs: 30_000,
+      }),
+      c.table('t').lockRow('r', { waitMs: 30_000 }),
+    ];
+    await eventually(() => server.status().waiting === 4, 10_000, 'the four waits');
+    const status = JSON.parse((await http(server.httpPort as number, '/status')).body) as {
+      waiting: number;
+      waits: { explicit: boolean; waiter: { client: string } }[];
+      sessions: { client: string; waiting: number }[];
+    };
+    assert.equal(status.waiting, 4);
+    assert.deepEqual(status.waits.map((w) => [w.waiter.client, w.explicit]).sort(), [
+      ['locker', true],
+      ['writer', false],
+      ['writer', false],
+      ['writer', false],
+    ]);
+    const waitingOf = (name: string) => status.sessions.find((s) => s.client === name)?.waiting;
+    assert.equal(waitingOf('writer'), 3, 'the implicit locks of blocked mutations count');
+    assert.equal(waitingOf('locker'), 1);
+    assert.equal(waitingOf('holder'), 0);
+    const metrics = (await http(server.httpPort as number, '/metrics')).body;
+    assert.match(metrics, /^locksmith_row_lock_waiters 4$/m);
+    await lock.close();
+    const [, , , next] = await Promise.all(blocked);
+    await (next as { close(): Promise<void> }).close();
+    assert.equal(server.status().waiting, 0);
+    assert.equal(server.metrics().lockWaiters, 0);
+    assert.ok(server.status().sessions.every((s) => s.waiting === 0));
   });
 
   it('metrics are Prometheus text: sessions, locks, waiters, lanes, calls by method', async () => {
@@ -150,9 +195,9 @@ describe('server status and metrics', () => {
       assert.equal(status.locks.length, LOCKS_LISTED);
       assert.deepEqual(
         status.locks.map((l) => l.row).sort(),
-        Array.from({ length: LOCKS_LISTED }, (_, i) => `row=r${i}`).sort(),
+        Array.from({ length: LOCKS_LISTED }, (_, i) => `r${i}`).sort(),
       );
-      for (const l of status.locks) assert.equal(l.client, l.row.replace('row=r', 's'));
+      for (const l of status.locks) assert.equal(l.client, l.row.replace('r', 's'));
       const left = status.locks.map((l) => l.leaseRemainingMs);
       assert.deepEqual(
         left,
