@@ -25,7 +25,13 @@ interface HaInfo {
   locker?: unknown;
   address?: string;
   master?: { address: string; token: number | string; since: number | string };
-  peers?: { id: string; address: string; role: string; seenAt: number | string }[];
+  peers?: {
+    id: string;
+    address: string;
+    role: string;
+    state?: string;
+    seenAt: number | string;
+  }[];
   failovers?: { at: number | string; role: string; token?: number | null; reason?: string }[];
 }
 
@@ -213,6 +219,13 @@ function ago(at: unknown, now: number): string {
 function num(n: unknown): string {
   return typeof n === 'number' ? n.toLocaleString() : '—';
 }
+/**
+ * A fencing or mastership token: its digits as the server, the CLI and the logs print them
+ * (no grouping), everywhere on the page, so one can be searched for and compared as it is.
+ */
+function tok(t: unknown): string {
+  return typeof t === 'number' || typeof t === 'string' ? String(t) : '—';
+}
 function arr<T>(v: readonly T[] | undefined): readonly T[] {
   return Array.isArray(v) ? v : [];
 }
@@ -239,7 +252,7 @@ function renderHeader(s: Status, now: number): number | string {
   r.textContent = role;
   r.className = `role role-${['master', 'slave', 'standalone'].includes(role) ? role : 'other'}`;
   const parts = [s.server || 'locksmith', s.ha?.address || s.listening || ''];
-  if (tokenOf(s) !== undefined) parts.push(`token ${tokenOf(s)}`);
+  if (tokenOf(s) !== undefined) parts.push(`token ${tok(tokenOf(s))}`);
   if (role === 'slave') {
     parts.push(s.ha?.master ? `master at ${s.ha.master.address}` : 'no master known');
   }
@@ -257,7 +270,7 @@ function renderOverview(s: Status, now: number, since: number | string): void {
     [
       'mastership token',
       token !== undefined
-        ? String(token)
+        ? tok(token)
         : roleOf(s) === 'standalone'
           ? 'none (standalone)'
           : 'none yet',
@@ -267,7 +280,7 @@ function renderOverview(s: Status, now: number, since: number | string): void {
     [
       'master',
       ha?.master
-        ? `${ha.master.address} (token ${ha.master.token}, since ${clock(ha.master.since)})`
+        ? `${ha.master.address} (token ${tok(ha.master.token)}, since ${clock(ha.master.since)})`
         : roleOf(s) === 'slave'
           ? 'unknown'
           : undefined,
@@ -307,7 +320,9 @@ function renderServers(s: Status, now: number): void {
   const rows = ha.peers.map((p) => [
     p.id,
     p.address + (p.address === ha.address ? ' (this server)' : ''),
-    tag(p.role, p.role === 'master' ? 'on' : ''),
+    p.state === 'gone'
+      ? tag(`gone (was ${p.role})`, 'off')
+      : tag(p.role, p.role === 'master' ? 'on' : ''),
     clock(p.seenAt) + ago(p.seenAt, now),
   ]);
   put(
@@ -393,7 +408,7 @@ function renderLocks(s: Status): void {
     l.table,
     el('span', 'mono', l.row),
     `${l.client} (${l.session})`,
-    num(l.token),
+    el('span', 'mono', tok(l.token)),
     withBar(
       l.renews ? `${dur(l.leaseRemainingMs)} (renews with its session)` : dur(l.leaseRemainingMs),
       l.leaseRemainingMs || 0,
@@ -540,7 +555,7 @@ function renderFailovers(s: Status, now: number): void {
     .map((f) => [
       clock(f.at) + ago(f.at, now),
       f.role,
-      f.token === null || f.token === undefined ? '—' : num(f.token),
+      el('span', 'mono', tok(f.token)),
       f.reason,
     ]);
   put(

@@ -55,8 +55,24 @@ export interface HaStatus {
   locker?: string;
   address: string;
   master?: { address: string; token: number; since: number };
-  peers: { id: string; address: string; role: string; seenAt: number }[];
+  /**
+   * The other servers of the data directory. `role` is what a server last said of itself;
+   * `state` is `gone` when its record stopped being rewritten for {@link PEER_GONE_MS} (as
+   * this server's clock measures it, so clock skew between machines does not matter) or when it
+   * says `master` with a token older than the master's known now: then it is no longer master,
+   * whatever its record says, and no page shows two masters.
+   */
+  peers: PeerStatus[];
   failovers: FailoverRecord[];
+}
+
+/** One other server, as status shows it (see {@link HaStatus.peers}). */
+export interface PeerStatus {
+  id: string;
+  address: string;
+  role: 'master' | 'slave';
+  state: 'live' | 'gone';
+  seenAt: number;
 }
 
 /** A change of role: `slave` (waiting; `reason` after a loss) or `master` (with its token). */
@@ -71,6 +87,10 @@ export interface RoleChange {
 
 /** How often each server writes its record and reads the others' (and master.json). */
 export const HEARTBEAT_MS = 1000;
+/** A record not rewritten for this long belongs to a server that is gone (killed, paused, cut off). */
+export const PEER_GONE_MS = 5 * HEARTBEAT_MS;
+/** ...and after this long its record is removed: every crash would otherwise leave one behind. */
+export const PEER_PRUNED_MS = 60 * HEARTBEAT_MS;
 const MAX_FAILOVERS = 100;
 /** After the supervisor stopped for good (a master that failed to open), try again this late. */
 const RESTART_DELAY_MS = 1000;
@@ -107,6 +127,8 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
   #since = Date.now();
   #master: MasterRecord | undefined;
   #peers: PeerRecord[] = [];
+  /** Per peer id: its last `seenAt`, and when (on this server's monotonic clock) it changed. */
+  readonly #peerChanges = new Map<string, { seenAt: number; changedAt: number }>();
   #heartbeat: NodeJS.Timeout | undefined;
   #beating: Promise<void> = Promise.resolve();
   #restart: NodeJS.Timeout | undefined;
@@ -191,7 +213,13 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
           ? { master: { address: this.address, token: this.#token, since: this.#since } }
           : {}
         : { master: { address: master.address, token: master.token, since: master.since } }),
-      peers: this.#peers.map(({ id, address, role, seenAt }) => ({ id, address, role, seenAt })),
+      peers: this.#peers.map((p) => ({
+        id: p.id,
+        address: p.address,
+        role: p.role,
+        state: this.#isGone(p) ? 'gone' : 'live',
+        seenAt: p.seenAt,
+      })),
       failovers: [...this.#failovers],
     };
   }
@@ -338,6 +366,39 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
     return this.#masterRecord()?.address;
   }
 
+  /** See {@link HaStatus.peers}. */
+  #isGone(peer: PeerRecord): boolean {
+    const change = this.#peerChanges.get(peer.id);
+    if (change !== undefined && this.#clock.monotonic() - change.changedAt > PEER_GONE_MS) {
+      return true;
+    }
+    if (peer.role !== 'master') return false;
+    const newest = this.#role === 'master' ? this.#token : (this.#masterRecord()?.token ?? null);
+    return newest !== null && (peer.token === null || peer.token < newest);
+  }
+
+  /** Notes when each peer's record last changed; removes the records gone for long. */
+  async #track(peers: PeerRecord[], dir: string): Promise<PeerRecord[]> {
+    const now = this.#clock.monotonic();
+    const kept: PeerRecord[] = [];
+    const ids = new Set<string>();
+    for (const peer of peers) {
+      ids.add(peer.id);
+      const change = this.#peerChanges.get(peer.id);
+      if (change === undefined || change.seenAt !== peer.seenAt) {
+        this.#peerChanges.set(peer.id, { seenAt: peer.seenAt, changedAt: now });
+      } else if (now - change.changedAt > PEER_PRUNED_MS) {
+        // A server that comes back writes its record again on its next heartbeat.
+        await unlink(join(dir, `${peer.id}.json`)).catch(() => undefined);
+        this.#peerChanges.delete(peer.id);
+        continue;
+      }
+      kept.push(peer);
+    }
+    for (const id of this.#peerChanges.keys()) if (!ids.has(id)) this.#peerChanges.delete(id);
+    return kept;
+  }
+
   #recordPath(): string {
     return join(this.#dataDir, 'servers', `${this.id}.json`);
   }
@@ -364,21 +425,22 @@ export class HaRole extends EventEmitter<{ role: [RoleChange]; failed: [unknown]
     } catch {
       // The next beat tries again; status shows the peers as last read.
     }
+    // master.json first: the peers read next are judged against the newest master known.
+    const master = await readJson(join(this.#dataDir, 'master.json')).catch(() => undefined);
+    if (isMaster(master) && (this.#master === undefined || master.token >= this.#master.token)) {
+      this.#master = master;
+    }
     try {
       const dir = join(this.#dataDir, 'servers');
       const peers: PeerRecord[] = [];
       for (const name of await readdir(dir)) {
         if (!name.endsWith('.json') || name === `${this.id}.json`) continue;
         const peer = await readJson(join(dir, name));
-        if (isPeer(peer)) peers.push(peer);
+        if (isPeer(peer) && `${peer.id}.json` === name) peers.push(peer);
       }
-      this.#peers = peers.sort((a, b) => a.id.localeCompare(b.id));
+      this.#peers = (await this.#track(peers, dir)).sort((a, b) => a.id.localeCompare(b.id));
     } catch {
       // As above.
-    }
-    const master = await readJson(join(this.#dataDir, 'master.json')).catch(() => undefined);
-    if (isMaster(master) && (this.#master === undefined || master.token >= this.#master.token)) {
-      this.#master = master;
     }
   }
 }
@@ -407,6 +469,7 @@ function isPeer(value: unknown): value is PeerRecord {
     typeof v.id === 'string' &&
     typeof v.address === 'string' &&
     (v.role === 'master' || v.role === 'slave') &&
+    (v.token === null || typeof v.token === 'number') &&
     typeof v.seenAt === 'number'
   );
 }

@@ -140,6 +140,12 @@ async function failover(name: string, dataDir: string, ha: string[], boundMs: nu
     const failovers = newHa.failovers as { role: string; token: number }[];
     assert.deepEqual(failovers.at(-1)?.role, 'master');
     assert.equal(failovers.at(-1)?.token, secondToken);
+    // The killed master's record still says master: the new one shows it gone at once (an older
+    // token), so no status ever shows two masters.
+    const peers = newHa.peers as { address: string; role: string; state: string }[];
+    const dead = peers.find((p) => p.address === first.address);
+    assert.deepEqual([dead?.role, dead?.state], ['master', 'gone'], JSON.stringify(peers));
+    assert.equal(peers.filter((p) => p.role === 'master' && p.state === 'live').length, 0);
     return failoverMs;
   } finally {
     await first.proc.kill9().catch(() => undefined);
