@@ -552,12 +552,7 @@ function renderFailovers(s: Status, now: number): void {
   const rows = ha.failovers
     .slice()
     .reverse()
-    .map((f) => [
-      clock(f.at) + ago(f.at, now),
-      f.role,
-      el('span', 'mono', tok(f.token)),
-      f.reason,
-    ]);
+    .map((f) => [clock(f.at) + ago(f.at, now), f.role, el('span', 'mono', tok(f.token)), f.reason]);
   put(
     'failovers',
     rows.length

@@ -321,10 +321,7 @@ test('rows lock holds the row: a put waits for the command to end, a second lock
     waits.stdout,
     /^ {2}locks held {2}mutation by session \S+ \(locksmith rows put \(pid \d+\)\) {2}held by session \S+ \(locksmith rows lock \(pid \d+\)\) {2}for \d+\.\ds$/m,
   );
-  assert.match(
-    waits.stdout,
-    /^ {2}locks held {2}lockRow by session \S+ \(locksmith rows lock/m,
-  );
+  assert.match(waits.stdout, /^ {2}locks held {2}lockRow by session \S+ \(locksmith rows lock/m);
   assert.match(
     waits.stdout,
     /^ {2}\S+ {2}locksmith rows put \(pid \d+\) {2}connected {2}0 lock\(s\), 1 waiting/m,
