@@ -1,6 +1,13 @@
-import { InvalidArgumentError, ProtocolError, UnknownRowLockError } from '../core/errors.js';
+import {
+  DeadlockError,
+  InvalidArgumentError,
+  ProtocolError,
+  UnknownRowLockError,
+} from '../core/errors.js';
+import { callerHoldsAny, type HeldLock, heldByCaller } from '../core/held-by-caller.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
+import { toStringBinary } from '../rows/bytes.js';
 import {
   type CallOptions,
   checkCallOptions,
@@ -85,6 +92,7 @@ export class RemoteTable implements Table {
     const { owner, renew, signal, waitMs } = checkLockRowOptions(options, 'lockRow');
     noOwner(owner, 'lockRow');
     const wait = waitMs ?? this.#client.rowLockWaitMs;
+    if (wait !== 0) this.#refuseSelfWait([key]);
     const sentAt = this.#client.now();
     const grant = await this.#client.call('lockRow', [this.name, key, waitMs, renew], {
       signal,
@@ -112,7 +120,8 @@ export class RemoteTable implements Table {
   ): Promise<T> {
     checkCallback(fn, 'withRowLock fn');
     if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');
-    return withHandle(await this.lockRow(row, options), fn);
+    const lock = await this.lockRow(row, options);
+    return withHandle(lock, fn, this.#heldLockOf(lock.row.toString('latin1')));
   }
 
   async unlockRow(lock: RowLockRef): Promise<void> {
@@ -158,14 +167,14 @@ export class RemoteTable implements Table {
   async put(put: Put, options?: TableCallOptions): Promise<void> {
     if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
     const lockId = put.rowLock?.lockId;
-    const { waitMs, limits } = this.#limits(lockId, options, 'put');
+    const { waitMs, limits } = this.#limits(lockId, options, 'put', [put.row]);
     await this.#using(lockId, () => this.#client.call('put', [this.name, put, waitMs], limits));
   }
 
   async delete(del: Delete, options?: TableCallOptions): Promise<void> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
     const lockId = del.rowLock?.lockId;
-    const { waitMs, limits } = this.#limits(lockId, options, 'delete');
+    const { waitMs, limits } = this.#limits(lockId, options, 'delete', [del.row]);
     await this.#using(lockId, () => this.#client.call('delete', [this.name, del, waitMs], limits));
   }
 
@@ -180,7 +189,7 @@ export class RemoteTable implements Table {
     if (!(put instanceof Put)) throw new InvalidArgumentError('checkAndPut() takes a Put');
     const [key, q, e] = checkedCell(row, qualifier, expected);
     const lockId = put.rowLock?.lockId;
-    const { waitMs, limits } = this.#limits(lockId, options, 'checkAndPut');
+    const { waitMs, limits } = this.#limits(lockId, options, 'checkAndPut', [key]);
     return this.#using(lockId, () =>
       this.#client.call('checkAndPut', [this.name, key, family, q, e, put, waitMs], limits),
     );
@@ -197,7 +206,7 @@ export class RemoteTable implements Table {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('checkAndDelete() takes a Delete');
     const [key, q, e] = checkedCell(row, qualifier, expected);
     const lockId = del.rowLock?.lockId;
-    const { waitMs, limits } = this.#limits(lockId, options, 'checkAndDelete');
+    const { waitMs, limits } = this.#limits(lockId, options, 'checkAndDelete', [key]);
     return this.#using(lockId, () =>
       this.#client.call('checkAndDelete', [this.name, key, family, q, e, del, waitMs], limits),
     );
@@ -209,7 +218,7 @@ export class RemoteTable implements Table {
     if (inc.columns.length === 0)
       throw new InvalidArgumentError('An Increment needs at least one column');
     const lockId = inc.rowLock?.lockId;
-    const { waitMs, limits } = this.#limits(lockId, options, 'increment');
+    const { waitMs, limits } = this.#limits(lockId, options, 'increment', [inc.row]);
     return this.#using(lockId, () =>
       this.#client.call('increment', [this.name, inc, waitMs], limits),
     );
@@ -238,7 +247,7 @@ export class RemoteTable implements Table {
       throw new InvalidArgumentError('mutateRow() takes RowMutations');
     if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
     const lockId = mutations.mutations.find((m) => m.rowLock !== undefined)?.rowLock?.lockId;
-    const { waitMs, limits } = this.#limits(lockId, options, 'mutateRow');
+    const { waitMs, limits } = this.#limits(lockId, options, 'mutateRow', [mutations.row]);
     await this.#using(lockId, () =>
       this.#client.call('mutateRow', [this.name, mutations, waitMs], limits),
     );
@@ -249,7 +258,12 @@ export class RemoteTable implements Table {
     options?: TableCallOptions,
   ): Promise<void> {
     checkList(mutations, 'mutateRows', 'a non-empty array');
-    const { waitMs, limits } = this.#limits(undefined, options, 'mutateRows');
+    const { waitMs, limits } = this.#limits(
+      undefined,
+      options,
+      'mutateRows',
+      mutations.map((m) => m.row),
+    );
     await this.#client.call('mutateRows', [this.name, mutations, waitMs], limits);
   }
 
@@ -264,7 +278,7 @@ export class RemoteTable implements Table {
     if (!Array.isArray(mutations))
       throw new InvalidArgumentError('batch() takes an array of Put and Delete');
     const sent = mutations.filter((m) => m instanceof Put || m instanceof Delete);
-    const { waitMs, limits } = this.#limits(undefined, options, 'batch');
+    const { waitMs, limits } = this.#limits(undefined, options, 'batch', sent);
     const errors = await this.#client.call('batch', [this.name, sent, waitMs], limits);
     if (errors.length !== sent.length) {
       throw new ProtocolError(
@@ -298,13 +312,39 @@ export class RemoteTable implements Table {
     lockId: string | undefined,
     options: TableCallOptions | undefined,
     what: string,
+    rows: readonly (string | { readonly row: string; readonly rowLock?: unknown })[],
   ): { waitMs: number | undefined; limits: CallLimits } {
     const { signal, waitMs } = callOptions(options, what);
     const wait = lockId !== undefined ? 0 : (waitMs ?? this.#client.rowLockWaitMs);
+    if (wait !== 0 && callerHoldsAny()) {
+      this.#refuseSelfWait(
+        rows.flatMap((r) => (typeof r === 'string' ? [r] : r.rowLock === undefined ? [r.row] : [])),
+      );
+    }
     return {
       waitMs,
       limits: { signal, timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0 },
     };
+  }
+
+  /** `row` of this table as held by a caller's `withRowLock` (see `held-by-caller.ts`). */
+  #heldLockOf(row: string): HeldLock {
+    return { target: this.#client, key: `${this.name}\0${row}` };
+  }
+
+  /**
+   * A wait from inside `withRowLock` for the row it holds would never end: the server lets a
+   * session wait for its own lock (its other calls may release it), so it is refused here.
+   */
+  #refuseSelfWait(rows: readonly string[]): void {
+    for (const row of rows) {
+      const { target, key } = this.#heldLockOf(row);
+      if (heldByCaller(target, key)) {
+        throw new DeadlockError(
+          `Row lock row=${toStringBinary(row)} of table ${this.name} is held by this call's own withRowLock: waiting for it would never end (pass the lock to the operation: { rowLock: lock })`,
+        );
+      }
+    }
   }
 
   /** Runs a call carrying `lockId`; its answer renews the lock's lease on this side. */

@@ -1,3 +1,4 @@
+import { type HeldLock, runHolding } from './held-by-caller.js';
 import type { LockHandle } from './lock-handle.js';
 
 /**
@@ -10,16 +11,20 @@ import type { LockHandle } from './lock-handle.js';
  * the caller must not treat it as done under the lock). If `fn` throws, that error wins over
  * a failing release; the release error is kept as its `suppressed` property.
  *
+ * With `held`, `fn` runs counted as holding that lock (see `held-by-caller.ts`): a wait for
+ * the same lock from inside `fn` fails at once with `DEADLOCK` instead of never ending.
+ *
  * Each family exports a thin form of this that also acquires (`withLock` in
  * `locksmith-locks/directory`, `withMastership` in `locksmith-locks/store`, `Region.withRowLock`).
  */
 export async function withHandle<H extends LockHandle, T>(
   handle: H,
   fn: (handle: H) => T | PromiseLike<T>,
+  held?: HeldLock,
 ): Promise<T> {
   let result: T;
   try {
-    result = await fn(handle);
+    result = await (held === undefined ? fn(handle) : runHolding(held, () => fn(handle)));
   } catch (err) {
     await closeKeeping(handle, err);
     throw err;

@@ -1,10 +1,12 @@
 import type { Clock } from '../core/clock.js';
 import { checkWaitDuration } from '../core/duration.js';
-import { InvalidArgumentError, LockObtainFailedError } from '../core/errors.js';
+import { DeadlockError, InvalidArgumentError, LockObtainFailedError } from '../core/errors.js';
+import { type HeldLock, heldByCaller } from '../core/held-by-caller.js';
 import { validateLockName } from '../core/lock-name.js';
 import { checkClock, checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import { type WaitOptions, waitFor } from '../core/wait.js';
 import { Directory } from './directory.js';
+import { FilterDirectory } from './filter-directory.js';
 import type { Lock } from './lock.js';
 
 /** The lock name Lucene's IndexWriter uses; the default here too. */
@@ -66,9 +68,32 @@ export function checkAcquire(
   return { name, signal, timeoutMs, clock };
 }
 
-/** {@link acquireLock} after {@link checkAcquire}. */
+/** The namespace of directory locks held by a caller (see `held-by-caller.ts`). */
+const DIRECTORY_LOCKS = {};
+
+/**
+ * Which lock `name` of `directory` is, for telling whether the caller already holds it: the
+ * innermost directory under any wrappers (its `toString` names its path or its instance and
+ * its lock factory), and the name.
+ */
+export function heldLockOf(directory: Directory, name: string): HeldLock {
+  let inner = directory;
+  while (inner instanceof FilterDirectory) inner = inner.in;
+  return { target: DIRECTORY_LOCKS, key: `${inner}/${name}` };
+}
+
+/**
+ * {@link acquireLock} after {@link checkAcquire}. Fails at once with `DEADLOCK` when the caller
+ * runs inside `withLock` of this very lock: that wait would never end.
+ */
 export async function acquireChecked(directory: Directory, options: CheckedAcquire): Promise<Lock> {
   const { name } = options;
+  const held = heldLockOf(directory, name);
+  if (heldByCaller(held.target, held.key)) {
+    throw new DeadlockError(
+      `Lock ${held.key} is held by this call's own withLock: waiting for it would never end (locks are not re-entrant; use the lock you hold)`,
+    );
+  }
   const factory = directory.lockFactory;
   const wake = factory.wakeSource(directory, name);
   return waitFor(

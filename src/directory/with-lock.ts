@@ -1,7 +1,12 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
-import { type AcquireLockOptions, acquireChecked, checkAcquire } from './acquire-lock.js';
+import {
+  type AcquireLockOptions,
+  acquireChecked,
+  checkAcquire,
+  heldLockOf,
+} from './acquire-lock.js';
 import type { Directory } from './directory.js';
 import type { Lock } from './lock.js';
 
@@ -16,7 +21,9 @@ import type { Lock } from './lock.js';
  * `LockLostError` (code `LOCK_LOST`), since the work may have overlapped another holder. If
  * `fn` throws, that error wins over a failing release (kept as its `suppressed` property).
  *
- * Every argument is checked before anything is touched ({@link InvalidArgumentError}).
+ * Every argument is checked before anything is touched ({@link InvalidArgumentError}). Locks
+ * are not re-entrant: inside `fn`, a `withLock` or `acquireLock` of the same lock fails at once
+ * with `DeadlockError` (`DEADLOCK`) instead of waiting forever.
  */
 export function withLock<T>(
   directory: Directory,
@@ -28,7 +35,9 @@ export function withLock<T>(
       throw new InvalidArgumentError(`withLock needs a function to run, got ${describeValue(fn)}`);
     }
     const checked = checkAcquire('withLock', directory, options);
-    return acquireChecked(directory, checked).then((lock) => withHandle(lock, fn));
+    return acquireChecked(directory, checked).then((lock) =>
+      withHandle(lock, fn, heldLockOf(directory, checked.name)),
+    );
   } catch (err) {
     return Promise.reject(err);
   }

@@ -1,5 +1,6 @@
 import type { Clock } from '../core/clock.js';
 import { LockLostError } from '../core/errors.js';
+import type { HeldLock } from '../core/held-by-caller.js';
 import { RowFencing } from './row-fencing.js';
 import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
 import {
@@ -114,6 +115,11 @@ export class RegionRowLocks {
   /** Waits and deadlocks now, for status pages (see `RowLockManager.activity`). */
   activity(limit?: number): RowLockActivity {
     return this.#manager.activity(limit);
+  }
+
+  /** See `RowLockManager.heldLockOf`. */
+  heldLockOf(row: string): HeldLock {
+    return this.#manager.heldLockOf(row);
   }
 
   /** Requests waiting: all, or `owner`'s. */

@@ -213,7 +213,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');
     const checked = checkLockRowOptions(options, 'withRowLock');
     this.#checkOpen();
-    return withHandle(await this.#locks.lockRow(key, checked), fn);
+    return withHandle(await this.#locks.lockRow(key, checked), fn, this.#locks.heldLockOf(key));
   }
 
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */

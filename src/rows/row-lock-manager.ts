@@ -9,6 +9,7 @@ import {
   UnknownRowLockError,
 } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
+import { type HeldLock, heldByCaller } from '../core/held-by-caller.js';
 import { checkSignal, describeValue } from '../core/options.js';
 import { toStringBinary } from './bytes.js';
 import { callContext, type RowCallContext } from './call-context.js';
@@ -246,6 +247,13 @@ class Waiter implements PendingWait {
 
 function noop(): void {}
 
+/** A wait from inside `withRowLock` for the row that helper holds: it would never end. */
+function selfWait(row: string): DeadlockError {
+  return new DeadlockError(
+    `Row lock row=${toStringBinary(row)} is held by this call's own withRowLock: waiting for it would never end (pass the lock to the operation: { rowLock: lock })`,
+  );
+}
+
 /** Who asks for a row, and how it will hold it. */
 interface Requester {
   readonly owner: RowLockOwner | undefined;
@@ -350,6 +358,14 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   /** Rows held, explicitly or implicitly. */
   get heldCount(): number {
     return this.#rows.size;
+  }
+
+  /**
+   * `row` as held by a caller's `withRowLock` (see `held-by-caller.ts`): a wait for it from
+   * inside that helper fails at once with `DEADLOCK`.
+   */
+  heldLockOf(row: string): HeldLock {
+    return { target: this, key: row };
   }
 
   /** Requests waiting for a row. */
@@ -674,6 +690,7 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   ): Promise<RowLockGrant> {
     const row = holder.row;
     if (waitMs === 0) return Promise.reject(timedOut(row));
+    if (heldByCaller(this, row)) return Promise.reject(selfWait(row));
     holder.queue ??= new WaitQueue();
     const waiter = new Waiter(row, who, holder.queue, signal, this.#onAbort);
     waiter.since = this.#clock.monotonic();

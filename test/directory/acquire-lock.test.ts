@@ -6,6 +6,7 @@ import {
   ByteBuffersDirectory,
   FSDirectory,
   SimpleFSLockFactory,
+  withLock,
 } from '../../src/directory/index.js';
 import { exitOf, holdLockInChild, sleep, tempDir } from '../helpers.js';
 
@@ -72,4 +73,51 @@ test('acquireLock rejects invalid names and timeouts', async () => {
   const dir = new ByteBuffersDirectory();
   await assert.rejects(acquireLock(dir, { name: '../x' }), { code: 'INVALID_ARGUMENT' });
   await assert.rejects(acquireLock(dir, { timeoutMs: -1 }), { code: 'INVALID_ARGUMENT' });
+});
+
+test('inside withLock, a wait for the same lock fails at once with DEADLOCK; other tasks still wait and get it', async () => {
+  using tmp = tempDir();
+  const dir = await FSDirectory.open(tmp.path);
+  const sameDir = await FSDirectory.open(tmp.path); // another instance, the same lock files
+  const memory = new ByteBuffersDirectory();
+  const order: string[] = [];
+  await withLock(dir, async (lock) => {
+    // No timeout given: without the check these would wait forever.
+    await assert.rejects(
+      withLock(dir, () => 'never'),
+      {
+        code: 'DEADLOCK',
+        message: /held by this call's own withLock/,
+      },
+    );
+    await assert.rejects(acquireLock(sameDir), { code: 'DEADLOCK' });
+    await assert.rejects(
+      new Promise((resolve, reject) => setTimeout(() => acquireLock(dir).then(resolve, reject), 1)),
+      { code: 'DEADLOCK' },
+      'a wait started later from inside fn is the caller too',
+    );
+    // Another lock, and another directory's lock of the same name, are not held: fine.
+    await withLock(dir, () => order.push('other lock'), { name: 'other.lock' });
+    await withLock(memory, () => order.push('memory'));
+    lock.ensureValid();
+    order.push('inner done');
+  });
+  // A task that is not inside fn waits for the holder as always.
+  let inside = false;
+  const holder = withLock(memory, async () => {
+    inside = true;
+    await sleep(100);
+    order.push('holder releases');
+  });
+  while (!inside) await sleep(1);
+  const outside = withLock(memory, () => order.push('outside waiter'));
+  await holder;
+  await outside;
+  assert.deepEqual(order, [
+    'other lock',
+    'memory',
+    'inner done',
+    'holder releases',
+    'outside waiter',
+  ]);
 });

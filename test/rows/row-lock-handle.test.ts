@@ -127,6 +127,43 @@ for (const variant of tableVariants) {
   });
 
   describe(`${variant.name}: withRowLock`, () => {
+    it('inside fn, a wait for the same row fails at once with DEADLOCK; other rows and other tasks are unaffected', async () => {
+      // The region's wait is long: a wait that is not refused would outlast the test's patience.
+      await using region = await open();
+      const order: string[] = [];
+      await region.withRowLock('r', async (lock) => {
+        await assert.rejects(region.lockRow('r', { waitMs: 60_000 }), { code: 'DEADLOCK' });
+        await assert.rejects(
+          region.withRowLock('r', () => 'never', { waitMs: 60_000 }),
+          {
+            code: 'DEADLOCK',
+          },
+        );
+        // A put that forgot to carry the lock would wait for its own caller.
+        await assert.rejects(
+          region.put(new Put('r').add('f', 'q', 'forgot the lock'), { waitMs: 60_000 }),
+          { code: 'DEADLOCK' },
+        );
+        await region.put(new Put('r', { rowLock: lock }).add('f', 'q', 'with the lock'));
+        await region.withRowLock('other', () => order.push('other row'));
+        lock.ensureValid();
+        order.push('inner done');
+      });
+      // A task not started inside fn waits for the holder, and gets the row after it.
+      let inside = false;
+      const holder = region.withRowLock('r', async () => {
+        inside = true;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        order.push('holder releases');
+      });
+      while (!inside) await new Promise((resolve) => setTimeout(resolve, 1));
+      const outside = region.put(new Put('r').add('f', 'q', 'outside'), { waitMs: 60_000 });
+      await holder;
+      await outside;
+      order.push('outside put');
+      assert.deepEqual(order, ['other row', 'inner done', 'holder releases', 'outside put']);
+    });
+
     it('runs fn under the lock and unlocks on return and on throw', async () => {
       await using region = await open();
       const result = await region.withRowLock('r', async (lock) => {
