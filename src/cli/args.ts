@@ -66,7 +66,11 @@ function checkKnown(arg: string, options: Record<string, unknown>): void {
   if (!arg.startsWith('-') || arg === '-' || /^-\d/.test(arg)) return;
   const name = arg.startsWith('--') ? (arg.slice(2).split('=')[0] as string) : arg.slice(1);
   if (arg.startsWith('--') ? Object.hasOwn(options, name) : isShort(name, options)) return;
-  const near = nearest(name.replace(/^-+/, ''), Object.keys(options));
+  // kubectl's and etcdctl's `-o json` / `--output json`: here it is `--json`.
+  const near =
+    (name === 'o' || name === 'output') && Object.hasOwn(options, 'json')
+      ? 'json'
+      : nearest(name.replace(/^-+/, ''), Object.keys(options));
   throw new UsageError(
     `unknown option ${arg.split('=')[0]}${near === undefined ? '' : ` (did you mean --${near}?)`}`,
   );
@@ -151,8 +155,23 @@ export function pathArgument(what: string, text: string | undefined): string {
  * The token in `path` (`--token-file`): its first line, trimmed; an empty one is a usage error.
  * Shared by `serve` and `rows` so both read the same token from the same file.
  */
-export async function readTokenFile(path: string): Promise<string> {
-  const token = (await readFile(path, 'utf8')).split('\n')[0]?.trim() ?? '';
-  if (token.length === 0) throw new UsageError(`--token-file ${path} is empty`);
+export async function readTokenFile(path: string, what = '--token-file'): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EACCES'
+          ? 'permission denied'
+          : code === 'EISDIR'
+            ? 'it is a directory'
+            : (code ?? (err as Error).message);
+    throw new UsageError(`${what} ${path}: cannot read the token file (${why})`);
+  }
+  const token = text.split('\n')[0]?.trim() ?? '';
+  if (token.length === 0) throw new UsageError(`${what} ${path} is empty`);
   return token;
 }

@@ -4,7 +4,7 @@ import {
   type LocksmithClient,
   type TableDescription,
 } from '../client/locksmith-client.js';
-import { ConnectionLostError, LocksmithError } from '../core/errors.js';
+import { ConnectionLostError, LocksmithError, UnauthenticatedError } from '../core/errors.js';
 import { toStringBinary } from '../rows/bytes.js';
 import type { Cell } from '../rows/cell.js';
 import { formatCell } from '../rows/cell.js';
@@ -187,6 +187,30 @@ function printResult(result: Result, values: boolean): void {
   for (const cell of result.cells) process.stdout.write(`${cellLine(cell, values)}\n`);
 }
 
+/**
+ * A row as `--json` prints it: bytes (row, qualifier, value) as HBase's toStringBinary shows
+ * them (printable ASCII as is, other bytes as \xNN), so the text is the shell's own notation.
+ */
+function rowJson(row: string, result: Result): object {
+  return {
+    row: toStringBinary(row),
+    cells: result.cells.map((c) => ({
+      family: c.family,
+      qualifier: toStringBinary(c.qualifier),
+      timestamp: c.timestamp,
+      type: c.type,
+      value: toStringBinary(c.value.toString('latin1')),
+    })),
+  };
+}
+
+/** HBase's shell ends a get or scan with this count: also what tells an empty answer. */
+function rowCount(n: number): string {
+  return `${n} row(s)\n`;
+}
+
+const json = (p: Parsed) => p.values.json === true;
+
 function describeLine(d: TableDescription): string {
   const families = d.families.map((f) => `${f.name} (maxVersions ${f.maxVersions})`).join(', ');
   const stamps = d.timestampOnArrival ? 'on arrival' : 'per mutation';
@@ -219,7 +243,9 @@ const ACTIONS = {
   'list-tables': (p: Parsed): Action => {
     positionals(p, []);
     return async (client) => {
-      for (const name of await client.listTables()) process.stdout.write(`${name}\n`);
+      const names = await client.listTables();
+      if (json(p)) process.stdout.write(`${JSON.stringify(names)}\n`);
+      else for (const name of names) process.stdout.write(`${name}\n`);
       return 0;
     };
   },
@@ -234,7 +260,10 @@ const ACTIONS = {
   describe: (p: Parsed): Action => {
     const [table] = positionals(p, ['<table>']) as [string];
     return async (client) => {
-      process.stdout.write(describeLine(await client.describeTable(table)));
+      const description = await client.describeTable(table);
+      process.stdout.write(
+        json(p) ? `${JSON.stringify(description)}\n` : describeLine(description),
+      );
       return 0;
     };
   },
@@ -264,7 +293,15 @@ const ACTIONS = {
     const get = shapeQuery(p, new Get(bytesArgument(row)));
     const values = p.values.values === true;
     return async (client) => {
-      printResult(await client.table(table).get(get), values);
+      const result = await client.table(table).get(get);
+      if (json(p)) {
+        process.stdout.write(
+          `${JSON.stringify(result.isEmpty ? null : rowJson(get.row, result))}\n`,
+        );
+      } else {
+        printResult(result, values);
+        process.stdout.write(rowCount(result.isEmpty ? 0 : 1));
+      }
       return 0;
     };
   },
@@ -303,9 +340,14 @@ const ACTIONS = {
     return async (client) => {
       let rows = 0;
       for await (const result of client.table(table).scan(scan)) {
-        printResult(result, values);
+        if (json(p)) {
+          process.stdout.write(
+            `${JSON.stringify(rowJson(result.row.toString('latin1'), result))}\n`,
+          );
+        } else printResult(result, values);
         if (++rows >= limit) break;
       }
+      if (!json(p)) process.stdout.write(rowCount(rows));
       return 0;
     };
   },
@@ -360,8 +402,9 @@ async function connectTo(
     (values.server as string | undefined) ??
     nonEmpty(process.env.LOCKSMITH_SERVER) ??
     DEFAULT_SERVER;
-  const tokenPath =
-    (values['token-file'] as string | undefined) ?? nonEmpty(process.env.LOCKSMITH_TOKEN_FILE);
+  const tokenFlag = values['token-file'] as string | undefined;
+  const tokenPath = tokenFlag ?? nonEmpty(process.env.LOCKSMITH_TOKEN_FILE);
+  const tokenWhat = tokenFlag === undefined ? 'LOCKSMITH_TOKEN_FILE' : '--token-file';
   const caPath = values['tls-ca'] as string | undefined;
   const timeout = values['connect-timeout'] as string | undefined;
   const connectTimeoutMs =
@@ -371,7 +414,7 @@ async function connectTo(
   const token =
     tokenPath === undefined
       ? undefined
-      : await readTokenFile(pathArgument('--token-file', tokenPath));
+      : await readTokenFile(pathArgument(tokenWhat, tokenPath), tokenWhat);
   const ca = caPath === undefined ? undefined : await readFile(pathArgument('--tls-ca', caPath));
   try {
     return await connect(url, {
@@ -381,6 +424,14 @@ async function connectTo(
       name: `locksmith rows ${subcommand} (pid ${process.pid})`,
     });
   } catch (err) {
+    if (err instanceof UnauthenticatedError) {
+      throw new UnauthenticatedError(
+        token === undefined
+          ? `the server at ${url} requires a token: pass --token-file <file> (its first line is the token) or set LOCKSMITH_TOKEN_FILE`
+          : `the server at ${url} refused the token in ${tokenPath} (${tokenWhat}): it is not this server's token`,
+        { cause: err },
+      );
+    }
     if (!(err instanceof ConnectionLostError)) throw err;
     throw new ConnectionLostError(`cannot reach the server at ${url}: ${err.message}`, {
       cause: err.cause,

@@ -78,6 +78,7 @@ async function haOptions(
   values: Record<string, string | boolean | undefined>,
   dataDir: string,
   port: number,
+  onHeld: (holder: string) => void,
 ): Promise<HaOptions | undefined> {
   const flags = parseLockerFlags(values, {
     kind: '--ha',
@@ -101,8 +102,17 @@ async function haOptions(
     throw new UsageError(`--advertise ${JSON.stringify(advertise)} is not host:port`);
   }
   const holder = `${hostname()}-${process.pid}-${advertise ?? port}`;
-  const quiet = { info: () => {}, debug: () => {}, warn: () => {} };
-  const locker = await createLocker(lockerOptionsOf(flags, dataDir, holder, quiet));
+  // The locker's "held by ... slave mode" line is the moment this server has looked and found
+  // another master: only then does it say it is a slave (as elect does). The rest stays quiet.
+  const logger = {
+    info: (message: string) => {
+      const held = /^(.*?)\. This broker is now in slave mode/.exec(message)?.[1];
+      if (held !== undefined) onHeld(held);
+    },
+    debug: () => {},
+    warn: () => {},
+  };
+  const locker = await createLocker(lockerOptionsOf(flags, dataDir, holder, logger));
   return {
     locker,
     ...(flags.renewMs === undefined ? {} : { keepAlivePeriodMs: flags.renewMs }),
@@ -141,7 +151,20 @@ export async function run(args: string[]): Promise<number> {
     certPath === undefined || keyPath === undefined
       ? undefined
       : { cert: await readFile(certPath), key: await readFile(keyPath) };
-  const ha = await haOptions(values, dataDir, port);
+  // Role lines come after the listening line; a holder found before it is said right after.
+  let announced = false;
+  let slaveSaid = false;
+  let heldBy: string | undefined;
+  let lockerName = '';
+  const sayHeld = (holder: string) => {
+    if (slaveSaid) return;
+    slaveSaid = true;
+    process.stdout.write(`locksmith serve: slave: waiting for ${lockerName}: ${holder}\n`);
+  };
+  const ha = await haOptions(values, dataDir, port, (holder) => {
+    if (announced) sayHeld(holder);
+    else heldBy = holder;
+  });
   const limits = {
     maxConnections: optionalCount('--max-connections', str('max-connections')),
     maxConnectionsPerAddress: optionalCount(
@@ -181,23 +204,30 @@ export async function run(args: string[]): Promise<number> {
       ? `${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
       : `--ha ${values.ha as string}`;
   process.stdout.write(
-    `locksmith serve: listening on ${scheme}://${where}:${server.port} (data ${dataDir}, ${tables}${token === undefined ? '' : ', token required'}${server.httpPort === undefined ? '' : `, status on http://${where}:${server.httpPort}/status`})\n`,
+    `locksmith serve: listening on ${scheme}://${where}:${server.port} (data ${dataDir}, ${tables}${token === undefined ? '' : ', token required'}${server.httpPort === undefined ? '' : `, dashboard on http://${where}:${server.httpPort}/ (/status, /metrics)`})\n`,
   );
   if (ha !== undefined) {
-    // The role now (it may be master already), then every change.
+    // The role now (master already, or still trying), then every change. "slave" is said only
+    // once the locker has found another master (see haOptions), or after a loss.
     const address = ha.advertise ?? `${where}:${server.port}`;
-    const say = (change: RoleChange) =>
+    lockerName = ha.locker.name;
+    announced = true;
+    const say = (change: RoleChange) => {
+      slaveSaid = change.role === 'slave' && change.reason !== undefined;
+      if (change.role === 'slave' && change.reason === undefined) return;
       process.stdout.write(
         change.role === 'master'
           ? `locksmith serve: master (token ${change.token}) on ${address}\n`
-          : `locksmith serve: slave: waiting for ${change.locker}${change.reason === undefined ? '' : ` (was master: ${change.reason})`}\n`,
+          : `locksmith serve: slave: waiting for ${change.locker} (was master: ${change.reason})\n`,
       );
+    };
     const now = server.status().ha as { token: number | null };
-    say(
-      server.role === 'master'
-        ? { role: 'master', token: now.token ?? 0, locker: ha.locker.name }
-        : { role: 'slave', locker: ha.locker.name },
-    );
+    if (server.role === 'master') {
+      say({ role: 'master', token: now.token ?? 0, locker: ha.locker.name });
+    } else {
+      process.stdout.write(`locksmith serve: trying to become master of ${ha.locker.name}\n`);
+      if (heldBy !== undefined) sayHeld(heldBy);
+    }
     server.on('role', say);
   }
   let status = 0;

@@ -39,9 +39,11 @@ export async function run(args: string[]): Promise<number> {
   const name = validateLockName((values.name as string | undefined) ?? WRITE_LOCK_NAME, '--name');
   const inspection = inspectLock(dir, { name, lockFactory });
   process.stdout.write(
-    report(inspection)
-      .map((line) => `${line}\n`)
-      .join(''),
+    values.json === true
+      ? `${JSON.stringify(inspection)}\n`
+      : report(inspection)
+          .map((line) => `${line}\n`)
+          .join(''),
   );
   switch (inspection.state) {
     case 'free':

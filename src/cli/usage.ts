@@ -70,6 +70,7 @@ const READ_FLAGS: OptionSpecs = {
   column: { type: 'string' },
   versions: { type: 'string' },
   values: { type: 'boolean' },
+  json: { type: 'boolean' },
 };
 const ROW_WAIT =
   "--wait <duration>        wait up to this long for the row's lock (default: the server's, 30s)";
@@ -85,10 +86,10 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
     flags: { 'timestamp-on-arrival': { type: 'boolean' } },
   },
   'list-tables': {
-    synopsis: 'list-tables',
+    synopsis: 'list-tables [--json]',
     summary: 'Prints the name of each table, one a line.',
-    options: [],
-    flags: {},
+    options: ['--json                   print a JSON array of the names'],
+    flags: { json: { type: 'boolean' } },
   },
   'drop-table': {
     synopsis: 'drop-table <table>',
@@ -97,10 +98,10 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
     flags: {},
   },
   describe: {
-    synopsis: 'describe <table>',
+    synopsis: 'describe <table> [--json]',
     summary: 'Prints the column families of a table and how its timestamps are read.',
-    options: [],
-    flags: {},
+    options: ['--json                   print the description as JSON'],
+    flags: { json: { type: 'boolean' } },
   },
   put: {
     synopsis: 'put <table> <row> <family>:<qualifier> <value> [--ts <ms>] [--wait <duration>]',
@@ -112,9 +113,14 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
     flags: { ts: { type: 'string' }, wait: { type: 'string' } },
   },
   get: {
-    synopsis: 'get <table> <row> [--column <family>[:<qualifier>]] [--versions <n>] [--values]',
-    summary: 'Prints the cells of one row: row/family:qualifier/timestamp/Type/vlen=N.',
-    options: READ_OPTIONS,
+    synopsis:
+      'get <table> <row> [--column <family>[:<qualifier>]] [--versions <n>] [--values] [--json]',
+    summary:
+      'Prints the cells of one row (row/family:qualifier/timestamp/Type/vlen=N), then "1 row(s)", or "0 row(s)" when there is no such row.',
+    options: [
+      ...READ_OPTIONS,
+      '--json                   print the row as one JSON object {row, cells: [...]}, or null when there is none',
+    ],
     flags: READ_FLAGS,
   },
   delete: {
@@ -128,13 +134,15 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
   },
   scan: {
     synopsis:
-      'scan <table> [--start <row>] [--stop <row>] [--limit <n>] [--column <family>[:<qualifier>]] [--versions <n>] [--values]',
-    summary: 'Prints the cells of the rows in [start, stop), in byte order.',
+      'scan <table> [--start <row>] [--stop <row>] [--limit <n>] [--column <family>[:<qualifier>]] [--versions <n>] [--values] [--json]',
+    summary:
+      'Prints the cells of the rows in [start, stop), in byte order, then how many rows: "N row(s)".',
     options: [
       "--start <row>            the first row (default: the table's first)",
       '--stop <row>             the row to stop before (default: the end of the table)',
       '--limit <n>              at most this many rows (default: all)',
       ...READ_OPTIONS,
+      '--json                   print each row as one JSON object {row, cells: [...]} a line',
     ],
     flags: {
       start: { type: 'string' },
@@ -193,7 +201,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--token-file <path>         clients must present the token in this file (default: none)',
       '--tls-cert <path>           PEM certificate: serve TLS only (with --tls-key)',
       '--tls-key <path>            PEM private key of the certificate',
-      '--http-port <port>          serve GET /status and GET /metrics on this port (default: none)',
+      '--http-port <port>          serve the dashboard (GET /), GET /status and GET /metrics on this port (default: none)',
       '--max-connections <n>       sockets open at once; more are refused (default: 1024)',
       '--max-connections-per-address <n> sockets open at once from one address (default: 256)',
       '--max-sessions <n>          sessions at once, connected or within their lease (default: 10000)',
@@ -258,14 +266,15 @@ export const USAGES: Record<CommandName, CommandUsage> = {
     flags: { name: { type: 'string' }, factory: { type: 'string' }, wait: { type: 'string' } },
   },
   status: {
-    synopsis: 'status <dir> [--name <lock>] [--factory native|simple]',
+    synopsis: 'status <dir> [--name <lock>] [--factory native|simple] [--json]',
     summary: 'Tells whether the lock in <dir> is free, held (by whom) or cannot be taken.',
     options: [
       '--name <lock>            the lock file name (default: write.lock)',
       '--factory native|simple  the lock factory (default: native)',
+      '--json                   print what was found as one JSON object (the exit code is the same)',
     ],
     notes: ['Exit codes: 0 free, 1 held, 2 a bad command line, 3 cannot lock.'],
-    flags: { name: { type: 'string' }, factory: { type: 'string' } },
+    flags: { name: { type: 'string' }, factory: { type: 'string' }, json: { type: 'boolean' } },
   },
   elect: {
     synopsis:

@@ -309,8 +309,8 @@ export class Connection implements SessionSink {
         this.#fail(
           new UnauthenticatedError(
             options.token === undefined
-              ? 'This server requires a token (HELLO option token)'
-              : 'Wrong token',
+              ? 'This server requires a token, and none was sent'
+              : "The token sent is not this server's",
           ),
         );
         return;

@@ -1,10 +1,11 @@
 import type { Clock } from '../core/clock.js';
-import type { LockLostError } from '../core/errors.js';
+import { type LockLostError, LockObtainFailedError } from '../core/errors.js';
 import { FSDirectory } from '../directory/fs-directory.js';
 import type { Lock } from '../directory/lock.js';
 import { takeOverLock } from '../directory/take-over-lock.js';
 import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { ServingData } from './connection.js';
+import { dataDirInUse } from './data-dir-in-use.js';
 import { Dispatcher, type DispatchLimits } from './dispatch.js';
 import { ScannerRegistry } from './scanner-registry.js';
 import type { ServerStatus } from './server-status.js';
@@ -88,7 +89,9 @@ export class DataService implements ServingData {
     // master's mastership proves any other holder deposed: it takes the lock over.
     const lock =
       mastership === undefined
-        ? await (await FSDirectory.open(dataDir)).obtainLock('write.lock')
+        ? await (await FSDirectory.open(dataDir)).obtainLock('write.lock').catch((err: unknown) => {
+            throw err instanceof LockObtainFailedError ? dataDirInUse(dataDir, err) : err;
+          })
         : await takeOverLock(dataDir, 'write.lock');
     let catalog: TableCatalog | undefined;
     try {

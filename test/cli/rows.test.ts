@@ -99,7 +99,7 @@ test('put, get, scan print cells as HBase does; --values shows them, bytes as to
 
   const get = await rows('get', 'cells', 'r1');
   assert.equal(get.code, 0, get.stderr);
-  assert.equal(get.stdout, 'r1/f:a/200/Put/vlen=3\nr1/g:b/7/Put/vlen=5\n');
+  assert.equal(get.stdout, 'r1/f:a/200/Put/vlen=3\nr1/g:b/7/Put/vlen=5\n1 row(s)\n');
   const versions = await rows(
     'get',
     'cells',
@@ -112,26 +112,62 @@ test('put, get, scan print cells as HBase does; --values shows them, bytes as to
   );
   assert.equal(
     versions.stdout,
-    'r1/f:a/200/Put/vlen=3 value=two\nr1/f:a/100/Put/vlen=3 value=one\n',
+    'r1/f:a/200/Put/vlen=3 value=two\nr1/f:a/100/Put/vlen=3 value=one\n1 row(s)\n',
   );
   const family = await rows('get', 'cells', 'r1', '--column', 'g', '--values');
-  assert.equal(family.stdout, 'r1/g:b/7/Put/vlen=5 value=bin\\x00\\xFF\n');
+  assert.equal(family.stdout, 'r1/g:b/7/Put/vlen=5 value=bin\\x00\\xFF\n1 row(s)\n');
 
   const scan = await rows('scan', 'cells', '--values');
   assert.equal(
     scan.stdout,
     // Byte order: 0x01 sorts before '1'.
-    'r\\x01/f:/5/Put/vlen=1 value=x\nr1/f:a/200/Put/vlen=3 value=two\nr1/g:b/7/Put/vlen=5 value=bin\\x00\\xFF\n',
+    'r\\x01/f:/5/Put/vlen=1 value=x\nr1/f:a/200/Put/vlen=3 value=two\nr1/g:b/7/Put/vlen=5 value=bin\\x00\\xFF\n2 row(s)\n',
   );
   // A printed row can be typed back.
   const binary = await rows('get', 'cells', 'r\\x01');
-  assert.equal(binary.stdout, 'r\\x01/f:/5/Put/vlen=1\n');
-  assert.equal((await rows('scan', 'cells', '--limit', '1')).stdout, 'r\\x01/f:/5/Put/vlen=1\n');
-  assert.equal((await rows('scan', 'cells', '--start', 'r2')).stdout, '');
-  assert.equal((await rows('scan', 'cells', '--stop', 'r1')).stdout, 'r\\x01/f:/5/Put/vlen=1\n');
+  assert.equal(binary.stdout, 'r\\x01/f:/5/Put/vlen=1\n1 row(s)\n');
+  assert.equal(
+    (await rows('scan', 'cells', '--limit', '1')).stdout,
+    'r\\x01/f:/5/Put/vlen=1\n1 row(s)\n',
+  );
+  assert.equal((await rows('scan', 'cells', '--start', 'r2')).stdout, '0 row(s)\n');
+  assert.equal(
+    (await rows('scan', 'cells', '--stop', 'r1')).stdout,
+    'r\\x01/f:/5/Put/vlen=1\n1 row(s)\n',
+  );
   const empty = await rows('get', 'cells', 'nobody');
   assert.equal(empty.code, 0);
-  assert.equal(empty.stdout, '');
+  assert.equal(empty.stdout, '0 row(s)\n', 'a missing row says so, as HBase shell does');
+
+  // --json: the same answers as JSON (bytes in the shell's notation), for scripts.
+  assert.deepEqual(
+    JSON.parse((await rows('get', 'cells', 'r1', '--column', 'g', '--json')).stdout),
+    {
+      row: 'r1',
+      cells: [{ family: 'g', qualifier: 'b', timestamp: 7, type: 'Put', value: 'bin\\x00\\xFF' }],
+    },
+  );
+  assert.equal((await rows('get', 'cells', 'nobody', '--json')).stdout, 'null\n');
+  const lines = (await rows('scan', 'cells', '--json')).stdout.trim().split('\n');
+  assert.deepEqual(
+    lines.map((l) => (JSON.parse(l) as { row: string }).row),
+    ['r\\x01', 'r1'],
+  );
+  assert.ok(
+    (JSON.parse((await rows('list-tables', '--json')).stdout) as string[]).includes('cells'),
+  );
+  assert.deepEqual(JSON.parse((await rows('describe', 'cells', '--json')).stdout), {
+    name: 'cells',
+    families: [
+      { name: 'f', maxVersions: 3 },
+      { name: 'g', maxVersions: 3 },
+    ],
+    timestampOnArrival: false,
+  });
+  // kubectl's -o json is --json here, and the error says so.
+  const dashO = await rows('get', 'cells', 'r1', '-o', 'json');
+  assert.equal(dashO.code, 2);
+  assert.match(dashO.stderr, /unknown option -o \(did you mean --json\?\)/);
 });
 
 test('delete removes a column, a family or the row; incr adds to a counter and prints it', async () => {
@@ -145,17 +181,23 @@ test('delete removes a column, a family or the row; incr adds to a counter and p
     assert.equal((await rows('put', 'd', row, column, 'v', '--ts', '1')).code, 0);
   }
   assert.equal((await rows('delete', 'd', 'r', '--column', 'f:a')).code, 0);
-  assert.equal((await rows('get', 'd', 'r')).stdout, 'r/f:b/1/Put/vlen=1\nr/g:c/1/Put/vlen=1\n');
+  assert.equal(
+    (await rows('get', 'd', 'r')).stdout,
+    'r/f:b/1/Put/vlen=1\nr/g:c/1/Put/vlen=1\n1 row(s)\n',
+  );
   assert.equal((await rows('delete', 'd', 'r', '--column', 'g')).code, 0);
-  assert.equal((await rows('get', 'd', 'r')).stdout, 'r/f:b/1/Put/vlen=1\n');
+  assert.equal((await rows('get', 'd', 'r')).stdout, 'r/f:b/1/Put/vlen=1\n1 row(s)\n');
   assert.equal((await rows('delete', 'd', 's')).code, 0);
-  assert.equal((await rows('scan', 'd')).stdout, 'r/f:b/1/Put/vlen=1\n');
+  assert.equal((await rows('scan', 'd')).stdout, 'r/f:b/1/Put/vlen=1\n1 row(s)\n');
 
   assert.equal((await rows('incr', 'd', 'n', 'f:count')).stdout, '1\n');
   assert.equal((await rows('incr', 'd', 'n', 'f:count', '41')).stdout, '42\n');
   assert.equal((await rows('incr', 'd', 'n', 'f:count', '-50')).stdout, '-8\n');
   const counter = await rows('get', 'd', 'n', '--values');
-  assert.match(counter.stdout, /^n\/f:count\/\d+\/Put\/vlen=8 value=(\\xFF){7}\\xF8\n$/);
+  assert.match(
+    counter.stdout,
+    /^n\/f:count\/\d+\/Put\/vlen=8 value=(\\xFF){7}\\xF8\n1 row\(s\)\n$/,
+  );
   const notCounter = await rows('incr', 'd', 'r', 'f:b');
   assert.equal(notCounter.code, 1);
   oneErrorLine(notCounter, /\([A-Z_]+\)$/);
@@ -333,7 +375,10 @@ test('rows lock holds the row: a put waits for the command to end, a second lock
   assert.equal(waiter.code, 0, waiter.stderr);
   assert.equal(waiter.stdout, 'after\n');
   assert.equal((await exitOf(holder)).code, 0);
-  assert.match((await rows('get', 'locks', 'held', '--values')).stdout, /value=after\n$/);
+  assert.match(
+    (await rows('get', 'locks', 'held', '--values')).stdout,
+    /value=after\n1 row\(s\)\n$/,
+  );
 });
 
 test('rows lock stops the command on SIGTERM and exits 128 + 15, releasing the row', async () => {
@@ -402,7 +447,48 @@ test('--token-file presents the server token; without it the server refuses, one
     assert.equal(ok.code, 0, ok.stderr);
     const refused = await run([cliPath, 'rows', 'list-tables', '--server', guarded.url]);
     assert.equal(refused.code, 1);
-    oneErrorLine(refused, /\(UNAUTHENTICATED\)$/);
+    oneErrorLine(
+      refused,
+      /requires a token: pass --token-file <file> \(its first line is the token\) or set LOCKSMITH_TOKEN_FILE \(UNAUTHENTICATED\)$/,
+    );
+    const wrongFile = join(dir.path, 'wrong');
+    writeFileSync(wrongFile, 'guess\n', { mode: 0o600 });
+    const wrong = await run([
+      cliPath,
+      'rows',
+      'list-tables',
+      '--server',
+      guarded.url,
+      '--token-file',
+      wrongFile,
+    ]);
+    assert.equal(wrong.code, 1);
+    oneErrorLine(
+      wrong,
+      /refused the token in .*wrong \(--token-file\): it is not this server's token/,
+    );
+    assert.ok(!`${wrong.stdout}${wrong.stderr}`.includes('guess'), 'the token is never echoed');
+    // A token file that cannot be read names the flag (or the variable) that named it.
+    const missing = join(dir.path, 'no-such-token');
+    const noFile = await run([
+      cliPath,
+      'rows',
+      'list-tables',
+      '--server',
+      guarded.url,
+      '--token-file',
+      missing,
+    ]);
+    assert.equal(noFile.code, 2);
+    oneErrorLine(
+      noFile,
+      /--token-file .*no-such-token: cannot read the token file \(no such file\)/,
+    );
+    const noEnvFile = await run([cliPath, 'rows', 'list-tables', '--server', guarded.url], {
+      env: { ...process.env, LOCKSMITH_TOKEN_FILE: missing },
+    });
+    assert.equal(noEnvFile.code, 2);
+    oneErrorLine(noEnvFile, /LOCKSMITH_TOKEN_FILE .*no-such-token: cannot read the token file/);
     // The environment names the server (a bare host:port) and the token file once for a shell;
     // a flag still wins over its variable.
     const hostPort = guarded.url.replace('locksmith://', '');

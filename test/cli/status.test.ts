@@ -229,3 +229,26 @@ test('status: a value after an option that takes one is that value, even -h or -
   assert.equal(help.code, 0);
   assert.match(help.stdout, /^Usage: locksmith status /);
 });
+
+test('status --json: what was found as one JSON object, with the same exit code', async () => {
+  using tmp = tempDir();
+  const free = await run([cliPath, 'status', tmp.path, '--json']);
+  assert.equal(free.code, FREE, free.stderr);
+  const freeJson = JSON.parse(free.stdout) as { state: string; path: string };
+  assert.equal(freeJson.state, 'free');
+  assert.equal(freeJson.path, join(tmp.path, 'write.lock'));
+  const holder = await holdLockInChild(tmp.path, 'native');
+  try {
+    const held = await run([cliPath, 'status', tmp.path, '--json']);
+    assert.equal(held.code, HELD, held.stderr);
+    const heldJson = JSON.parse(held.stdout) as { state: string; holders: { pid: number }[] };
+    assert.equal(heldJson.state, 'held');
+    assert.deepEqual(
+      heldJson.holders.map((h) => h.pid),
+      [holder.child.pid],
+    );
+  } finally {
+    holder.child.stdin?.write('release\n');
+    await exitOf(holder.child);
+  }
+});

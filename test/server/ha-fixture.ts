@@ -13,7 +13,7 @@ export interface HaServer {
 export async function startHa(dataDir: string, ha: string[]): Promise<HaServer> {
   const proc = await startServeProcess(dataDir, ['--http-port', '0', ...ha]);
   const listening = proc.line(/listening on/) ?? '';
-  const httpPort = Number(/status on http:\/\/[^:]+:(\d+)\//.exec(listening)?.[1]);
+  const httpPort = Number(/dashboard on http:\/\/[^:]+:(\d+)\//.exec(listening)?.[1]);
   assert.ok(httpPort > 0, listening);
   return { proc, httpPort, address: `127.0.0.1:${proc.port}` };
 }
