@@ -77,6 +77,17 @@ const uncontended: Record<string, () => Run> = {
       locks.close();
     };
   },
+  'locksmith lockRow/unlockRow, renewing (await)': () => {
+    // What Region.lockRow and the server grant by default: no lease to arm or remove.
+    const locks = new RowLockManager();
+    return async () => {
+      for (let i = 0; i < UNCONTENDED_OPS; i++) {
+        const grant = await locks.lockRow(KEYS[i & 1023] as string, { renew: true });
+        locks.unlockRow(grant.lockId as string);
+      }
+      locks.close();
+    };
+  },
   'async-lock acquire(key, fn)': () => {
     const lock = new AsyncLock();
     const fn = () => {};

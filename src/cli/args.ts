@@ -13,7 +13,8 @@ export class UsageError extends InvalidArgumentError {}
  * An option that takes a value accepts one that starts with a single `-` (`--wait -1s`,
  * `--name -x`), so that the option's own check names the mistake; Node's parser would call it
  * "ambiguous" and suggest `--wait=-1s`. A missing value (`--wait` last, or followed by another
- * `--option`) is a usage error naming the option.
+ * `--option`) is a usage error naming the option. An option's `short` form (`-E 75`, `-s`) is
+ * read as its long one; it stands alone (no `-E75`, no `-sE`).
  */
 export function parseCommandLine<
   T extends Record<string, { type: 'string' | 'boolean'; short?: string }>,
@@ -32,16 +33,21 @@ export function parseCommandLine<
   for (let i = 0; i < before.length; i++) {
     const arg = before[i] as string;
     checkKnown(arg, options);
-    const spec = arg.startsWith('--') ? options[arg.slice(2)] : undefined;
+    const long = arg.startsWith('--')
+      ? arg
+      : /^-[^-]$/.test(arg)
+        ? longOf(arg.slice(1), options)
+        : undefined;
+    const spec = long === undefined ? undefined : options[long.slice(2)];
     if (spec?.type !== 'string') {
-      joined.push(arg);
+      joined.push(spec === undefined ? arg : (long as string));
       continue;
     }
     const value = before[i + 1];
     if (value === undefined || value.startsWith('--')) {
       throw new UsageError(`${arg} needs a value`);
     }
-    joined.push(`${arg}=${value}`);
+    joined.push(`${long}=${value}`);
     i++;
   }
   try {
@@ -78,6 +84,12 @@ function checkKnown(arg: string, options: Record<string, unknown>): void {
 
 function isShort(name: string, options: Record<string, unknown>): boolean {
   return Object.values(options).some((o) => (o as { short?: string }).short === name);
+}
+
+/** `--<long>` for the option whose short form is `short`, if one is. */
+function longOf(short: string, options: Record<string, { short?: string }>): string | undefined {
+  const long = Object.keys(options).find((k) => options[k]?.short === short);
+  return long === undefined ? undefined : `--${long}`;
 }
 
 /** The option name closest to `name` by edit distance, if close enough to be a typo. */

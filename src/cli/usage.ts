@@ -38,8 +38,12 @@ export interface SubcommandUsage {
   flags: OptionSpecs;
 }
 
-/** Option specs as `parseArgs` takes them (no short forms: `-h` is help, nothing else). */
-export type OptionSpecs = Record<string, { type: 'string' | 'boolean' }>;
+/**
+ * Option specs as `parseArgs` takes them. `-h` is help for every command; a few options have a
+ * one-letter `short` form too (`lock -s`, `lock -E <n>`, as flock(1) spells them), given on its
+ * own (`-s -E 75`, not `-sE75`).
+ */
+export type OptionSpecs = Record<string, { type: 'string' | 'boolean'; short?: string }>;
 
 export const COMMAND_NAMES = [
   'serve',
@@ -251,19 +255,30 @@ export const USAGES: Record<CommandName, CommandUsage> = {
   },
   lock: {
     synopsis:
-      'lock <dir> [--name <lock>] [--factory native|simple] [--wait <duration>] -- <command> [args...]',
+      'lock (<dir> [--name <lock>] [--factory native|simple] | --file <path>) [-s|--shared] [--wait <duration>] [-E|--conflict-exit-code <n>] -- <command> [args...]',
     summary:
-      "Holds <dir>/<lock> (write.lock unless --name says) while <command> runs; exits with the command's exit code.",
+      "Holds <dir>/<lock> (write.lock unless --name says), or the file --file names, while <command> runs; exits with the command's exit code.",
     options: [
       '--name <lock>            the lock file in <dir> (default: write.lock)',
       '--factory native|simple  the lock factory (default: native)',
+      '--file <path>            lock this file instead of a directory (created if missing; its directory must exist)',
+      '-s, --shared             a shared (read) lock: shared holders coexist, an exclusive one excludes them (default: exclusive; native only)',
       '--wait <duration>        wait up to this long for the holder, e.g. 2s, 500ms (default: fail at once)',
+      '-E, --conflict-exit-code <n>  exit with <n> (0-255) when the lock is held elsewhere (default: 1)',
     ],
     notes: [
-      'The directory is created if missing. The command gets LOCKSMITH_FENCING_TOKEN.',
-      "Exit codes: the command's own (128 + signal if killed, 127 not found, 126 cannot run); 1 locked or a runtime failure; 2 a bad command line.",
+      'The directory is created if missing. The command gets LOCKSMITH_FENCING_TOKEN (<lock>.fence, or <path>.fence with --file, keeps the counter); a shared lock gets no token (the variable is unset).',
+      "The native factory, --shared and --file take a kernel lock: on Linux an OFD lock (fcntl), which conflicts with Java/POSIX fcntl locks but not with flock(1)'s flock(2) locks; flock(2) on macOS/BSD.",
+      "Exit codes: the command's own (128 + signal if killed, 127 not found, 126 cannot run); 1 locked, or the -E code; 1 a runtime failure; 2 a bad command line.",
     ],
-    flags: { name: { type: 'string' }, factory: { type: 'string' }, wait: { type: 'string' } },
+    flags: {
+      name: { type: 'string' },
+      factory: { type: 'string' },
+      file: { type: 'string' },
+      shared: { type: 'boolean', short: 's' },
+      wait: { type: 'string' },
+      'conflict-exit-code': { type: 'string', short: 'E' },
+    },
   },
   status: {
     synopsis: 'status <dir> [--name <lock>] [--factory native|simple] [--json]',
@@ -422,9 +437,9 @@ export function version(): string {
 
 /**
  * Whether `args` asks for help: `--help` or `-h` before any `--` (after it, they belong to
- * the command being run), and not the value of an option that takes one (`--name -h`): that
- * value is read as `parseCommandLine` reads it, the next argument unless it starts
- * with `--`.
+ * the command being run), and not the value of an option that takes one, by its long or its
+ * short name (`--name -h`, `-E -h`): that value is read as `parseCommandLine` reads it, the
+ * next argument unless it starts with `--`.
  */
 export function wantsHelp(args: string[], flags: OptionSpecs): boolean {
   const end = args.indexOf('--');
@@ -432,8 +447,12 @@ export function wantsHelp(args: string[], flags: OptionSpecs): boolean {
   for (let i = 0; i < before.length; i++) {
     const arg = before[i] as string;
     if (arg === '--help' || arg === '-h') return true;
-    const takesValue = arg.startsWith('--') && flags[arg.slice(2)]?.type === 'string';
-    if (takesValue && !before[i + 1]?.startsWith('--')) i++;
+    const spec = arg.startsWith('--')
+      ? flags[arg.slice(2)]
+      : /^-[^-]$/.test(arg)
+        ? Object.values(flags).find((f) => f.short === arg.slice(1))
+        : undefined;
+    if (spec?.type === 'string' && !before[i + 1]?.startsWith('--')) i++;
   }
   return false;
 }

@@ -10,8 +10,8 @@ const EINTR = 4;
 
 /**
  * `flock(2)` for macOS and the BSDs: per open file description like Linux OFD locks, but it
- * does not conflict with POSIX `fcntl` locks (so not with Java's). Not exercised by CI, which
- * runs on Linux.
+ * does not conflict with POSIX `fcntl` locks (so not with Java's). Exclusive is `LOCK_EX`,
+ * shared `LOCK_SH`. Not exercised by CI, which runs on Linux.
  */
 export function bsdFlock(): FileLockApi {
   const c = libc();
@@ -27,13 +27,13 @@ export function bsdFlock(): FileLockApi {
   };
   return {
     mechanism: 'flock',
-    tryLock: (fd, path) => call(fd, LOCK_EX | LOCK_NB, path),
+    tryLock: (fd, path, mode) => call(fd, (mode === 'shared' ? LOCK_SH : LOCK_EX) | LOCK_NB, path),
     unlock: (fd, path) => {
       call(fd, LOCK_UN, path);
     },
-    isLockedElsewhere: (fd, path) => {
-      // flock has no query: take a shared lock and give it back.
-      if (!call(fd, LOCK_SH | LOCK_NB, path)) return true;
+    isLockedElsewhere: (fd, path, mode) => {
+      // flock has no query: take a lock of that mode and give it back.
+      if (!call(fd, (mode === 'shared' ? LOCK_SH : LOCK_EX) | LOCK_NB, path)) return true;
       call(fd, LOCK_UN, path);
       return false;
     },

@@ -2,12 +2,13 @@ import { constants } from 'node:fs';
 import { LockIOError } from '../core/errors.js';
 import type { WakeSource } from '../core/wait.js';
 import { type FileStatus, fileCalls } from './file-calls.js';
-import { fileLocks } from './file-lock.js';
+import { type FileLockMode, fileLocks } from './file-lock.js';
 import { InProcessReleases } from './in-process-releases.js';
 
 /**
  * The kernel lock on a lock file, as both the directory family (`NativeFSLockFactory`) and the
- * store family (`SharedFileLocker`) take it: open or create the file without following a
+ * store family (`SharedFileLocker`) take it (always exclusive), and `locksmith lock --shared` /
+ * `--file` (exclusive or shared): open or create the file without following a
  * symlink at its name, lock it non-blocking, check that the locked inode is a regular file
  * that still has a name, and register the holder in this process so a second holder here is
  * refused without touching the file and waiters here wake on release. What the holder then
@@ -21,7 +22,9 @@ const PROBE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
 /**
  * Process-wide registry of held kernel file locks, by key (the lock file's real path),
  * consulted before any descriptor is opened: two holders in this process exclude each other
- * here, cheaply, whichever family they belong to. Exported only for tests that play "an
+ * here, cheaply, whichever family they belong to, and whatever their modes: a second lock on a
+ * key this process holds is refused even when both are shared (one holder per key and
+ * process; other processes' shared holders are what shared mode is for). Exported only for tests that play "an
  * external force" by clearing an entry; nothing else may write to it.
  */
 export const heldKernelFileLocks = new Map<string, KernelFileLock>();
@@ -37,6 +40,11 @@ export type KernelFileLockRefusal =
   | 'deleted';
 
 export interface KernelFileLockOptions {
+  /**
+   * `exclusive` (the default: what both lock families take) or `shared`: a read lock that
+   * coexists with other processes' shared locks on the file and excludes exclusive ones.
+   */
+  readonly mode?: FileLockMode | undefined;
   /** The registry key, when it is not `path` itself (the real path of a path given otherwise). */
   readonly key?: string | undefined;
   /**
@@ -53,14 +61,15 @@ export interface KernelFileLockOptions {
 }
 
 /**
- * One exclusive kernel lock on a lock file (see `file-lock.ts`: an OFD lock on Linux, so it
- * conflicts with Java `FileChannel` locks), held through the descriptor `fd` and registered
+ * One kernel lock on a lock file, exclusive unless taken `shared` (see `file-lock.ts`: an OFD
+ * lock on Linux, so it conflicts with Java `FileChannel` locks), held through the descriptor `fd` and registered
  * in this process under its key from acquisition to {@link release}. The file is never
  * deleted here; writing to it is the holder's business.
  */
 export class KernelFileLock {
   readonly path: string;
   readonly key: string;
+  readonly mode: FileLockMode;
   /** The descriptor that holds the lock. Closing it releases the lock: leave that to `release`. */
   readonly fd: number;
   /** The file's status right after it was locked (`nlink` > 0, a regular file). */
@@ -68,9 +77,16 @@ export class KernelFileLock {
   /** False once the descriptor was seen closed or reused by someone else: never close it then. */
   #fdOurs = true;
 
-  private constructor(path: string, key: string, fd: number, status: FileStatus) {
+  private constructor(
+    path: string,
+    key: string,
+    mode: FileLockMode,
+    fd: number,
+    status: FileStatus,
+  ) {
     this.path = path;
     this.key = key;
+    this.mode = mode;
     this.fd = fd;
     this.status = status;
   }
@@ -78,8 +94,9 @@ export class KernelFileLock {
   /**
    * One non-blocking attempt at the kernel lock on `path` (a file in `dir`): refused at once if
    * a holder in this process has the key; else (after the optional read-only probe) the file is
-   * opened for writing, created (mode 0644) if missing, never through a symlink at its name,
-   * and locked. A lock on a file that is not regular is an error; one on an inode deleted
+   * opened for reading and writing (a shared holder too, so that its release wakes watchers),
+   * created (mode 0644) if missing, never through a symlink at its name, and locked in
+   * `options.mode`. A lock on a file that is not regular is an error; one on an inode deleted
    * between the open and the lock is dropped ('deleted'). On success the lock is registered
    * before this returns, and this runs synchronously, so no other attempt in this thread can
    * come in between the registry check and the registration.
@@ -94,14 +111,15 @@ export class KernelFileLock {
     options: KernelFileLockOptions = {},
   ): KernelFileLock | KernelFileLockRefusal {
     const key = options.key ?? path;
+    const mode = options.mode ?? 'exclusive';
     if (heldKernelFileLocks.has(key)) return 'this process';
-    if (options.probeFirst === true && kernelFileLockedElsewhere(dir, path))
+    if (options.probeFirst === true && kernelFileLockedElsewhere(dir, path, mode))
       return 'another process';
     const calls = fileCalls();
     const fd = openLockFile(dir, path, OPEN_FLAGS, options.createDirectory);
     let status: FileStatus | 'another process' | 'deleted';
     try {
-      status = lockAndCheck(fd, path);
+      status = lockAndCheck(fd, path, mode);
     } catch (err) {
       calls.close(fd);
       throw err;
@@ -110,7 +128,7 @@ export class KernelFileLock {
       calls.close(fd);
       return status;
     }
-    const lock = new KernelFileLock(path, key, fd, status);
+    const lock = new KernelFileLock(path, key, mode, fd, status);
     heldKernelFileLocks.set(key, lock);
     return lock;
   }
@@ -123,8 +141,9 @@ export class KernelFileLock {
   /**
    * Whether the kernel lock is still ours: the descriptor still refers to the inode we locked
    * (same dev, ino and birth time: not closed, not reused for another file) and the kernel
-   * still sees a lock on that inode, which nobody else can hold while we do. `isLocked`
-   * answering "cannot tell" (flock) counts as held. A descriptor seen closed or reused is
+   * still sees a lock on that inode, which nobody else can hold while we do (for a shared lock
+   * this only tells that some lock is there). `isLocked` answering "cannot tell" (flock) counts
+   * as held. A descriptor seen closed or reused is
    * never closed by {@link release}.
    */
   ownsKernelLock(): boolean {
@@ -173,8 +192,12 @@ export class KernelFileLock {
   }
 }
 
-function lockAndCheck(fd: number, path: string): FileStatus | 'another process' | 'deleted' {
-  if (!fileLocks().tryLock(fd, path)) return 'another process';
+function lockAndCheck(
+  fd: number,
+  path: string,
+  mode: FileLockMode,
+): FileStatus | 'another process' | 'deleted' {
+  if (!fileLocks().tryLock(fd, path, mode)) return 'another process';
   const status = fileCalls().fstat(fd);
   if (!status.isFile) throw new LockIOError(`Lock file ${path} is not a regular file`);
   // Deleted between our open and our lock: a lock on an orphan inode protects nothing.
@@ -188,11 +211,16 @@ export function kernelFileLockHeldHere(key: string): boolean {
 }
 
 /**
- * Whether another open file description holds the kernel lock on `path`, by a read-only probe
- * (which, closed again, does not look like a release to watchers). A missing file is not
+ * Whether another open file description holds a kernel lock on `path` that a lock of `mode`
+ * conflicts with (exclusive, the default: any lock; shared: an exclusive one), by a read-only
+ * probe (which, closed again, does not look like a release to watchers). A missing file is not
  * locked; other open failures are thrown explained, a failed probe call as the OS error.
  */
-export function kernelFileLockedElsewhere(dir: string, path: string): boolean {
+export function kernelFileLockedElsewhere(
+  dir: string,
+  path: string,
+  mode: FileLockMode = 'exclusive',
+): boolean {
   const calls = fileCalls();
   let fd: number;
   try {
@@ -202,7 +230,7 @@ export function kernelFileLockedElsewhere(dir: string, path: string): boolean {
     throw explainOpenError(err, dir, path);
   }
   try {
-    return fileLocks().isLockedElsewhere(fd, path);
+    return fileLocks().isLockedElsewhere(fd, path, mode);
   } finally {
     calls.close(fd);
   }

@@ -1,6 +1,6 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { UnsupportedOperationError } from '../core/errors.js';
-import type { FileLockApi } from './file-lock.js';
+import type { FileLockApi, FileLockMode } from './file-lock.js';
 import { libc, systemError } from './libc.js';
 
 const F_OFD_GETLK = 36;
@@ -55,27 +55,33 @@ export function linuxOfdLock(): FileLockApi {
     }
   };
 
-  const probe = (fd: number, path: string): boolean => {
+  /**
+   * Whether another description holds a lock that a lock of `type` would conflict with. GETLK
+   * does not check the descriptor's access mode, so a read-only `fd` can probe with F_WRLCK
+   * (finds any lock) as well as with F_RDLCK (finds only write locks).
+   */
+  const probe = (fd: number, path: string, type: number): boolean => {
     buf.fill(0);
-    // F_RDLCK probes for any write lock and works on a read-only descriptor.
-    buf.writeInt16LE(F_RDLCK, 0);
+    buf.writeInt16LE(type, 0);
     if (fcntl(fd, F_OFD_GETLK, buf) !== 0) throw systemError('fcntl(F_OFD_GETLK)', c.errno(), path);
     return buf.readInt16LE(0) !== F_UNLCK;
   };
+  const typeOf = (mode: FileLockMode | undefined): number =>
+    mode === 'shared' ? F_RDLCK : F_WRLCK;
 
   return {
     mechanism: 'ofd',
-    tryLock: (fd, path) => setlk(fd, F_WRLCK, path, 'fcntl(F_OFD_SETLK)'),
+    tryLock: (fd, path, mode) => setlk(fd, typeOf(mode), path, 'fcntl(F_OFD_SETLK)'),
     unlock: (fd, path) => {
       setlk(fd, F_UNLCK, path, 'fcntl(F_OFD_SETLK, F_UNLCK)');
     },
-    isLockedElsewhere: probe,
+    isLockedElsewhere: (fd, path, mode) => probe(fd, path, typeOf(mode)),
     isLocked: (fd) => {
       // /proc/self/fd/N reopens the very inode behind fd, deleted or not, as a new description.
       const path = `/proc/self/fd/${fd}`;
       const other = openSync(path, constants.O_RDONLY);
       try {
-        return probe(other, path);
+        return probe(other, path, F_WRLCK);
       } finally {
         closeSync(other);
       }

@@ -29,17 +29,27 @@ export function lockHolders(path: string): LockHolder[] | undefined {
   const minor = Number((dev & 0xffn) | ((dev >> 12n) & ~0xffn));
   const key = `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}:${st.ino}`;
   const holders: LockHolder[] = [];
+  // Several shared (READ) OFD locks are several lines with pid -1; the search for their
+  // processes finds all of them at once, so it runs once and each process is listed once.
+  let searched: number[] | undefined;
+  const listed = new Set<string>();
   for (const line of locks.split('\n')) {
     // "1: OFDLCK ADVISORY  WRITE -1 fe:00:2146516 0 EOF" (blocked waiters have "->")
     const fields = line.trim().split(/\s+/);
     if (fields.length < 6 || fields[1] === '->' || fields[5] !== key) continue;
     const kind = fields[1] ?? '?';
     const pid = Number(fields[4]);
-    if (pid > 0) holders.push(withCommand({ kind, pid }));
-    else
-      for (const found of processesWithOpen(path, st.ino))
-        holders.push(withCommand({ kind, pid: found }));
-    if (pid <= 0 && holders.length === 0) holders.push({ kind, pid: undefined });
+    if (pid <= 0 && searched === undefined) searched = processesWithOpen(path, st.ino);
+    const found = pid > 0 ? [pid] : (searched ?? []);
+    for (const p of found) {
+      if (listed.has(`${kind} ${p}`)) continue;
+      listed.add(`${kind} ${p}`);
+      holders.push(withCommand({ kind, pid: p }));
+    }
+    if (found.length === 0 && !listed.has(kind)) {
+      listed.add(kind);
+      holders.push({ kind, pid: undefined });
+    }
   }
   return holders;
 }
