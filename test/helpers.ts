@@ -164,16 +164,22 @@ export async function run(
     env: options.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
+  const output = collectOutput(child);
   const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
   const { code, signal } = await exitOf(child);
   clearTimeout(timer);
-  return { code, signal, stdout, stderr };
+  return { code, signal, stdout: output.stdout(), stderr: output.stderr() };
+}
+
+/** Gathers a child's stdout and stderr (where piped) as text, readable at any moment. */
+export function collectOutput(child: ChildProcess): { stdout(): string; stderr(): string } {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  return { stdout: () => stdout, stderr: () => stderr };
 }

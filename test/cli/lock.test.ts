@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import {
   cliPath,
+  collectOutput,
   eventually,
   exitOf,
   holdLockInChild,
@@ -296,16 +297,14 @@ function spawnLock(args: string[], script: string) {
       stdio: ['pipe', 'pipe', 'pipe'],
     }),
   );
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  const done = exitOf(child).then(({ code, signal }) => ({ code, signal, stdout, stderr }));
-  return { child, done, output: () => stdout };
+  const output = collectOutput(child);
+  const done = exitOf(child).then(({ code, signal }) => ({
+    code,
+    signal,
+    stdout: output.stdout(),
+    stderr: output.stderr(),
+  }));
+  return { child, done, output: output.stdout };
 }
 
 /**

@@ -435,17 +435,11 @@ test('--token-file presents the server token; without it the server refuses, one
   writeFileSync(tokenFile, 's3cret\n', { mode: 0o600 });
   const guarded = await serve(join(dir.path, 'data'), ['--token-file', tokenFile]);
   try {
-    const ok = await run([
-      cliPath,
-      'rows',
-      'list-tables',
-      '--server',
-      guarded.url,
-      '--token-file',
-      tokenFile,
-    ]);
+    const listTables = (...more: string[]) =>
+      run([cliPath, 'rows', 'list-tables', '--server', guarded.url, ...more]);
+    const ok = await listTables('--token-file', tokenFile);
     assert.equal(ok.code, 0, ok.stderr);
-    const refused = await run([cliPath, 'rows', 'list-tables', '--server', guarded.url]);
+    const refused = await listTables();
     assert.equal(refused.code, 1);
     oneErrorLine(
       refused,
@@ -453,15 +447,7 @@ test('--token-file presents the server token; without it the server refuses, one
     );
     const wrongFile = join(dir.path, 'wrong');
     writeFileSync(wrongFile, 'guess\n', { mode: 0o600 });
-    const wrong = await run([
-      cliPath,
-      'rows',
-      'list-tables',
-      '--server',
-      guarded.url,
-      '--token-file',
-      wrongFile,
-    ]);
+    const wrong = await listTables('--token-file', wrongFile);
     assert.equal(wrong.code, 1);
     oneErrorLine(
       wrong,
@@ -470,15 +456,7 @@ test('--token-file presents the server token; without it the server refuses, one
     assert.ok(!`${wrong.stdout}${wrong.stderr}`.includes('guess'), 'the token is never echoed');
     // A token file that cannot be read names the flag (or the variable) that named it.
     const missing = join(dir.path, 'no-such-token');
-    const noFile = await run([
-      cliPath,
-      'rows',
-      'list-tables',
-      '--server',
-      guarded.url,
-      '--token-file',
-      missing,
-    ]);
+    const noFile = await listTables('--token-file', missing);
     assert.equal(noFile.code, 2);
     oneErrorLine(
       noFile,

@@ -3,7 +3,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { cliPath, eventually } from '../helpers.js';
+import { cliPath, collectOutput, eventually } from '../helpers.js';
 
 export interface Proc {
   child: ChildProcess;
@@ -16,18 +16,12 @@ export interface Proc {
 /** Spawns `command`, collecting its output; it is killed after `timeoutMs`. */
 export function spawnProc(command: string, args: string[], timeoutMs = 50_000): Proc {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
+  const output = collectOutput(child);
+  let spawnError = '';
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   const exit = new Promise<number>((resolvePromise) => {
     child.on('error', (err) => {
-      stderr += String(err);
+      spawnError = String(err);
       clearTimeout(timer);
       resolvePromise(-1);
     });
@@ -39,10 +33,10 @@ export function spawnProc(command: string, args: string[], timeoutMs = 50_000): 
   return {
     child,
     get stdout() {
-      return stdout;
+      return output.stdout();
     },
     get stderr() {
-      return stderr;
+      return output.stderr() + spawnError;
     },
     exit,
   };
