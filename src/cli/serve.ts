@@ -137,6 +137,10 @@ export async function run(args: string[]): Promise<number> {
   const handlers = countOption('--handlers', str('handlers'), 10);
   const leasePeriod = str('lease-period');
   const sessionLease = str('session-lease');
+  const sessions = str('sessions');
+  if (sessions !== undefined && sessions !== 'durable' && sessions !== 'memory') {
+    throw new UsageError(`--sessions must be durable or memory, got ${JSON.stringify(sessions)}`);
+  }
   const certPath = str('tls-cert');
   const keyPath = str('tls-key');
   if ((certPath === undefined) !== (keyPath === undefined)) {
@@ -191,6 +195,7 @@ export async function run(args: string[]): Promise<number> {
     ...(sessionLease === undefined
       ? {}
       : { sessionLeaseMs: durationOption('--session-lease', sessionLease) }),
+    ...(sessions === undefined ? {} : { sessions }),
     ...(token === undefined ? {} : { token }),
     ...(tls === undefined ? {} : { tls }),
     ...(httpPort === undefined ? {} : { httpPort }),

@@ -192,7 +192,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--ha shared-file|database|lease-database [--db <url>] [--lock-table <name>] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--ha shared-file|database|lease-database [--db <url>] [--lock-table <name>] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -202,6 +202,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--handlers <n>              handlers for data calls; lock waits never hold one (default: 10)',
       '--lease-period <duration>   lease of a row lock and of a scanner (default: 60s)',
       '--session-lease <duration>  lease of a session that asks for none (default: 10s)',
+      '--sessions durable|memory   durable: sessions and row locks are recorded and survive a restart or a failover; memory: they end with the server (default: durable)',
       '--token-file <path>         clients must present the token in this file (default: none)',
       '--tls-cert <path>           PEM certificate: serve TLS only (with --tls-key)',
       '--tls-key <path>            PEM private key of the certificate',
@@ -233,6 +234,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       handlers: { type: 'string' },
       'lease-period': { type: 'string' },
       'session-lease': { type: 'string' },
+      sessions: { type: 'string' },
       'token-file': { type: 'string' },
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },

@@ -22,6 +22,9 @@ let batch = '';
 let next = BATCH;
 let sequence = 0;
 
+/** What every lock id looks like (a recorded id read back is checked against it). */
+export const LOCK_ID = /^[A-Za-z0-9_-]{20}$/;
+
 /** A fresh lock id; see the module comment for its format and guarantees. */
 export function newLockId(): string {
   if (next === BATCH) refill();

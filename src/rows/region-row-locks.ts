@@ -93,6 +93,17 @@ export class RegionRowLocks {
     return grant === null ? null : this.#handle(grant);
   }
 
+  /** See `RowLockManager.restoreRowLock`. */
+  restoreRowLock(
+    row: string,
+    lockId: string,
+    token: number,
+    owner: RowLockOwner | undefined,
+    renew: boolean,
+  ): RowLock {
+    return this.#handle(this.#manager.restoreRowLock(row, lockId, token, owner, renew));
+  }
+
   unlockRow(lock: RowLockRef): void {
     const grant = this.#manager.unlockRow(rowLockIdOf(lock));
     (grant.handle as RowLock | undefined)?.[markRowLockReleased]();

@@ -216,6 +216,27 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     return withHandle(await this.#locks.lockRow(key, checked), fn, this.#locks.heldLockOf(key));
   }
 
+  /**
+   * Puts back an explicit lock recorded before a restart or a failover: the same row, id and
+   * token, held by `owner`, with a full lease from now (none if it renews itself). For a
+   * server recovering its sessions; refused if the row is held (see
+   * `RowLockManager.restoreRowLock`).
+   */
+  restoreRowLock(
+    row: BytesInput,
+    recorded: { lockId: string; token: number; owner?: RowLockOwner | undefined; renew: boolean },
+  ): RowLock {
+    const key = checkRow(row);
+    this.#checkOpen();
+    return this.#locks.restoreRowLock(
+      key,
+      recorded.lockId,
+      recorded.token,
+      recorded.owner,
+      recorded.renew,
+    );
+  }
+
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
   async unlockRow(lock: RowLockRef): Promise<void> {
     this.#locks.unlockRow(lock);

@@ -10,7 +10,7 @@ import {
 } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing.js';
 import { type HeldLock, heldByCaller } from '../core/held-by-caller.js';
-import { checkSignal, describeValue } from '../core/options.js';
+import { checkSignal, checkToken, describeValue } from '../core/options.js';
 import { toStringBinary } from './bytes.js';
 import { callContext, type RowCallContext } from './call-context.js';
 import {
@@ -18,7 +18,7 @@ import {
   checkWaitMs as checkWaitMsOption,
 } from './call-options.js';
 import { LeaseQueue } from './lease-queue.js';
-import { newLockId } from './lock-id.js';
+import { LOCK_ID, newLockId } from './lock-id.js';
 import { checkRowKey } from './row-input.js';
 import {
   describeOwner,
@@ -432,6 +432,49 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     checkRenew(renew);
     if (this.#rows.has(row)) return null;
     return this.#grant(row, owner, true, owner, renew);
+  }
+
+  /**
+   * Puts back an explicit lock recorded before a restart or a failover (see the server's
+   * session journal): same row, id and token, held by `owner`, with a full lease from now
+   * (or none for a renewing lock) — a lease never ends because the process holding it
+   * changed. Every later grant's token is larger than `token`. Refused (`INVALID_ARGUMENT`) if
+   * the row is held or the id is in use: a recovery that meets either has lost track of
+   * something and must not create a second holder.
+   */
+  restoreRowLock(
+    row: string,
+    lockId: string,
+    token: number,
+    owner: RowLockOwner | undefined,
+    renew: boolean,
+  ): RowLockGrant {
+    this.#checkOpen();
+    checkRowKey(row);
+    if (owner !== undefined) checkOwner(owner);
+    checkRenew(renew);
+    checkToken(token, 'restoreRowLock token');
+    if (typeof lockId !== 'string' || !LOCK_ID.test(lockId)) {
+      throw new InvalidArgumentError(
+        `restoreRowLock: ${describeValue(lockId)} is not a lock id (20 characters of base64url)`,
+      );
+    }
+    if (this.#rows.has(row) || this.#ids.has(lockId)) {
+      throw new InvalidArgumentError(
+        `restoreRowLock: row=${toStringBinary(row)} is already held (or lock ${lockId} exists): a recorded lock cannot be put back twice`,
+      );
+    }
+    if (this.#lastToken === undefined || token > this.#lastToken) {
+      this.#lastToken = token;
+      if (token > this.#tokenCeiling)
+        this.#tokenCeiling = (this.#reserveTokens as (from: number) => number)(token);
+    }
+    const deadline = renew ? Number.POSITIVE_INFINITY : this.#leaseDeadline();
+    const hold = new Hold(row, lockId, token, owner, owner, this, deadline);
+    this.#ids.set(lockId, hold);
+    if (!renew) this.#leases.add(hold);
+    this.#rows.set(row, hold);
+    return hold;
   }
 
   /**

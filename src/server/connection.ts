@@ -219,6 +219,12 @@ export class Connection implements SessionSink {
     if (code === 'MASTER_CHANGED') this.socket.destroySoon();
   }
 
+  disconnect(): void {
+    this.#session?.signal.removeEventListener('abort', this.#onSessionEnd);
+    this.#session = undefined;
+    this.socket.destroy();
+  }
+
   // ---- input -----------------------------------------------------------------------------
 
   #onData(chunk: Buffer): void {
@@ -327,28 +333,25 @@ export class Connection implements SessionSink {
       this.#cleanup();
       return;
     }
-    if (
-      options.session !== undefined &&
-      options.epoch !== undefined &&
-      options.epoch !== data.epoch
-    ) {
-      // Sessions do not survive a change of master; the client may open a new one here.
-      this.#send(
-        errorFrame(
-          0,
-          new LockLostError(
-            `The session was opened by the master of epoch ${options.epoch}; this is epoch ${data.epoch}: its session and row locks are gone`,
-            { code: 'MASTER_CHANGED' },
-          ),
-        ),
-      );
-      return;
-    }
     let session: Session;
     let resumed = false;
     try {
       if (options.session !== undefined) {
         const found = data.sessions.get(options.session);
+        if (found === undefined && options.epoch !== undefined && options.epoch !== data.epoch) {
+          // Another master's session that this one did not put back (sessions kept in memory):
+          // the client may open a new one here.
+          this.#send(
+            errorFrame(
+              0,
+              new LockLostError(
+                `The session was opened by the master of epoch ${options.epoch}; this is epoch ${data.epoch} and does not have it: its session and row locks are gone`,
+                { code: 'MASTER_CHANGED' },
+              ),
+            ),
+          );
+          return;
+        }
         if (found === undefined) {
           // The connection stays in its handshake: the client may open a new session.
           this.#send(

@@ -7,9 +7,11 @@ import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { ServingData } from './connection.js';
 import { dataDirInUse } from './data-dir-in-use.js';
 import { Dispatcher, type DispatchLimits } from './dispatch.js';
+import { DurableSessions } from './durable-sessions.js';
 import { ScannerRegistry } from './scanner-registry.js';
 import type { ServerStatus } from './server-status.js';
 import type { Session } from './session.js';
+import { type JournalState, SessionJournal } from './session-journal.js';
 import { type SessionLimits, SessionRegistry } from './session-registry.js';
 import { TableCatalog } from './table-catalog.js';
 
@@ -23,6 +25,12 @@ export interface DataSettings {
   /** How each table's storage is opened (default: `RowStorage`). */
   openStorage: OpenRegionStorage | undefined;
   sessionLimits: SessionLimits;
+  /**
+   * `durable`: sessions and their row locks are recorded in `<data>/sessions` and put back by
+   * the next server on the directory (after a restart or a failover); `memory`: they end with
+   * the server, as its scanners do.
+   */
+  sessions: 'durable' | 'memory';
   dispatchLimits: DispatchLimits;
   /** The `status` call's answer. */
   status: () => ServerStatus;
@@ -56,6 +64,8 @@ export class DataService implements ServingData {
   readonly scanners: ScannerRegistry;
   readonly dispatcher: Dispatcher;
   readonly #lock: Lock;
+  readonly #journal: SessionJournal | undefined;
+  readonly #durable: DurableSessions | undefined;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -65,6 +75,8 @@ export class DataService implements ServingData {
     scanners: ScannerRegistry;
     dispatcher: Dispatcher;
     lock: Lock;
+    journal: SessionJournal | undefined;
+    durable: DurableSessions | undefined;
   }) {
     this.epoch = parts.mastership?.token ?? 0;
     this.role = parts.mastership === undefined ? 'standalone' : 'master';
@@ -73,6 +85,8 @@ export class DataService implements ServingData {
     this.scanners = parts.scanners;
     this.dispatcher = parts.dispatcher;
     this.#lock = parts.lock;
+    this.#journal = parts.journal;
+    this.#durable = parts.durable;
   }
 
   /**
@@ -94,6 +108,7 @@ export class DataService implements ServingData {
           })
         : await takeOverLock(dataDir, 'write.lock');
     let catalog: TableCatalog | undefined;
+    let journal: SessionJournal | undefined;
     try {
       const { leasePeriodMs, rowLockWaitMs, durability, openStorage } = settings;
       catalog = await TableCatalog.open(
@@ -103,11 +118,36 @@ export class DataService implements ServingData {
           ? undefined
           : { epoch: mastership.token, check: () => mastership.check() },
       );
+      const onFenced =
+        mastership === undefined ? undefined : (err: unknown) => mastership.lost(err);
+      let durable: DurableSessions | undefined;
+      let recorded: JournalState | undefined;
+      if (settings.sessions === 'durable') {
+        journal = await SessionJournal.open(dataDir, {
+          durability,
+          clock,
+          epoch: mastership?.token,
+          openStorage,
+        });
+        recorded = await journal.recover();
+        durable = new DurableSessions(journal, (err) => {
+          if ((err as { code?: unknown } | null)?.code === 'FENCED') onFenced?.(err);
+          else
+            process.emitWarning(
+              `locksmith: a session record could not be written: ${(err as Error).message}`,
+            );
+        });
+      }
       const scanners = new ScannerRegistry(clock, leasePeriodMs, 100);
       let self: DataService | undefined;
-      const sessions = new SessionRegistry(clock, settings.sessionLimits, (session, reason) => {
-        if (self !== undefined) self.#endSession(session, reason);
-      });
+      const sessions = new SessionRegistry(
+        clock,
+        settings.sessionLimits,
+        (session, reason) => {
+          if (self !== undefined) self.#endSession(session, reason);
+        },
+        durable === undefined ? undefined : (session) => durable.opened(session),
+      );
       const dispatcher = new Dispatcher({
         catalog,
         sessions,
@@ -122,12 +162,26 @@ export class DataService implements ServingData {
             reason.message,
           ]),
         check: mastership === undefined ? undefined : () => mastership.check(),
-        onFenced: mastership === undefined ? undefined : (err) => mastership.lost(err),
+        onFenced,
+        records: durable,
       });
-      self = new DataService({ mastership, catalog, sessions, scanners, dispatcher, lock });
+      self = new DataService({
+        mastership,
+        catalog,
+        sessions,
+        scanners,
+        dispatcher,
+        lock,
+        journal,
+        durable,
+      });
+      if (recorded !== undefined && durable !== undefined) {
+        await restore(recorded, sessions, catalog, dispatcher, durable);
+      }
       lock.once('lost', (reason: LockLostError) => onLockLost(reason));
       return self;
     } catch (err) {
+      await journal?.close().catch(() => undefined);
       await catalog?.close();
       await lock.close().catch(() => undefined);
       throw err;
@@ -141,8 +195,20 @@ export class DataService implements ServingData {
    */
   close(reason: LockLostError): Promise<void> {
     this.#closing ??= (async () => {
+      const durable = this.#durable;
+      if (durable !== undefined) {
+        // The sessions stay recorded for the next server on the directory; their clients are
+        // not told they ended (they did not), only disconnected, so that they resume there.
+        durable.detach();
+        for (const session of this.sessions.all()) {
+          const sink = session.sink;
+          session.sink = undefined;
+          sink?.disconnect();
+        }
+      }
       this.sessions.close(reason);
       this.scanners.shutdown();
+      await this.#journal?.close().catch(() => undefined);
       await this.catalog.close();
       await this.#lock.close().catch(() => undefined);
     })();
@@ -151,8 +217,11 @@ export class DataService implements ServingData {
 
   #endSession(session: Session, reason: LockLostError): void {
     this.scanners.closeAll(session);
+    const durable = this.#durable;
+    durable?.ended(session);
     for (const [lockId, { table, lock }] of [...session.locks]) {
       session.removeLock(lockId);
+      durable?.released(lockId).catch(() => undefined);
       // The unlock runs at once; a refusal comes later: its lease ran out or its table was
       // dropped meanwhile (the handle knows already).
       (async () => this.catalog.region(table).unlockRow(lockId))().catch(() =>
@@ -167,4 +236,37 @@ export class DataService implements ServingData {
     )
       sink.sessionEnded(reason.code, reason.message);
   }
+}
+
+/**
+ * Puts back what the journal recorded: every session with a full lease from now, and every
+ * lock of theirs on its row with its id and token (a full lease too, for a lock that has one).
+ * A lock that cannot be put back (its table was dropped, its row is held) is recorded released.
+ */
+async function restore(
+  recorded: JournalState,
+  sessions: SessionRegistry,
+  catalog: TableCatalog,
+  dispatcher: Dispatcher,
+  durable: DurableSessions,
+): Promise<void> {
+  const byKey = new Map<string, Session>();
+  for (const s of recorded.sessions) byKey.set(s.key, sessions.restore(s));
+  const dropped: Promise<void>[] = [];
+  for (const l of recorded.locks) {
+    const session = byKey.get(l.session);
+    try {
+      if (session === undefined) throw new Error('no session');
+      const lock = catalog.region(l.table).restoreRowLock(Buffer.from(l.row, 'latin1'), {
+        lockId: l.lockId,
+        token: l.token,
+        owner: session,
+        renew: l.renew,
+      });
+      dispatcher.adopt(session, l.table, lock);
+    } catch {
+      dropped.push(durable.released(l.lockId));
+    }
+  }
+  await Promise.all(dropped);
 }

@@ -76,6 +76,7 @@ export class Dispatcher {
   readonly #handlers: Handlers;
   readonly #check: () => void;
   readonly #onFenced: (err: unknown) => void;
+  readonly #records: LockRecords | undefined;
   /** Each session's argument scope, made on its first call. */
   readonly #scopes = new WeakMap<Session, ArgScope>();
 
@@ -91,7 +92,10 @@ export class Dispatcher {
     check?: (() => void) | undefined;
     /** A call failed with `FENCED`: the storage refused this master (a newer one exists). */
     onFenced?: ((err: unknown) => void) | undefined;
+    /** Where grants and releases are recorded (durable sessions); absent: in memory only. */
+    records?: LockRecords | undefined;
   }) {
+    this.#records = options.records;
     this.#check = options.check ?? (() => undefined);
     this.#onFenced = options.onFenced ?? (() => undefined);
     this.#catalog = options.catalog;
@@ -131,7 +135,10 @@ export class Dispatcher {
       },
       unlockRow: ([t, lockId], ctx) => {
         ctx.session.removeLock(lockId);
-        return t.region.unlockRow(lockId);
+        const unlocked = t.region.unlockRow(lockId);
+        const records = this.#records;
+        // An unlock is answered once it is recorded: one the client saw done stays done.
+        return records === undefined ? unlocked : unlocked.then(() => records.released(lockId));
       },
       renewLease: ([t, lockId]) => t.region.renewLease(lockId),
       closeScanner: ([id], ctx) => {
@@ -257,24 +264,47 @@ export class Dispatcher {
     );
   }
 
-  /** Records a granted lock as the session's; the session may have ended while it waited. */
-  #hold(session: Session, table: string, lock: RowLock): Grant {
+  /**
+   * Records a granted lock as the session's; the session may have ended while it waited.
+   * With durable sessions the grant is answered once it is recorded; a grant that cannot be
+   * recorded is released and the call fails.
+   */
+  #hold(session: Session, table: string, lock: RowLock): Grant | Promise<Grant> {
     if (session.ended) {
       lock.close().catch(() => undefined);
-      throw new LockLostError(`Session ${session.label} ended while the lock was being granted`, {
-        code: 'SESSION_EXPIRED',
-      });
+      throw ended(session);
     }
+    this.adopt(session, table, lock);
+    // A lock that renews itself has no lease of its own: it ends with the session.
+    const leaseMs = lock.leaseRemainingMs === Number.POSITIVE_INFINITY ? 0 : this.#lockLeaseMs;
+    const grant: Grant = { lockId: lock.lockId, token: lock.token, leaseMs };
+    const records = this.#records;
+    if (records === undefined) return grant;
+    return records.granted(session, table, lock).then(
+      () => {
+        if (session.ended) throw ended(session);
+        return grant;
+      },
+      (err: unknown) => {
+        if (session.removeLock(lock.lockId) !== undefined) lock.close().catch(() => undefined);
+        throw err;
+      },
+    );
+  }
+
+  /**
+   * Makes `lock` the session's: a use of its id by the session is accepted, and its loss (its
+   * lease ran out, its table was dropped) is told to the session's client and recorded.
+   */
+  adopt(session: Session, table: string, lock: RowLock): void {
     session.addLock(lock.lockId, { table, lock });
     lock.once('lost', (reason) => {
       if (session.locks.get(lock.lockId)?.lock === lock) {
         session.removeLock(lock.lockId);
         this.#notifyLost(session, lock.lockId, reason);
+        this.#records?.released(lock.lockId).catch(() => undefined);
       }
     });
-    // A lock that renews itself has no lease of its own: it ends with the session.
-    const leaseMs = lock.leaseRemainingMs === Number.POSITIVE_INFINITY ? 0 : this.#lockLeaseMs;
-    return { lockId: lock.lockId, token: lock.token, leaseMs };
   }
 
   async #nextRows(
@@ -314,6 +344,21 @@ function resultBytes(result: Result): number {
   let n = result.row.length;
   for (const c of result.cells) n += c.value.length + c.qualifier.length + c.family.length + 16;
   return n;
+}
+
+/**
+ * Where a server with durable sessions records its grants and releases (see
+ * `SessionJournal`); each resolves once the record is durable.
+ */
+export interface LockRecords {
+  granted(session: Session, table: string, lock: RowLock): Promise<void>;
+  released(lockId: string): Promise<void>;
+}
+
+function ended(session: Session): LockLostError {
+  return new LockLostError(`Session ${session.label} ended while the lock was being granted`, {
+    code: 'SESSION_EXPIRED',
+  });
 }
 
 function sessionClosed(session: Session): LockLostError {

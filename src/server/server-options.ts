@@ -42,6 +42,14 @@ export interface ServerOptions {
   /** PEM certificate and key: the server then speaks TLS only. */
   tls?: { cert: string | Buffer; key: string | Buffer } | undefined;
   durability?: 'fsync' | 'none' | undefined;
+  /**
+   * `durable` (default): sessions and their row locks are recorded beside the tables and put
+   * back by the next server on the data directory — after a restart, or by the new master
+   * after a failover — so clients resume them with their locks. Each grant and release then
+   * waits for its record (grouped with other records into one sync). `memory`: they end with
+   * the server or its mastership (faster lock calls; clients start again).
+   */
+  sessions?: 'durable' | 'memory' | undefined;
   maxFrameBytes?: number | undefined;
   /** Calls in flight per connection (default 1024). */
   maxInFlight?: number | undefined;
@@ -168,6 +176,7 @@ export const SERVER_SPEC = {
     return { cert: cert as string | Buffer, key: key as string | Buffer };
   }),
   durability: withDefault(oneOfOption(['fsync', 'none'] as const), 'fsync'),
+  sessions: withDefault(oneOfOption(['durable', 'memory'] as const), 'durable'),
   maxFrameBytes: withDefault(countOption(MAX_FRAME_LIMIT_BYTES, 1024), DEFAULT_MAX_FRAME_BYTES),
   maxInFlight: withDefault(countOption(), 1024),
   maxLocksPerSession: withDefault(countOption(), 10_000),

@@ -164,6 +164,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       durability,
       clock,
       openStorage: opts.openStorage,
+      sessions: opts.sessions,
       sessionLimits: {
         defaultLeaseMs: sessionLeaseMs,
         minLeaseMs: minSessionLeaseMs,

@@ -2,6 +2,7 @@ import type { Clock } from '../core/clock.js';
 import { InvalidArgumentError, LimitExceededError, LockLostError } from '../core/errors.js';
 import { LeaseQueue } from '../rows/lease-queue.js';
 import { Session } from './session.js';
+import { sessionKey } from './session-journal.js';
 
 export interface SessionLimits {
   /** Lease of a session whose client asks for none. */
@@ -25,16 +26,20 @@ export class SessionRegistry {
   readonly #limits: SessionLimits;
   readonly #leases: LeaseQueue<Session>;
   readonly #onEnd: (session: Session, reason: LockLostError) => void;
+  readonly #onOpen: ((session: Session) => void) | undefined;
   #expired = 0;
 
+  /** `onOpen` is told of every new session (not of one put back by {@link restore}). */
   constructor(
     clock: Clock,
     limits: SessionLimits,
     onEnd: (session: Session, reason: LockLostError) => void,
+    onOpen?: (session: Session) => void,
   ) {
     this.#clock = clock;
     this.#limits = limits;
     this.#onEnd = onEnd;
+    this.#onOpen = onOpen;
     this.#leases = new LeaseQueue<Session>(
       clock,
       (s) => !s.ended,
@@ -65,27 +70,59 @@ export class SessionRegistry {
         `A session lease must be between ${minLeaseMs} ms and ${maxLeaseMs} ms, got ${lease} ms`,
       );
     }
-    if (this.#sessions.size >= this.#limits.maxSessions) {
-      throw new LimitExceededError(
-        `The server has ${this.#sessions.size} sessions; the limit is ${this.#limits.maxSessions} (a session lasts until it is closed or its lease runs out)`,
-      );
-    }
+    this.#checkRoom();
     const session = new Session(lease, releaseOnDisconnect, client, this.#clock.monotonic());
-    this.#sessions.set(session.id, session);
-    this.#leases.add(session);
+    this.#add(session);
+    this.#onOpen?.(session);
     return session;
   }
 
-  /** The live session with this id, or undefined (expired, closed, or never existed). */
+  /**
+   * Puts back a session recorded before a restart or a failover, with a full lease from now
+   * (as etcd renews every lease to its full TTL when a new leader takes over): no session
+   * ends because the server changed. Its limits are not checked again.
+   */
+  restore(recorded: {
+    key: string;
+    leaseMs: number;
+    releaseOnDisconnect: boolean;
+    client: string;
+  }): Session {
+    const { key, leaseMs, releaseOnDisconnect, client } = recorded;
+    const session = new Session(leaseMs, releaseOnDisconnect, client, this.#clock.monotonic(), {
+      key,
+    });
+    this.#add(session);
+    return session;
+  }
+
+  #add(session: Session): void {
+    this.#sessions.set(session.key, session);
+    this.#leases.add(session);
+  }
+
+  /**
+   * The live session with this id, or undefined (expired, closed, or never existed). A
+   * session put back from the journal learns its id here.
+   */
   get(id: string): Session | undefined {
-    const session = this.#sessions.get(id);
+    const session = this.#sessions.get(sessionKey(id));
     if (session === undefined) return undefined;
     // A lease that ran out while the timer had not fired yet is over all the same.
     if (this.#clock.monotonic() >= session.deadline) {
       this.#expire(session, false);
       return undefined;
     }
+    if (session.id === '') session.id = id;
     return session;
+  }
+
+  #checkRoom(): void {
+    if (this.#sessions.size >= this.#limits.maxSessions) {
+      throw new LimitExceededError(
+        `The server has ${this.#sessions.size} sessions; the limit is ${this.#limits.maxSessions} (a session lasts until it is closed or its lease runs out)`,
+      );
+    }
   }
 
   /** Renews the session's lease from now. */
@@ -106,7 +143,7 @@ export class SessionRegistry {
   #end(session: Session, reason: LockLostError, dequeued: boolean): void {
     if (session.ended) return;
     session.ended = true;
-    this.#sessions.delete(session.id);
+    this.#sessions.delete(session.key);
     // The lease queue already counted an item it hands to onDue as removed.
     if (!dequeued) this.#leases.remove();
     session.abortWaits(reason);

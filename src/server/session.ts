@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RowLock } from '../rows/row-lock.js';
 import { CONCURRENT_OWNER, type ConcurrentOwner } from '../rows/wait-for-graph.js';
+import { sessionKey } from './session-journal.js';
 
 /** A row lock held by a session, with the table it belongs to. */
 export interface HeldLock {
@@ -16,6 +17,11 @@ export interface SessionSink {
     code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED' | 'MASTER_CHANGED',
     message: string,
   ): void;
+  /**
+   * The server closes or steps down while the session stays recorded (durable sessions): the
+   * connection drops without a word, so that its client resumes the session where it can.
+   */
+  disconnect(): void;
 }
 
 /**
@@ -25,12 +31,16 @@ export interface SessionSink {
  * out, or the client closes it, everything it holds is released (`SessionRegistry.end`).
  *
  * The id is 128 random bits: holding it is what lets a connection resume the session, so it
- * is never logged in full nor shown on a status page (see {@link label}).
+ * is never logged, stored nor shown on a status page. The server finds a session by its
+ * {@link key} (the id's sha-256), which is what the session journal records; a session put
+ * back from the journal learns its id again when its client presents it.
  */
 export class Session implements ConcurrentOwner {
   /** A session runs many calls at once: it waits for itself without deadlock (see WaitForGraph). */
   readonly [CONCURRENT_OWNER] = true;
-  readonly id = randomBytes(16).toString('base64url');
+  /** The secret id; empty for a session put back from the journal until its client resumes it. */
+  id: string;
+  readonly key: string;
   readonly leaseMs: number;
   readonly releaseOnDisconnect: boolean;
   readonly client: string;
@@ -52,7 +62,19 @@ export class Session implements ConcurrentOwner {
   /** Aborts the session's lock waits when it ends. */
   readonly #ending = new AbortController();
 
-  constructor(leaseMs: number, releaseOnDisconnect: boolean, client: string, now: number) {
+  /**
+   * A new session (`id` absent: a fresh random one), or one put back from the journal
+   * (`id` empty, `key` recorded).
+   */
+  constructor(
+    leaseMs: number,
+    releaseOnDisconnect: boolean,
+    client: string,
+    now: number,
+    recorded?: { key: string },
+  ) {
+    this.id = recorded === undefined ? randomBytes(16).toString('base64url') : '';
+    this.key = recorded === undefined ? sessionKey(this.id) : recorded.key;
     this.leaseMs = leaseMs;
     this.releaseOnDisconnect = releaseOnDisconnect;
     this.client = client;
@@ -64,9 +86,9 @@ export class Session implements ConcurrentOwner {
     return this.#ending.signal;
   }
 
-  /** A short, non-secret name for logs and status: the id's first 6 characters. */
+  /** A short, non-secret name for logs and status: the key's first 6 characters. */
   get label(): string {
-    return `${this.id.slice(0, 6)}…`;
+    return `${this.key.slice(0, 6)}…`;
   }
 
   addLock(lockId: string, held: HeldLock): void {

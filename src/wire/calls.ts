@@ -42,7 +42,8 @@ import { fromWireError, toWireError } from './wire-error.js';
  * - `lane`: `priority` calls (releasing, renewing, keeping alive, administration, status)
  *   never queue behind `handler` calls, and no call waits for a row while it holds a handler.
  * - `resend`: whether the client may send it again after a lost connection (running it twice
- *   is the same as once). Any other call in flight when a connection drops fails with
+ *   is the same as once, or, for a lock call, a grant the client never learned of is given
+ *   back when the session's next WELCOME lists it). Any other call in flight when a connection drops fails with
  *   `CONNECTION_LOST`: it may or may not have run.
  * - `late`: what the client does with a result that arrives after its caller gave up (timed
  *   out, aborted): `'drop'` it, or `'giveBack'` the row lock it grants (with `unlockRow`).
@@ -493,7 +494,9 @@ export const CALLS = {
   lockRow: spec({
     lane: 'handler',
     shape: '[table, row, waitMs | nil, renew?]',
-    resend: false,
+    // Sent again after a lost connection: a grant whose answer was lost is listed by the
+    // session's next WELCOME and given back, so a second send cannot hold the row twice.
+    resend: true,
     late: 'giveBack',
     encodeArgs: (table: string, row: string, waitMs: number | undefined, renew: boolean) => [
       table,
@@ -513,7 +516,7 @@ export const CALLS = {
   tryLockRow: spec({
     lane: 'handler',
     shape: '[table, row, renew?]',
-    resend: false,
+    resend: true,
     late: 'giveBack',
     encodeArgs: (table: string, row: string, renew: boolean) => [table, latin1(row), renew],
     decodeArgs: (raw, scope): [TableArg, Bytes, boolean] => [

@@ -771,3 +771,74 @@ describe('cost per wait (a hot row with many waiters)', () => {
     );
   });
 });
+
+describe('restoreRowLock: a lock recorded before a restart or a failover', () => {
+  test('comes back with its id and token, a full lease, and every later grant above its token', async () => {
+    const clock = new FakeClock();
+    const locks = new RowLockManager({ clock, leasePeriodMs: 60_000 });
+    const id = newLockId();
+    const restored = locks.restoreRowLock('r', id, 5_000, undefined, false);
+    assert.equal(restored.lockId, id);
+    assert.equal(restored.token, 5_000);
+    assert.equal(locks.leaseRemaining(id), 60_000, 'a full lease from now');
+    assert.equal(locks.tryLockRow('r'), null, 'the row is held');
+    const waiting = locks.lockRow('r', { waitMs: 600_000 });
+    await clock.advance(59_000);
+    locks.useLock(id, 'r');
+    await clock.advance(59_000);
+    assert.equal(await stateOf(waiting), 'pending', 'a use renewed the restored lease');
+    locks.unlockRow(id);
+    const next = await waiting;
+    assert.ok(next.token > 5_000);
+    // A recorded token above every token issued here moves the sequence past it.
+    const high = next.token + 1_000_000_000;
+    locks.restoreRowLock('q', newLockId(), high, undefined, true);
+    const after = locks.tryLockRow('s');
+    assert.ok(after !== null && after.token > high, `${after?.token} > ${high}`);
+  });
+
+  test('a renewing lock has no lease', async () => {
+    const clock = new FakeClock();
+    const locks = new RowLockManager({ clock, leasePeriodMs: 1_000 });
+    const id = newLockId();
+    locks.restoreRowLock('r', id, 1, {}, true);
+    await clock.advance(10_000);
+    assert.equal(locks.isHeldId(id), true, 'no lease ran out');
+    assert.equal(locks.leaseRemaining(id), Number.POSITIVE_INFINITY);
+    locks.unlockRow(id);
+    assert.notEqual(locks.tryLockRow('r'), null);
+  });
+
+  test('refuses a second holder and hostile values, changing nothing', () => {
+    const { locks } = manager();
+    const held = locks.tryLockRow('r');
+    assert.ok(held !== null);
+    const id = newLockId();
+    assert.throws(() => locks.restoreRowLock('r', id, 1, undefined, true), {
+      code: 'INVALID_ARGUMENT',
+      message: /already held/,
+    });
+    locks.restoreRowLock('q', id, 1, undefined, true);
+    assert.throws(() => locks.restoreRowLock('p', id, 1, undefined, true), {
+      code: 'INVALID_ARGUMENT',
+    });
+    for (const bad of ['', 'short', 'x'.repeat(21), 'a/b'.padEnd(20, 'c'), 42, null]) {
+      assert.throws(
+        () => locks.restoreRowLock('z', bad as string, 1, undefined, true),
+        { code: 'INVALID_ARGUMENT' },
+        String(bad),
+      );
+    }
+    for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '7']) {
+      assert.throws(
+        () => locks.restoreRowLock('z', newLockId(), bad as number, undefined, true),
+        { code: 'INVALID_ARGUMENT' },
+        String(bad),
+      );
+    }
+    assert.throws(() => locks.restoreRowLock('z', newLockId(), 1, undefined, 'yes' as never), {
+      code: 'INVALID_ARGUMENT',
+    });
+    assert.equal(locks.tryLockRow('z') !== null, true, 'nothing was left behind on z');
+  });
+});

@@ -106,12 +106,12 @@ describe('client failover: addresses', () => {
     }
   });
 
-  it('decides whether a WELCOME continues the session: another epoch means the session is gone', () => {
+  it('decides whether a WELCOME continues the session: resumed on any epoch (a master that put it back), else gone', () => {
     assert.equal(sessionContinuity(undefined, { resumed: false, epoch: 3 }), 'new');
     assert.equal(sessionContinuity({ epoch: 3 }, { resumed: true, epoch: 3 }), 'resumed');
-    assert.equal(sessionContinuity({ epoch: 3 }, { resumed: true, epoch: 4 }), 'masterChanged');
+    assert.equal(sessionContinuity({ epoch: 3 }, { resumed: true, epoch: 4 }), 'resumed');
+    assert.equal(sessionContinuity({ epoch: 0 }, { resumed: true, epoch: 5 }), 'resumed');
     assert.equal(sessionContinuity({ epoch: 3 }, { resumed: false, epoch: 4 }), 'masterChanged');
-    assert.equal(sessionContinuity({ epoch: 0 }, { resumed: true, epoch: 5 }), 'masterChanged');
     assert.equal(sessionContinuity({ epoch: 3 }, { resumed: false, epoch: 3 }), 'sessionExpired');
   });
 });
@@ -219,11 +219,9 @@ describe('client failover: losing the master', () => {
       assert.equal(client.master, label(a.port));
       const lock = await client.table('t').lockRow('k');
       await client.table('t').put(new Put('k', { rowLock: lock }).add('f', 'q', 'on-a'));
-      // In flight at the break: a lock wait on A (the row is held by another session).
-      const inFlight = assert.rejects(client.table('t').lockRow('busy', { waitMs: 60_000 }), {
-        code: 'CONNECTION_LOST',
-        message: /may or may not have applied it/,
-      });
+      // In flight at the break: a lock wait on A (the row is held by another session). Lock
+      // calls are sent again after a lost connection: this one to B, where the row is free.
+      const inFlight = client.table('t').lockRow('busy', { waitMs: 60_000 });
       // Answered after the lock call was read (same connection, in order): it is on A.
       await client.ping();
       const events: string[] = [];
@@ -240,7 +238,9 @@ describe('client failover: losing the master', () => {
         `new session on B ${Math.round(performance.now() - killedAt)} ms after the kill`,
       );
       assert.deepEqual(event, { from: label(a.port), to: label(b.port), epoch: 0 });
-      await inFlight;
+      const sentAgain = await inFlight;
+      assert.equal(sentAgain.signal.aborted, false, 'granted by B, in the new session');
+      await sentAgain.close();
       assert.equal(lock.signal.aborted, true, 'the lock handle was aborted');
       // Standalone servers both have epoch 0: B does not know the session (SESSION_EXPIRED).
       assert.equal((lock.signal.reason as LockLostError).code, 'SESSION_EXPIRED');
@@ -276,9 +276,8 @@ describe('client failover: losing the master', () => {
     assert.equal(client.session?.role, 'master');
     const lock = await client.table('t').tryLockRow('k');
     assert.ok(lock !== null);
-    const inFlight = assert.rejects(client.table('t').lockRow('other', { waitMs: 60_000 }), {
-      code: 'CONNECTION_LOST',
-    });
+    // Sent again after the connection is lost: to the new master, in the new session.
+    const inFlight = client.table('t').lockRow('other', { waitMs: 60_000 });
     await eventually(
       () => old.received.some((r) => r.message[2] === 'lockRow'),
       10_000,
@@ -297,7 +296,9 @@ describe('client failover: losing the master', () => {
     assert.deepEqual(event, { from: label(old.port), to: label(b.port), epoch: 0 });
     assert.equal((lock.signal.reason as LockLostError).code, 'MASTER_CHANGED');
     assert.throws(() => lock.ensureValid(), { code: 'MASTER_CHANGED' });
-    await inFlight;
+    const sentAgain = await inFlight;
+    assert.equal(sentAgain.signal.aborted, false);
+    await sentAgain.close();
     assert.equal(client.master, label(b.port));
     assert.equal(client.epoch, 0);
     assert.deepEqual(await client.listTables(), ['t']);
@@ -309,6 +310,58 @@ describe('client failover: losing the master', () => {
     assert.equal((await b0.table('t').get(new Get('k'))).isEmpty, true);
   });
 
+  it('a WELCOME of another epoch that resumes the session keeps it: its locks stay held, those it does not know are given back', async () => {
+    let epoch = 7;
+    let lockId = '';
+    await using peer = await ScriptedPeer.start((c, m) => {
+      if (m[0] !== 0) {
+        if (m[0] === 1 && m[2] === 'tryLockRow') {
+          lockId = 'held-lock-1';
+          c.send([1, m[1], [lockId, 42, 0]]);
+          return;
+        }
+        return masterScript(epoch)(c, m);
+      }
+      const hello = m[2] as Record<string, unknown>;
+      if (hello.session === undefined) c.send(welcome('s1', epoch));
+      // A new master that put the session back: its lock, and one granted whose answer was lost.
+      else
+        c.send(
+          welcome('s1', epoch, {
+            resumed: true,
+            locks: [
+              [lockId, 't'],
+              ['unknown-2', 't'],
+            ],
+          }),
+        );
+    });
+    await using client = await connect(peer.url);
+    const lock = await client.table('t').tryLockRow('k');
+    assert.ok(lock !== null);
+    const lost: LockLostError[] = [];
+    client.on('sessionLost', (r) => lost.push(r));
+    const failover = once(client, 'failover') as Promise<[FailoverEvent]>;
+    epoch = 8;
+    peer.cut();
+    const [event] = await failover;
+    assert.deepEqual(event, { from: label(peer.port), to: label(peer.port), epoch: 8 });
+    assert.deepEqual(lost, [], 'the session goes on');
+    assert.equal(client.session?.id, 's1');
+    assert.equal(lock.signal.aborted, false, 'its lock is still held');
+    assert.equal(lock.token, 42);
+    await eventually(
+      () => peer.received.some((r) => r.message[2] === 'unlockRow'),
+      10_000,
+      'the unknown grant to be given back',
+    );
+    const unlocks = peer.received.filter((r) => r.message[2] === 'unlockRow');
+    assert.deepEqual(
+      unlocks.map((r) => r.message[3]),
+      [['t', 'unknown-2']],
+    );
+  });
+
   for (const answer of ['welcome of another epoch', 'MASTER_CHANGED'] as const) {
     it(`resuming sends the session's epoch; a ${answer} ends the session with MASTER_CHANGED (conformance M7)`, async () => {
       let epoch = 7;
@@ -318,8 +371,8 @@ describe('client failover: losing the master', () => {
         if (hello.session === undefined) c.send(welcome(epoch === 7 ? 's1' : 's2', epoch));
         else if (answer === 'MASTER_CHANGED')
           c.send([2, 0, 'MASTER_CHANGED', 'The master changed', false]);
-        // A server that resumes the session but is of another epoch: not the same session.
-        else c.send(welcome('s1', epoch, { resumed: true, locks: [['lock-1', 't']] }));
+        // A new master that does not have the session (sessions in memory) opens another.
+        else c.send(welcome('s2', epoch, { resumed: false }));
       });
       await using client = await connect(peer.url);
       const lock = await client.table('t').tryLockRow('k');
@@ -343,14 +396,7 @@ describe('client failover: losing the master', () => {
         assert.deepEqual(peer.hellos[2], {});
         assert.equal(client.session?.id, 's2');
       } else {
-        // The locks the server says the session holds are given back.
-        await eventually(
-          () => peer.received.some((r) => r.message[2] === 'unlockRow'),
-          10_000,
-          'the stale lock to be given back',
-        );
-        const unlock = peer.received.find((r) => r.message[2] === 'unlockRow');
-        assert.deepEqual(unlock?.message[3], ['t', 'lock-1']);
+        assert.equal(client.session?.id, 's2', 'the WELCOME opened a new session');
       }
     });
   }

@@ -2,8 +2,8 @@
  * Master/slave servers (`locksmith serve --ha`), as real processes on one data directory: one
  * master, one slave that names the master to clients; rows written through the master; the
  * master killed with SIGKILL; the slave takes over with a larger token within the locker's
- * bound and serves every acknowledged row; a session of the old master cannot be resumed
- * (`MASTER_CHANGED`). Each locker's failover time (kill → first successful call) is printed.
+ * bound and serves every acknowledged row; a session of the old master is resumed there
+ * (durable sessions). Each locker's failover time (kill → first successful call) is printed.
  */
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -123,15 +123,17 @@ async function failover(name: string, dataDir: string, ha: string[], boundMs: nu
       }
     }
 
-    // The old master's session cannot be resumed here; a fresh HELLO on the same connection can.
+    // The old master's session is resumed here (sessions are durable by default), under the
+    // new epoch.
     const resume = await RawClient.open(slave.proc.port);
     resume.send([0, 1, { session: welcome.session, epoch: firstToken }]);
-    const changed = await resume.next((m) => m[0] === 2);
-    assert.deepEqual(changed.slice(0, 3), [2, 0, 'MASTER_CHANGED']);
-    resume.send([0, 1, {}]);
-    const fresh = await resume.next((m) => m[0] === 0);
-    assert.equal((fresh[2] as { epoch: number }).epoch, secondToken);
-    assert.equal((fresh[2] as { role: string }).role, 'master');
+    const resumed = await resume.next((m) => m[0] === 0 || m[0] === 2);
+    assert.equal(resumed[0], 0, `resumed: ${JSON.stringify(resumed)}`);
+    const w = resumed[2] as { resumed: boolean; session: string; epoch: number; role: string };
+    assert.equal(w.resumed, true);
+    assert.equal(w.session, welcome.session);
+    assert.equal(w.epoch, secondToken);
+    assert.equal(w.role, 'master');
     resume.socket.destroy();
 
     const newHa = await haStatus(slave);
@@ -195,10 +197,29 @@ describe('master/slave servers: failover after kill -9', { concurrency: false },
   });
 });
 
+/** The token of the server's next mastership after the one of `token`. */
+function masteredAgain(server: HaServer, token: number): Promise<number> {
+  return eventually(
+    () => {
+      const t = masterToken(server);
+      return t !== undefined && t !== token ? t : undefined;
+    },
+    15_000,
+    'mastership again',
+  );
+}
+
 describe('master/slave servers: a master that loses its lock', () => {
-  it('ends every session with MASTER_CHANGED, waits as a slave, and takes over again with a new token (conformance M3)', async () => {
+  it('(--sessions memory) ends every session with MASTER_CHANGED, waits as a slave, and takes over again with a new token (conformance M3)', async () => {
     using data = tempDir('locksmith-ha-loss-');
-    const server = await startHa(data.path, ['--ha', 'shared-file', '--acquire-interval', '250ms']);
+    const server = await startHa(data.path, [
+      '--ha',
+      'shared-file',
+      '--acquire-interval',
+      '250ms',
+      '--sessions',
+      'memory',
+    ]);
     try {
       const token = await eventually(() => masterToken(server), 20_000, 'a master');
       const { raw } = await RawClient.session(server.proc.port);
@@ -212,20 +233,47 @@ describe('master/slave servers: a master that loses its lock', () => {
         10_000,
         'the slave line after the loss',
       );
-      const again = await eventually(
-        () => {
-          const t = masterToken(server);
-          return t !== undefined && t !== token ? t : undefined;
-        },
-        15_000,
-        'mastership again',
-      );
+      const again = await masteredAgain(server, token);
       assert.ok(again > token, `token ${again} > ${token}`);
       const ha = await haStatus(server);
       const roles = (ha.failovers as { role: string }[]).map((f) => f.role);
       assert.deepEqual(roles, ['master', 'slave', 'master']);
       await sleep(10);
       await oneCall(server.proc.port);
+    } finally {
+      assert.equal(await server.proc.stop(), 0);
+    }
+  });
+  it('(durable sessions) drops its connections without ending their sessions; when it is master again, they resume', async () => {
+    using data = tempDir('locksmith-ha-loss-durable-');
+    const server = await startHa(data.path, ['--ha', 'shared-file', '--acquire-interval', '250ms']);
+    try {
+      const token = await eventually(() => masterToken(server), 20_000, 'a master');
+      const { raw, welcome } = await RawClient.session(server.proc.port, {
+        sessionLeaseMs: 60_000,
+      });
+      await raw.call('createTable', ['t', ['f']]);
+      const [lockId] = (await raw.call('lockRow', ['t', Buffer.from('r'), null, true])) as [
+        string,
+        number,
+      ];
+      rmSync(join(data.path, 'lock'));
+      await raw.whenClosed(15_000);
+      assert.equal(
+        raw.messages.find((m) => m[0] === 2 && m[1] === 0),
+        undefined,
+        'no session was ended',
+      );
+      const again = await masteredAgain(server, token);
+      const resume = await RawClient.open(server.proc.port);
+      resume.send([0, 1, { session: welcome.session, epoch: token }]);
+      const back = await resume.next((m) => m[0] === 0 || m[0] === 2);
+      assert.equal(back[0], 0, `resumed: ${JSON.stringify(back)}`);
+      const w = back[2] as { resumed: boolean; epoch: number; locks: [string, string][] };
+      assert.equal(w.resumed, true);
+      assert.equal(w.epoch, again);
+      assert.deepEqual(w.locks, [[lockId, 't']], 'its lock is held again');
+      resume.socket.destroy();
     } finally {
       assert.equal(await server.proc.stop(), 0);
     }
