@@ -131,14 +131,17 @@ export class Dispatcher {
       tryLockRow: async ([t, row, renew], ctx) => {
         this.#checkLockRoom(ctx.session);
         const lock = await t.region.tryLockRow(row, { owner: ctx.session, renew });
-        return lock === null ? null : this.#hold(ctx.session, t.name, lock);
+        return lock === null ? null : this.#hold(ctx, t.name, lock);
       },
       unlockRow: ([t, lockId], ctx) => {
         ctx.session.removeLock(lockId);
         const unlocked = t.region.unlockRow(lockId);
         const records = this.#records;
-        // An unlock is answered once it is recorded: one the client saw done stays done.
-        return records === undefined ? unlocked : unlocked.then(() => records.released(lockId));
+        if (records === undefined) return unlocked;
+        // An unlock is answered once it is recorded: one the client saw done stays done. The
+        // record's sync is a wait: the handler is given back meanwhile.
+        ctx.waiting();
+        return unlocked.then(() => records.released(lockId));
       },
       renewLease: ([t, lockId]) => t.region.renewLease(lockId),
       closeScanner: ([id], ctx) => {
@@ -255,7 +258,7 @@ export class Dispatcher {
     return granted.then(
       (lock) => {
         session.lockCalls--;
-        return this.#hold(session, t.name, lock);
+        return this.#hold(ctx, t.name, lock);
       },
       (err: unknown) => {
         session.lockCalls--;
@@ -269,7 +272,8 @@ export class Dispatcher {
    * With durable sessions the grant is answered once it is recorded; a grant that cannot be
    * recorded is released and the call fails.
    */
-  #hold(session: Session, table: string, lock: RowLock): Grant | Promise<Grant> {
+  #hold(ctx: CallContext, table: string, lock: RowLock): Grant | Promise<Grant> {
+    const { session } = ctx;
     if (session.ended) {
       lock.close().catch(() => undefined);
       throw ended(session);
@@ -280,6 +284,9 @@ export class Dispatcher {
     const grant: Grant = { lockId: lock.lockId, token: lock.token, leaseMs };
     const records = this.#records;
     if (records === undefined) return grant;
+    // Waiting for the record's sync gives the handler back (a handler held through a sync
+    // would cap the group commit of grants at the number of handlers).
+    ctx.waiting();
     return records.granted(session, table, lock).then(
       () => {
         if (session.ended) throw ended(session);
