@@ -268,5 +268,6 @@ async function restore(
       dropped.push(durable.released(l.lockId));
     }
   }
-  await Promise.all(dropped);
+  // A record that cannot be written now is dropped again by the next recovery.
+  await Promise.allSettled(dropped);
 }

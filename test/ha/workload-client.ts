@@ -5,12 +5,17 @@
 // Usage:
 //   node dist-test/test/ha/workload-client.js --addresses locksmith://h:p,h:p --table T
 //     --client NAME --duration MS --keys N --out FILE.jsonl [--peers A,B,...] [--op-timeout MS]
-//     [--seed N] [--final]
+//     [--seed N] [--final] [--locked]
 // Counters are rows `ctr-0` .. `ctr-<N-1>` (column f:n, 8-byte big-endian, the row store's
 // increment); registers are rows `reg-<client>` (column f:v, the value as decimal text), each
 // written only by its client. `--peers` names the clients whose registers it reads (default:
 // itself). `--final` reads every counter once instead (retrying until a read succeeds: a read
-// changes nothing), for the final values, and exits.
+// changes nothing), for the final values, and exits. `--locked` increments by hand under an
+// explicit row lock instead, the way a user guards a resource the lock does not fence: lock
+// `mutex-<i>`, read `ctr-<i>`, put the value + 1 (a plain put: only the lock orders it), then
+// unlock; two holders of one mutex at once show as a lost or doubled increment. It keeps one
+// client for the whole run (sessions resumed across failovers are counted, not re-created) and
+// prints how many times its session was resumed and lost.
 //
 // An operation whose outcome is unknown is never retried: it is logged `info` and the loop
 // moves on (a write's next value is the next one either way). Every operation has a bounded
@@ -37,6 +42,7 @@ const { values } = parseArgs({
     'op-timeout': { type: 'string', default: '5000' },
     seed: { type: 'string' },
     final: { type: 'boolean', default: false },
+    locked: { type: 'boolean', default: false },
   },
 });
 const usage = (why: string): never => {
@@ -70,7 +76,7 @@ let listForm = singles.length > 1;
 let nextSingle = 0;
 
 const log = new HistoryWriter(out);
-const counts = { ok: 0, info: 0, fail: 0, reconnects: 0 };
+const counts = { ok: 0, info: 0, fail: 0, reconnects: 0, resumed: 0, lost: 0 };
 let client: LocksmithClient | undefined;
 let troubles = 0;
 
@@ -80,11 +86,19 @@ async function newClient(): Promise<LocksmithClient | undefined> {
     name,
     callTimeoutMs: opTimeoutMs,
     connectTimeoutMs: listForm ? 10_000 : 2_000,
-    sessionLeaseMs: 10_000,
+    // Longer than a failover with a paused master takes, so that the session outlives it.
+    sessionLeaseMs: values.locked ? 20_000 : 10_000,
   };
   if (listForm) {
     try {
-      return await connect(addresses, options);
+      const made = await connect(addresses, options);
+      made.on('connected', (resumed) => {
+        if (resumed) counts.resumed++;
+      });
+      made.on('sessionLost', () => {
+        counts.lost++;
+      });
+      return made;
     } catch (err) {
       if ((err as { code?: string }).code !== 'INVALID_ARGUMENT') return undefined;
       listForm = false; // this client takes one address at a time
@@ -128,8 +142,10 @@ async function run(
     const { outcome, error } = outcomeOf(err);
     entry.outcome = outcome;
     entry.error = error;
-    // The client is closed for good, or keeps failing: make a new one.
-    if (/client is closed/.test((err as Error).message) || ++troubles >= 3) dropClient();
+    // The client is closed for good, or keeps failing: make a new one (never under --locked,
+    // whose point is that the one session lives through the failovers).
+    const closed = /client is closed/.test((err as Error).message);
+    if (closed || (++troubles >= 3 && !values.locked)) dropClient();
   }
   log.append(entry);
   counts[entry.outcome]++;
@@ -154,6 +170,50 @@ async function readCounter(key: string): Promise<Op['outcome']> {
   });
 }
 
+/**
+ * lock `mutex-<i>`, read `ctr-<i>`, put + 1, unlock: logged as one `incr` of `ctr-<i>`. Until
+ * the put is sent nothing can have been written, so a failure before it is `fail`; after it,
+ * the outcome is the put's.
+ */
+async function lockedIncr(i: number): Promise<Op['outcome']> {
+  const table = (await ready()).table(tableName);
+  const key = counter(i);
+  let putSent = false;
+  const entry: Op = {
+    client: name,
+    op: 'incr',
+    key,
+    invokeAt: historyNow(),
+    completeAt: 0,
+    outcome: 'ok',
+  };
+  const signal = AbortSignal.timeout(opTimeoutMs);
+  let lock: Awaited<ReturnType<typeof table.lockRow>> | undefined;
+  try {
+    lock = await table.lockRow(`mutex-${i}`, { waitMs: opTimeoutMs, signal });
+    const cell = (await table.get(new Get(key), { signal })).getValue('f', 'n');
+    const next = (cell === undefined ? 0 : Number(cell.readBigInt64BE(0))) + 1;
+    const value = Buffer.alloc(8);
+    value.writeBigInt64BE(BigInt(next));
+    lock.ensureValid();
+    putSent = true;
+    await table.put(new Put(key).add('f', 'n', value), { signal });
+    entry.completeAt = historyNow();
+    entry.result = next;
+    troubles = 0;
+  } catch (err) {
+    entry.completeAt = historyNow();
+    const { outcome, error } = outcomeOf(err);
+    entry.outcome = putSent ? outcome : 'fail';
+    entry.error = error;
+    if (/client is closed/.test((err as Error).message)) dropClient();
+  }
+  await lock?.close().catch(() => undefined);
+  log.append(entry);
+  counts[entry.outcome]++;
+  return entry.outcome;
+}
+
 if (values.final) {
   for (let i = 0; i < keys; i++) {
     const deadline = Date.now() + 60_000;
@@ -161,6 +221,11 @@ if (values.final) {
       if (Date.now() > deadline) usage(`no final read of ${counter(i)} within 60 s`);
       await sleep(100);
     }
+  }
+} else if (values.locked) {
+  const end = Date.now() + durationMs;
+  while (Date.now() < end) {
+    if ((await lockedIncr(Math.floor(random() * keys))) !== 'ok') await sleep(50);
   }
 } else {
   const own = `reg-${name}`;
@@ -203,6 +268,6 @@ if (values.final) {
 log.close();
 await client?.close().catch(() => undefined);
 process.stdout.write(
-  `done ${name}: ok ${counts.ok}, info ${counts.info}, fail ${counts.fail}, new clients ${counts.reconnects}\n`,
+  `done ${name}: ok ${counts.ok}, info ${counts.info}, fail ${counts.fail}, new clients ${counts.reconnects}, sessions resumed ${counts.resumed}, lost ${counts.lost}\n`,
 );
 process.exit(0);
