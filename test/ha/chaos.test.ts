@@ -19,6 +19,12 @@
  * (it demotes itself on resume before it answers anything: its calls end CONNECTION_LOST,
  * indeterminate); one that kept serving 3 s after losing its lease gave thousands (duplicate
  * values, lost acknowledged increments).
+ *
+ * The lock workload (`--locked`: lock a mutex row, read the counter, plain put + 1, unlock)
+ * keeps one session per client through the failovers: every session must be resumed, none
+ * lost. Its negative control runs servers that recover sessions and locks but put each lock on
+ * a shadow row (`test/fixtures/unrestored-locks-serve.ts`): a resumed holder and a waiter
+ * whose lockRow was resent then both increment, and the checker must see it.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -65,11 +71,15 @@ interface Scenario {
   /** How long the clients run (default {@link DURATION_MS}). */
   durationMs?: number;
   clients?: number;
+  /** How many counters (and mutexes) the clients share (default 4). */
+  keys?: number;
   /** The server program (default the CLI): `unfenced-serve` for the broken-fencing run. */
   program?: string;
   database?: PrivateDatabaseServer;
   /** The clients increment under explicit row locks (`--locked`) instead. */
   locked?: boolean;
+  /** Under `locked`, how long a client works between its read and its put (`--hold`). */
+  holdMs?: number;
 }
 
 interface Outcome {
@@ -98,7 +108,10 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     await client.createTable('chaos', ['f']);
   }
   const names = Array.from({ length: scenario.clients ?? CLIENTS }, (_, i) => `w${i}`);
-  const common = ['--addresses', cluster.addresses, '--table', 'chaos', '--keys', '4'];
+  const common = [
+    ...['--addresses', cluster.addresses, '--table', 'chaos'],
+    ...['--keys', String(scenario.keys ?? 4)],
+  ];
   const files = names.map((name) => join(dataDir, `${name}.jsonl`));
   const clients = names.map((name, i) =>
     runWorkload([
@@ -106,7 +119,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
       ...['--client', name, '--duration', String(durationMs), '--out', files[i] as string],
       ...['--peers', names.join(','), '--seed', String(i + 1)],
       ...['--op-timeout', String(scenario.opTimeoutMs ?? 5_000)],
-      ...(scenario.locked === true ? ['--locked'] : []),
+      ...(scenario.locked === true ? ['--locked', '--hold', String(scenario.holdMs ?? 0)] : []),
     ]),
   );
   const faults: string[] = [];
@@ -239,14 +252,39 @@ describe('linearizability through failovers', { concurrency: false }, () => {
       faults: ['kill', 'pause', 'database'],
       ...LEASE_FAULTS,
       locked: true,
+      holdMs: 10,
     });
     assertLinearizable(outcome, 3);
     const sessions = sessionCounts(outcome.output);
     t.diagnostic(`sessions resumed ${sessions.resumed}, lost ${sessions.lost}`);
     assert.ok(sessions.resumed >= 3, `sessions were not resumed: ${outcome.output}`);
-    // Open finding: with the database crash among the faults, each client has lost its session
-    // once (sessionLost) in runs so far; which fault does it is not yet known, so only the
-    // count is reported. Safety (the check above) holds either way.
+    assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
+  });
+
+  it('recovered locks that guard nothing (a test server puts each recovered lock on a shadow row): the checker reports violations (conformance M8)', {
+    timeout: 180_000,
+  }, async (t) => {
+    using dir = tempDir();
+    // Kills only: each new master recovers the locks its clients held. Eight clients on one
+    // mutex: at each kill one holds it and others wait (and resend their lockRow), so a waiter
+    // is granted the mutex whose holder resumes believing it still holds it. The operations'
+    // timeout outlasts a failover, so that the holder's read and put go on at the new master.
+    const outcome = await leaseDatabaseChaos(t, dir.path, {
+      faults: ['kill'],
+      ...LEASE_FAULTS,
+      opTimeoutMs: 15_000,
+      clients: 8,
+      keys: 1,
+      locked: true,
+      holdMs: 10,
+      program: fixture('unrestored-locks-serve'),
+    });
+    for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
+      t.diagnostic(line);
+    assert.ok(
+      outcome.result.violations.length > 0,
+      `recovered locks that guard nothing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
+    );
   });
 
   it('broken fencing (a test server: no loss reported, fenced writes acknowledged): the checker reports violations (conformance M8)', {

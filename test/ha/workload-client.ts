@@ -5,7 +5,7 @@
 // Usage:
 //   node dist-test/test/ha/workload-client.js --addresses locksmith://h:p,h:p --table T
 //     --client NAME --duration MS --keys N --out FILE.jsonl [--peers A,B,...] [--op-timeout MS]
-//     [--seed N] [--final] [--locked]
+//     [--seed N] [--final] [--locked [--hold MS]]
 // Counters are rows `ctr-0` .. `ctr-<N-1>` (column f:n, 8-byte big-endian, the row store's
 // increment); registers are rows `reg-<client>` (column f:v, the value as decimal text), each
 // written only by its client. `--peers` names the clients whose registers it reads (default:
@@ -13,7 +13,9 @@
 // changes nothing), for the final values, and exits. `--locked` increments by hand under an
 // explicit row lock instead, the way a user guards a resource the lock does not fence: lock
 // `mutex-<i>`, read `ctr-<i>`, put the value + 1 (a plain put: only the lock orders it), then
-// unlock; two holders of one mutex at once show as a lost or doubled increment. It keeps one
+// unlock; two holders of one mutex at once show as a lost or doubled increment. `--hold`
+// waits that long between the read and the put (the work a holder does under its lock: the
+// window in which a second holder makes an increment lost). It keeps one
 // client for the whole run (sessions resumed across failovers are counted, not re-created) and
 // prints how many times its session was resumed and lost.
 //
@@ -43,6 +45,7 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     final: { type: 'boolean', default: false },
     locked: { type: 'boolean', default: false },
+    hold: { type: 'string', default: '0' },
   },
 });
 const usage = (why: string): never => {
@@ -61,6 +64,7 @@ const out = values.out ?? usage('--out is required');
 const durationMs = number('duration', values.duration, 0);
 const keys = number('keys', values.keys, 1);
 const opTimeoutMs = number('op-timeout', values['op-timeout'], 1);
+const holdMs = number('hold', values.hold, 0);
 const peers = (values.peers ?? name).split(',').filter((p) => p !== '');
 const random = seeded(values.seed === undefined ? Date.now() : number('seed', values.seed, 0));
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
@@ -79,6 +83,14 @@ const log = new HistoryWriter(out);
 const counts = { ok: 0, info: 0, fail: 0, reconnects: 0, resumed: 0, lost: 0 };
 let client: LocksmithClient | undefined;
 let troubles = 0;
+/** Clients this process closed itself. */
+const closedHere = new WeakSet<LocksmithClient>();
+
+function closeClient(c: LocksmithClient | undefined): Promise<void> {
+  if (c === undefined) return Promise.resolve();
+  closedHere.add(c);
+  return c.close().catch(() => undefined);
+}
 
 /** A new client over the addresses; undefined when none answered this time. */
 async function newClient(): Promise<LocksmithClient | undefined> {
@@ -96,7 +108,8 @@ async function newClient(): Promise<LocksmithClient | undefined> {
         if (resumed) counts.resumed++;
       });
       made.on('sessionLost', () => {
-        counts.lost++;
+        // Closing a client ends its session: that loss is this process's own doing.
+        if (!closedHere.has(made)) counts.lost++;
       });
       return made;
     } catch (err) {
@@ -113,7 +126,7 @@ function dropClient(): void {
   client = undefined;
   troubles = 0;
   counts.reconnects++;
-  old?.close().catch(() => undefined);
+  closeClient(old).catch(() => undefined);
 }
 
 /** Runs one operation and logs it; the op is never retried. */
@@ -193,6 +206,7 @@ async function lockedIncr(i: number): Promise<Op['outcome']> {
     lock = await table.lockRow(`mutex-${i}`, { waitMs: opTimeoutMs, signal });
     const cell = (await table.get(new Get(key), { signal })).getValue('f', 'n');
     const next = (cell === undefined ? 0 : Number(cell.readBigInt64BE(0))) + 1;
+    if (holdMs > 0) await sleep(holdMs);
     const value = Buffer.alloc(8);
     value.writeBigInt64BE(BigInt(next));
     lock.ensureValid();
@@ -266,7 +280,7 @@ if (values.final) {
 }
 
 log.close();
-await client?.close().catch(() => undefined);
+await closeClient(client);
 process.stdout.write(
   `done ${name}: ok ${counts.ok}, info ${counts.info}, fail ${counts.fail}, new clients ${counts.reconnects}, sessions resumed ${counts.resumed}, lost ${counts.lost}\n`,
 );
