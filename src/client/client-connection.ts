@@ -659,7 +659,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       socket.cork();
       process.nextTick(() => socket.uncork());
     }
-    socket.write(encodeFrame([ClientKind.CALL, id, call.method, call.args]));
+    socket.write(encodeFrame([ClientKind.CALL, id, call.method, this.#calls.argsToSend(call)]));
   }
 
   #shutdown(reason: LocksmithError): void {

@@ -1,4 +1,9 @@
-import { AbortedError, ConnectionLostError, type LocksmithError } from '../core/errors.js';
+import {
+  AbortedError,
+  ConnectionLostError,
+  type LocksmithError,
+  LockTimeoutError,
+} from '../core/errors.js';
 import type { Method } from '../wire/calls.js';
 import { MAX_CALL_ID } from '../wire/messages.js';
 
@@ -8,6 +13,14 @@ export interface CallOptions {
   timeoutMs?: number | undefined;
   /** The call can be sent again after a lost connection (a read, a ping). */
   idempotent?: boolean | undefined;
+  /**
+   * The call waits on the server (for a row lock) until `until` (a `performance.now()` time),
+   * and `args[arg]` is that wait in milliseconds. Each send carries what is left of it, so a
+   * call sent again after a lost connection never waits past its bound; and a call still
+   * waiting for a connection at `until` fails with `LOCK_TIMEOUT`, as the server would have
+   * answered (it was not sent, or is sent again: nothing of it was applied).
+   */
+  wait?: { until: number; arg: number } | undefined;
 }
 
 /** A call the client made and the server has not answered (or answered after the caller left). */
@@ -127,6 +140,16 @@ export class PendingCalls {
     if (call === undefined) return;
     call.sentAt = 0;
     if (!this.#queued.includes(id)) this.#queued.push(id);
+    const until = call.options.wait?.until;
+    if (until !== undefined && !call.settled && until < this.#deadlineAt) this.#armDeadline(until);
+  }
+
+  /** The call's arguments for a send now: a server-side wait shortened to what is left. */
+  argsToSend(call: PendingCall): unknown[] {
+    const wait = call.options.wait;
+    if (wait === undefined) return call.args;
+    call.args[wait.arg] = Math.max(0, Math.ceil(wait.until - performance.now()));
+    return call.args;
   }
 
   /** The calls waiting for a connection, taken off the queue (a new connection sends them). */
@@ -228,13 +251,21 @@ export class PendingCalls {
     let next = Number.POSITIVE_INFINITY;
     for (const [id, call] of [...this.#calls]) {
       if (call.settled) continue;
-      if (call.deadline <= now) {
+      const waitUntil = call.sentAt === 0 ? call.options.wait?.until : undefined;
+      if (waitUntil !== undefined && waitUntil <= now) {
+        this.cancel(
+          id,
+          new LockTimeoutError(
+            `${call.method}: its wait for a row lock ran out while no server could be reached`,
+          ),
+        );
+      } else if (call.deadline <= now) {
         this.cancel(
           id,
           new ConnectionLostError(`${call.method} got no answer within ${call.timeoutMs} ms`),
         );
-      } else if (call.deadline < next) {
-        next = call.deadline;
+      } else {
+        next = Math.min(next, call.deadline, waitUntil ?? Number.POSITIVE_INFINITY);
       }
     }
     if (next !== Number.POSITIVE_INFINITY && !this.#closed) this.#armDeadline(next);

@@ -97,6 +97,7 @@ export class RemoteTable implements Table {
     const grant = await this.#client.call('lockRow', [this.name, key, waitMs, renew], {
       signal,
       timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
+      waitMs: wait,
     });
     return this.#client.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
   }
@@ -323,7 +324,11 @@ export class RemoteTable implements Table {
     }
     return {
       waitMs,
-      limits: { signal, timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0 },
+      limits: {
+        signal,
+        timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
+        waitMs: wait,
+      },
     };
   }
 

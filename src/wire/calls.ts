@@ -119,8 +119,21 @@ function spec<In extends unknown[], Args extends unknown[], Out, Back>(
  * optional (`[table, Put, waitMs?]`: 2 or 3).
  */
 export function shapeArity(shape: string): readonly [min: number, max: number] {
+  const elements = shapeElements(shape);
+  const required = elements.filter((e) => !e.endsWith('?')).length;
+  return [required, elements.length];
+}
+
+/** Where a call's server-side wait (`waitMs`) sits in its arguments; undefined if it has none. */
+export function waitArgOf(shape: string): number | undefined {
+  const at = shapeElements(shape).findIndex((e) => /^waitMs\b/.test(e));
+  return at === -1 ? undefined : at;
+}
+
+/** A shape's top-level elements: `[a, [b, c], d?]` → `a`, `[b, c]`, `d?`. */
+function shapeElements(shape: string): string[] {
   const inner = shape.slice(1, -1).trim();
-  if (inner === '') return [0, 0];
+  if (inner === '') return [];
   const elements: string[] = [];
   let depth = 0;
   let start = 0;
@@ -134,8 +147,7 @@ export function shapeArity(shape: string): readonly [min: number, max: number] {
     }
   }
   elements.push(inner.slice(start).trim());
-  const required = elements.filter((e) => !e.endsWith('?')).length;
-  return [required, elements.length];
+  return elements;
 }
 
 /** A wait on the wire: milliseconds >= 0, -1 for forever, nil or absent for the default. */

@@ -99,6 +99,52 @@ describe('calls in flight', () => {
     await assert.rejects(later);
   });
 
+  it('a call with a server-side wait: each send carries what is left of it; queued past it, the call fails with LOCK_TIMEOUT, long before its round-trip timeout', async () => {
+    const { pending, sent, state } = calls();
+    const startedAt = performance.now();
+    const wait = { until: startedAt + 300, arg: 2 };
+    const lock = pending.start(
+      'lockRow',
+      ['t', 'r', 300, false],
+      { idempotent: true, timeoutMs: 30_300, wait },
+      0,
+    );
+    const [[, first]] = sent as [[number, PendingCall]];
+    const args = pending.argsToSend(first);
+    assert.ok((args[2] as number) <= 300 && (args[2] as number) > 0, `first send: ${args[2]}`);
+    await sleep(100);
+    state.ready = false;
+    pending.connectionLost(new ConnectionLostError('the connection closed'));
+    const [[, again]] = pending.takeQueued() as [[number, PendingCall]];
+    pending.queue(sent[0]?.[0] as number);
+    assert.ok((pending.argsToSend(again)[2] as number) < 300, 'a resend waits only what is left');
+    await assert.rejects(lock, { code: 'LOCK_TIMEOUT' });
+    const tookMs = performance.now() - startedAt;
+    // Bound: the wait, plus a margin for a busy machine (the round-trip timeout would be 30 s).
+    assert.ok(tookMs >= 290 && tookMs < 5_000, `failed after ${tookMs} ms`);
+    // A call sent and in flight is left to the server's answer (or its round-trip timeout).
+    state.ready = true;
+    const inFlight = pending.start(
+      'lockRow',
+      ['t', 'r', 50, false],
+      { idempotent: true, timeoutMs: 60_000, wait: { until: performance.now() + 50, arg: 2 } },
+      0,
+    );
+    let settled = false;
+    inFlight.then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    await sleep(200);
+    assert.equal(settled, false, 'a sent call is not timed out by its wait');
+    pending.close(new ConnectionLostError('closed'));
+    await assert.rejects(inFlight);
+  });
+
   it('a timer for deadlines does not keep the process alive once no timed call is left', async () => {
     const { pending, sent } = calls();
     const call = pending.start('ping', [], { timeoutMs: 60_000 }, 0);

@@ -147,6 +147,51 @@ describe('durable sessions: a crash at each window of the journal', { concurrenc
     }
   });
 
+  it('a lockRow waiting while the server is down ends at its own timeout, and is not granted later', async () => {
+    using dir = tempDir('locksmith-crash-waiter-');
+    const port = await freePort();
+    const flags = ['--port', String(port)];
+    let server = await startServeProcess(dir.path, flags);
+    const url = `locksmith://127.0.0.1:${port}`;
+    const waitMs = 2_000;
+    try {
+      await using holder = await connect(url, { sessionLeaseMs: 30_000 });
+      await using waiter = await connect(url, { sessionLeaseMs: 30_000 });
+      await holder.createTable('t', ['f']);
+      const lock = await holder.table('t').lockRow('r');
+      const startedAt = Date.now();
+      const waited = waiter
+        .table('t')
+        .lockRow('r', { waitMs })
+        .then(
+          () => 'granted',
+          (err: { code?: string }) => err.code,
+        );
+      await sleep(300);
+      await server.kill9();
+      // Down for longer than the wait: the client must give up by itself.
+      const outcome = await waited;
+      const tookMs = Date.now() - startedAt;
+      assert.equal(outcome, 'LOCK_TIMEOUT');
+      // The contract is the wait's bound; the margin is for a busy machine.
+      assert.ok(tookMs < waitMs + 5_000, `the wait ended after ${tookMs} ms (waitMs ${waitMs})`);
+      server = await startServeProcess(dir.path, flags);
+      await eventually(
+        () => holder.session !== undefined && !lock.signal.aborted,
+        20_000,
+        'resume',
+      );
+      await lock.close();
+      await using other = await connect(url);
+      const got = await other.table('t').lockRow('r', { waitMs: 10_000 });
+      assert.equal(waiter.heldLocks, 0, 'the waiter was granted nothing');
+      assert.ok(got.token > lock.token);
+      await got.close();
+    } finally {
+      await server.kill9().catch(() => undefined);
+    }
+  });
+
   it('a holder that dies with the server: its session comes back with a full lease, then expires, and the waiter gets the row', async () => {
     using dir = tempDir('locksmith-crash-holder-');
     const port = await freePort();
