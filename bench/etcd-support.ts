@@ -1,0 +1,361 @@
+/**
+ * What bench/etcd.bench.ts needs around its measurements: private etcd members and `locksmith
+ * serve` processes on loopback ports in temporary directories, and etcd's concurrency Mutex
+ * recipe on the etcd3 client. Nothing here measures by itself.
+ *
+ * Every process started here is recorded in {@link started} and killed by {@link killAll}, which
+ * the bench also runs on exit and on SIGINT/SIGTERM.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Etcd3, type IOptions, type IRangeRequest, type Lease } from 'etcd3';
+import { repoRoot, sleep } from './support.js';
+
+const CLI = join(repoRoot, 'dist/cli/main.js');
+const started = new Set<ChildProcess>();
+const dirs = new Set<string>();
+
+/** SIGKILLs every process started here and removes every temporary directory (synchronous). */
+export function killAll(): void {
+  for (const child of started) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+  started.clear();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  dirs.clear();
+}
+
+export function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.add(dir);
+  return dir;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** The server process's resident set (VmRSS of /proc/<pid>/status), bytes. */
+export function rssOf(pid: number): number {
+  const line = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (line === null) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(line[1]) * 1024;
+}
+
+/** `etcd --version`'s first line, or undefined where etcd is not installed. */
+export function etcdVersion(): string | undefined {
+  const out = spawnSync('etcd', ['--version'], { encoding: 'utf8' });
+  if (out.error !== undefined || out.status !== 0) return undefined;
+  return out.stdout.split('\n')[0]?.trim();
+}
+
+function track(child: ChildProcess, label: string): { output: () => string } {
+  started.add(child);
+  let output = '';
+  for (const stream of [child.stdout, child.stderr]) {
+    stream?.on('data', (chunk: Buffer) => {
+      output = (output + chunk.toString()).slice(-8000);
+    });
+  }
+  child.once('exit', () => started.delete(child));
+  child.once('error', (err) => {
+    output += `\n${label}: ${err.message}`;
+  });
+  return { output: () => output };
+}
+
+/** One etcd member; `EtcdCluster.start(n)` starts them together. */
+export class EtcdMember {
+  readonly name: string;
+  readonly clientUrl: string;
+  readonly proc: ChildProcess;
+  readonly #log: { output: () => string };
+
+  constructor(name: string, clientUrl: string, proc: ChildProcess) {
+    this.name = name;
+    this.clientUrl = clientUrl;
+    this.proc = proc;
+    this.#log = track(proc, `etcd ${name}`);
+  }
+
+  get alive(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  get output(): string {
+    return this.#log.output();
+  }
+
+  async kill9(): Promise<void> {
+    if (!this.alive) return;
+    const exited = new Promise<void>((r) => this.proc.once('exit', () => r()));
+    this.proc.kill('SIGKILL');
+    await exited;
+  }
+}
+
+/**
+ * `n` etcd 3.4 members with their defaults (fsync of the WAL on every commit, heartbeat 100 ms,
+ * election timeout 1 s), each listening on 127.0.0.1 only.
+ */
+export class EtcdCluster {
+  readonly members: EtcdMember[];
+
+  private constructor(members: EtcdMember[]) {
+    this.members = members;
+  }
+
+  static async start(n: number): Promise<EtcdCluster> {
+    const dir = tempDir('locksmith-bench-etcd-');
+    const ports = [];
+    for (let i = 0; i < n; i++) ports.push({ client: await freePort(), peer: await freePort() });
+    const initial = ports.map((p, i) => `m${i}=http://127.0.0.1:${p.peer}`).join(',');
+    const members = ports.map((p, i) => {
+      const client = `http://127.0.0.1:${p.client}`;
+      const peer = `http://127.0.0.1:${p.peer}`;
+      const args = [
+        ...['--name', `m${i}`, '--data-dir', join(dir, `m${i}`)],
+        ...['--listen-client-urls', client, '--advertise-client-urls', client],
+        ...['--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer],
+        ...['--initial-cluster', initial, '--initial-cluster-state', 'new'],
+        ...['--initial-cluster-token', `bench-${process.pid}`, '--logger', 'zap'],
+        ...['--log-level', 'warn', '--log-outputs', 'stderr'],
+      ];
+      return new EtcdMember(
+        `m${i}`,
+        client,
+        spawn('etcd', args, { stdio: ['ignore', 'pipe', 'pipe'] }),
+      );
+    });
+    const cluster = new EtcdCluster(members);
+    const probe = cluster.client();
+    try {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        for (const m of members) {
+          if (!m.alive) throw new Error(`etcd ${m.name} exited:\n${m.output}`);
+        }
+        try {
+          await probe.put('bench-probe').value('1');
+          break;
+        } catch (err) {
+          if (Date.now() > deadline) throw err;
+          await sleep(50);
+        }
+      }
+    } finally {
+      probe.close();
+    }
+    return cluster;
+  }
+
+  client(options: Partial<IOptions> = {}): Etcd3 {
+    return new Etcd3({ hosts: this.members.map((m) => m.clientUrl), ...options });
+  }
+
+  /** The member that is raft leader now (asked of every live member until one knows). */
+  async leader(): Promise<EtcdMember> {
+    for (const m of this.members.filter((x) => x.alive)) {
+      const c = new Etcd3({ hosts: m.clientUrl });
+      try {
+        const status = await c.maintenance.status();
+        if (status.header.member_id === status.leader) return m;
+      } finally {
+        c.close();
+      }
+    }
+    throw new Error('no leader');
+  }
+
+  async close(): Promise<void> {
+    for (const m of this.members) await m.kill9();
+  }
+}
+
+/** The range end that makes `prefix` a prefix query (etcd's GetPrefixRangeEnd). */
+function prefixEnd(prefix: Buffer): Buffer {
+  const end = Buffer.from(prefix);
+  for (let i = end.length - 1; i >= 0; i--) {
+    if ((end[i] as number) < 0xff) {
+      end[i] = (end[i] as number) + 1;
+      return end.subarray(0, i + 1);
+    }
+  }
+  return Buffer.from([0]);
+}
+
+/** etcd's WithFirstCreate / WithLastCreate: the key under `prefix` created first / last. */
+function byCreate(prefix: Buffer, order: 'Ascend' | 'Descend'): IRangeRequest {
+  return {
+    key: prefix,
+    range_end: prefixEnd(prefix),
+    sort_target: 'Create',
+    sort_order: order,
+    limit: 1,
+  };
+}
+
+/** A mutex held by an {@link EtcdSession}: its key and the key's create revision. */
+export interface EtcdHeld {
+  key: Buffer;
+  rev: number;
+}
+
+/**
+ * The Go client's `concurrency.Session` and `concurrency.Mutex`, on the etcd3 client: one
+ * lease per session (TTL 60 s, kept alive by the client) shared by every lock the session
+ * takes, so a lock costs one txn to take and one delete to give back, as in Go. etcd3's own
+ * `client.lock()` grants a lease per lock (two more round trips per cycle) and is not what a Go
+ * service would run, hence this.
+ *
+ * As in Go, one session holds at most one mutex per name (the key is `<name>/<lease id hex>`).
+ * Waiters queue by create revision: each watches the key created just before its own and
+ * re-checks when it is deleted, so a release wakes one waiter.
+ */
+export class EtcdSession {
+  readonly client: Etcd3;
+  readonly #lease: Lease;
+  readonly leaseId: string;
+  readonly #leaseHex: string;
+
+  private constructor(client: Etcd3, lease: Lease, leaseId: string) {
+    this.client = client;
+    this.#lease = lease;
+    this.leaseId = leaseId;
+    this.#leaseHex = BigInt(leaseId).toString(16);
+  }
+
+  static async open(client: Etcd3, ttlSeconds = 60): Promise<EtcdSession> {
+    const lease = client.lease(ttlSeconds);
+    lease.on('lost', () => undefined);
+    return new EtcdSession(client, lease, await lease.grant());
+  }
+
+  /** `Mutex.Lock`: resolves once this session holds `name`. */
+  async lock(name: string): Promise<EtcdHeld> {
+    const prefix = Buffer.from(`${name}/`);
+    const key = Buffer.from(`${name}/${this.#leaseHex}`);
+    const res = await this.client.kv.txn({
+      compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }],
+      success: [
+        { request_put: { key, value: Buffer.alloc(0), lease: this.leaseId } },
+        { request_range: byCreate(prefix, 'Ascend') },
+      ],
+      failure: [{ request_range: { key } }, { request_range: byCreate(prefix, 'Ascend') }],
+    });
+    const rev = res.succeeded
+      ? Number(res.header.revision)
+      : Number(res.responses[0]?.response_range.kvs[0]?.create_revision);
+    const owner = res.responses[1]?.response_range.kvs ?? [];
+    if (owner.length > 0 && Number(owner[0]?.create_revision) !== rev) {
+      await this.#waitDeletes(prefix, rev - 1);
+    }
+    return { key, rev };
+  }
+
+  /** `Mutex.Unlock`. */
+  async unlock(held: EtcdHeld): Promise<void> {
+    await this.client.kv.deleteRange({ key: held.key });
+  }
+
+  /** A put that succeeds only while `held` is still this session's (Go's `Mutex.IsOwner`). */
+  async putIfOwner(held: EtcdHeld, key: string, value: string): Promise<boolean> {
+    const res = await this.client.kv.txn({
+      compare: [{ key: held.key, target: 'Create', result: 'Equal', create_revision: held.rev }],
+      success: [{ request_put: { key: Buffer.from(key), value: Buffer.from(value) } }],
+    });
+    return res.succeeded;
+  }
+
+  /** Go's `waitDeletes`: until no key under `prefix` has a create revision ≤ `maxRev`. */
+  async #waitDeletes(prefix: Buffer, maxRev: number): Promise<void> {
+    for (;;) {
+      const res = await this.client.kv.range({
+        ...byCreate(prefix, 'Descend'),
+        max_create_revision: maxRev,
+      });
+      const last = res.kvs[0];
+      if (last === undefined) return;
+      await this.#waitDelete(last.key, res.header.revision);
+    }
+  }
+
+  async #waitDelete(key: Buffer, rev: string): Promise<void> {
+    const watcher = await this.client.watch().key(key).startRevision(rev).create();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        watcher.once('delete', () => resolve());
+        watcher.once('error', reject);
+      });
+    } finally {
+      await watcher.cancel();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#lease.revoke().catch(() => undefined);
+  }
+}
+
+/** One `locksmith serve` process (dist/cli/main.js) on a data directory of its own. */
+export class LocksmithServe {
+  readonly proc: ChildProcess;
+  readonly #log: { output: () => string };
+  readonly port: number;
+
+  constructor(dataDir: string, port: number, extra: readonly string[] = []) {
+    this.port = port;
+    this.proc = spawn(
+      process.execPath,
+      [CLI, 'serve', '--data', dataDir, '--port', String(port), ...extra],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    this.#log = track(this.proc, 'locksmith serve');
+  }
+
+  /** Starts a standalone server with its defaults (durability fsync, durable sessions). */
+  static async start(extra: readonly string[] = []): Promise<LocksmithServe> {
+    const server = new LocksmithServe(tempDir('locksmith-bench-serve-'), await freePort(), extra);
+    await server.waitFor(/listening on locksmith:/, 30_000);
+    return server;
+  }
+
+  get url(): string {
+    return `locksmith://127.0.0.1:${this.port}`;
+  }
+
+  get alive(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  get output(): string {
+    return this.#log.output();
+  }
+
+  async waitFor(pattern: RegExp, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!pattern.test(this.output)) {
+      if (!this.alive) throw new Error(`locksmith serve exited:\n${this.output}`);
+      if (Date.now() > deadline)
+        throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${this.output}`);
+      await sleep(20);
+    }
+  }
+
+  async kill(signal: 'SIGKILL' | 'SIGTERM' = 'SIGTERM'): Promise<void> {
+    if (!this.alive) return;
+    const exited = new Promise<void>((r) => this.proc.once('exit', () => r()));
+    this.proc.kill(signal);
+    await exited;
+  }
+}
