@@ -269,6 +269,10 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     // mutex: at each kill one holds it and others wait (and resend their lockRow), so a waiter
     // is granted the mutex whose holder resumes believing it still holds it. The operations'
     // timeout outlasts a failover, so that the holder's read and put go on at the new master.
+    // A violation needs a kill between the holder's read and its put, and a waiter that reads
+    // before the holder's put lands at the new master: a hold that is most of each cycle makes
+    // the first near certain (with 10 ms, a run of four kills missed it), and seven waiters
+    // against one holder in the race to resume the second likely.
     const outcome = await leaseDatabaseChaos(t, dir.path, {
       faults: ['kill'],
       ...LEASE_FAULTS,
@@ -276,7 +280,7 @@ describe('linearizability through failovers', { concurrency: false }, () => {
       clients: 8,
       keys: 1,
       locked: true,
-      holdMs: 10,
+      holdMs: 250,
       program: fixture('unrestored-locks-serve'),
     });
     for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
