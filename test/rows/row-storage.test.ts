@@ -2,11 +2,15 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import {
   appendFileSync,
+  closeSync,
   copyFileSync,
+  fdatasyncSync,
+  openSync,
   readdirSync,
   readFileSync,
   statSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -341,6 +345,8 @@ test('group commit: appends queued during a write+sync go out together', async (
   const one = storage.stats;
   assert.equal(one.batches - base.batches, 1);
   assert.equal(one.fileSyncs - base.fileSyncs, 1);
+  // A batch this large syncs on libuv's pool, never from the event loop.
+  assert.equal(one.inlineSyncs - base.inlineSyncs, 0);
   // 64 concurrent appenders x 20 appends each.
   await Promise.all(
     Array.from({ length: 64 }, async (_, w) => {
@@ -362,6 +368,38 @@ test('group commit: appends queued during a write+sync go out together', async (
       Array.from({ length: 20 }, (_, i) => `w${w}-${i}`),
     );
   }
+});
+
+test('a lone record is synced from the event loop while the device syncs fast, and is durable', async () => {
+  using tmp = tempDir();
+  const { storage } = await RowStorage.open(tmp.path);
+  const base = storage.stats;
+  for (let i = 0; i < 50; i++) await storage.append(enc(`s${i}`));
+  const after = storage.stats;
+  assert.equal(after.records - base.records, 50);
+  assert.equal(after.fileSyncs - base.fileSyncs, 50);
+  // How fast this machine's device syncs, measured the same way: where it is well under the
+  // log's 2 ms bound most lone records must have been synced inline.
+  const probe = join(tmp.path, 'probe');
+  const fd = openSync(probe, 'w');
+  const took: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    writeSync(fd, 'x');
+    const t0 = performance.now();
+    fdatasyncSync(fd);
+    took.push(performance.now() - t0);
+  }
+  closeSync(fd);
+  took.sort((a, b) => a - b);
+  if ((took[15] as number) < 0.5) {
+    const inline = after.inlineSyncs - base.inlineSyncs;
+    assert.ok(inline >= 25, `${inline} of 50 lone records synced inline`);
+  }
+  await storage.close();
+  assert.deepEqual(
+    strings((await reopen(tmp.path)).log),
+    Array.from({ length: 50 }, (_, i) => `s${i}`),
+  );
 });
 
 test("durability 'none' never syncs the log", async () => {
