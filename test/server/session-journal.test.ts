@@ -4,10 +4,13 @@
  * longer stands (a lock of an ended session, a record that does not parse).
  */
 import assert from 'node:assert/strict';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { systemClock } from '../../src/core/clock.js';
-import { Put, Scan } from '../../src/rows/index.js';
+import { Delete, Put } from '../../src/rows/index.js';
 import { Region } from '../../src/rows/region.js';
+import { RowStorage } from '../../src/rows/row-storage.js';
 import { type JournalLock, SessionJournal, sessionKey } from '../../src/server/session-journal.js';
 import { tempDir } from '../helpers.js';
 
@@ -28,8 +31,15 @@ function lock(id: string, sessionName: string, row: string, token: number): Jour
   };
 }
 
-/** The journal's region opened directly, to write what no server would and to see what is left. */
-function journalRegion(dataDir: string): Promise<Region> {
+/** The journal's records as stored (snapshot then log), read with its storage opened directly. */
+async function storedRecords(dataDir: string): Promise<string[]> {
+  const { storage, recovered } = await RowStorage.open(join(dataDir, 'sessions'));
+  await storage.close();
+  return [...recovered.snapshot, ...recovered.log].map((r) => Buffer.from(r).toString('utf8'));
+}
+
+/** A journal of the first version (a region with a row per session and per lock). */
+function firstVersionRegion(dataDir: string): Promise<Region> {
   return Region.open({
     families: [
       { name: 's', maxVersions: 1 },
@@ -89,17 +99,13 @@ describe('session journal', () => {
     await journal.granted(lock('orphan', 'c', 'q', 102));
     await journal.ended(sessionKey('c'));
     await journal.close();
-    // Records no server wrote: a session with a bad lease, a lock that does not parse.
-    const region = await journalRegion(dir.path);
-    await region.put(
-      new Put(`s${sessionKey('bad')}`).add(
-        's',
-        'v',
-        JSON.stringify({ leaseMs: -1, releaseOnDisconnect: false, client: '' }),
-      ),
-    );
-    await region.put(new Put(`l${'junk'.padEnd(20, 'x')}`).add('l', 'v', '{not json'));
-    await region.close();
+    // Records no server wrote: a session with a bad lease, a lock that does not parse, bytes.
+    const { storage } = await RowStorage.open(join(dir.path, 'sessions'));
+    const bad = { key: sessionKey('bad'), leaseMs: -1, releaseOnDisconnect: false, client: '' };
+    await storage.append(Buffer.from(`Js${JSON.stringify(bad)}`));
+    await storage.append(Buffer.from('Jl{not json'));
+    await storage.append(Buffer.from([0x4a, 0x78, 0, 1, 2]));
+    await storage.close();
 
     const again = await SessionJournal.open(dir.path, options);
     const state = await again.recover();
@@ -109,18 +115,68 @@ describe('session journal', () => {
       [lock('new', 'b', 'r', 101).lockId],
     );
     await again.close();
-    // What recovery dropped it also deleted: the region holds only what stands.
-    const left = await journalRegion(dir.path);
-    const rows: string[] = [];
-    for await (const result of left.scan(new Scan())) rows.push(result.row.toString('latin1'));
-    await left.close();
+    // What recovery dropped is gone from the storage: one record per session and lock left.
+    const left = (await storedRecords(dir.path)).map((r) => JSON.parse(r.slice(2)));
     assert.deepEqual(
-      rows.sort(),
-      [
-        `l${lock('new', 'b', 'r', 101).lockId}`,
-        `s${sessionKey('a')}`,
-        `s${sessionKey('b')}`,
-      ].sort(),
+      left.map((r) => r.lockId ?? r.client).sort(),
+      ['a', 'b', lock('new', 'b', 'r', 101).lockId].sort(),
+    );
+  });
+
+  it("reads a first version's journal (a region's rows) and rewrites it in its own records", async () => {
+    using dir = tempDir();
+    const region = await firstVersionRegion(dir.path);
+    const a = session('a');
+    const { key, ...aFields } = a;
+    await region.put(new Put(`s${key}`).add('s', 'v', JSON.stringify(aFields)));
+    const held = lock('held', 'a', 'r1', 7);
+    const gone = lock('gone', 'a', 'r2', 8);
+    for (const l of [held, gone]) {
+      const { lockId, ...fields } = l;
+      await region.put(new Put(`l${lockId}`).add('l', 'v', JSON.stringify(fields)));
+    }
+    await region.delete(new Delete(`l${gone.lockId}`));
+    await region.close();
+
+    const journal = await SessionJournal.open(dir.path, options);
+    const state = await journal.recover();
+    await journal.close();
+    assert.deepEqual(state.sessions, [a]);
+    assert.deepEqual(state.locks, [held]);
+    const records = await storedRecords(dir.path);
+    assert.ok(
+      records.every((r) => r.startsWith('J')),
+      'only records of this version are left',
+    );
+    assert.equal(records.length, 2);
+  });
+
+  it('keeps its log bounded: checkpoints write what stands, whatever the churn', async () => {
+    using dir = tempDir();
+    const fast = { ...options, durability: 'none' as const };
+    const journal = await SessionJournal.open(dir.path, fast);
+    await journal.recover();
+    await journal.opened(session('a'));
+    // ~150 B a record, two a cycle: 40,000 cycles log about 12 MB without checkpoints.
+    for (let i = 0; i < 40_000; i++) {
+      const l = lock(`c${i}`, 'a', `row${i % 100}`, i + 1);
+      const granted = journal.granted(l);
+      const released = journal.released(l.lockId);
+      if (i % 1000 === 999) await Promise.all([granted, released]);
+    }
+    for (let i = 0; i < 10; i++) await journal.granted(lock(`keep${i}`, 'a', `k${i}`, 50_000 + i));
+    await journal.close();
+    const bytes = readdirSync(join(dir.path, 'sessions'))
+      .map((f) => statSync(join(dir.path, 'sessions', f)).size)
+      .reduce((x, y) => x + y, 0);
+    assert.ok(bytes < 6 << 20, `the journal holds ${bytes} bytes`);
+    const again = await SessionJournal.open(dir.path, fast);
+    const state = await again.recover();
+    await again.close();
+    assert.equal(state.locks.length, 10);
+    assert.deepEqual(
+      state.locks.map((l) => l.token).sort(),
+      Array.from({ length: 10 }, (_, i) => 50_000 + i),
     );
   });
 });
