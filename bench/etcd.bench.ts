@@ -19,7 +19,9 @@
  * 4. Failover with a lock kept (FAILOVER_SAMPLES, default 3): two `locksmith serve --ha
  *    lease-database` on SQLite against a 3-member etcd cluster; from the kill -9 of the master
  *    (the raft leader) to the first write guarded by the lock taken before the kill that
- *    succeeds. BENCH_SKIP_FAILOVER=1 skips it.
+ *    succeeds.
+ *
+ * BENCH_PARTS picks parts (comma-separated, default all): cycles, handover, memory, failover.
  *
  * Rates are over BENCH_SECONDS (default 2) after BENCH_WARMUP_MS (default 500) of the same load.
  */
@@ -54,9 +56,13 @@ const CELLS: Cell[] = (process.env.BENCH_CELLS ?? '1x1,8x1,8x16').split(',').map
   return { conns: conns as number, depth: depth as number };
 });
 const CONTENDERS = [8, 64];
-const LOCKS_HELD = 10_000;
+const PARTS = new Set(
+  (process.env.BENCH_PARTS ?? 'cycles,handover,memory,failover').split(',').map((p) => p.trim()),
+);
+/** Many, so that what grows once (V8's young generation, Go's heap target) is not counted per lock. */
+const LOCKS_HELD = Number(process.env.BENCH_LOCKS ?? 50_000);
 const LOCK_SESSIONS = 8;
-const SESSIONS = 2_000;
+const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 5_000);
 const FAILOVER_SAMPLES = Number(process.env.FAILOVER_SAMPLES ?? 3);
 /** The same timeout as etcd's followers wait before electing (its default election timeout, 1 s). */
 const HA_LEASE_MS = 1000;
@@ -385,10 +391,10 @@ async function main(): Promise<void> {
   ]);
   say();
 
-  progress('lock cycles');
   const cycles: string[][] = [];
   const cycleFigures = new Map<string, [number, number]>();
-  {
+  if (PARTS.has('cycles')) {
+    progress('lock cycles');
     const server = await ourServer();
     const etcd = await EtcdCluster.start(1);
     try {
@@ -402,17 +408,17 @@ async function main(): Promise<void> {
       await server.kill();
       await etcd.close();
     }
+    sayTable(
+      '### Lock cycles per second (lock + release of a key of its own)',
+      ['connections × in flight', 'locksmith', 'etcd Mutex', 'locksmith / etcd'],
+      cycles,
+    );
+    say();
   }
-  sayTable(
-    '### Lock cycles per second (lock + release of a key of its own)',
-    ['connections × in flight', 'locksmith', 'etcd Mutex', 'locksmith / etcd'],
-    cycles,
-  );
-  say();
 
-  progress('contended hand-over');
   const contended = new Map<number, [Contended, Contended]>();
-  {
+  if (PARTS.has('handover')) {
+    progress('contended hand-over');
     const server = await ourServer();
     const etcd = await EtcdCluster.start(1);
     try {
@@ -423,49 +429,53 @@ async function main(): Promise<void> {
       await server.kill();
       await etcd.close();
     }
+    sayTable(
+      '### Contended hand-over: n clients looping lock + release on one lock',
+      ['clients', 'figure', 'locksmith', 'etcd Mutex', 'locksmith / etcd'],
+      [...contended].flatMap(([n, [ours, theirs]]) => [
+        [
+          String(n),
+          'hand-overs/s',
+          fmt(ours.perSecond),
+          fmt(theirs.perSecond),
+          ratio(ours.perSecond / theirs.perSecond),
+        ],
+        [String(n), 'p50 wait (ms)', fmt(ours.p50), fmt(theirs.p50), ratio(ours.p50 / theirs.p50)],
+        [String(n), 'p99 wait (ms)', fmt(ours.p99), fmt(theirs.p99), ratio(ours.p99 / theirs.p99)],
+      ]),
+    );
+    say();
   }
-  sayTable(
-    '### Contended hand-over: n clients looping lock + release on one lock',
-    ['clients', 'figure', 'locksmith', 'etcd Mutex', 'locksmith / etcd'],
-    [...contended].flatMap(([n, [ours, theirs]]) => [
-      [
-        String(n),
-        'hand-overs/s',
-        fmt(ours.perSecond),
-        fmt(theirs.perSecond),
-        ratio(ours.perSecond / theirs.perSecond),
-      ],
-      [String(n), 'p50 wait (ms)', fmt(ours.p50), fmt(theirs.p50), ratio(ours.p50 / theirs.p50)],
-      [String(n), 'p99 wait (ms)', fmt(ours.p99), fmt(theirs.p99), ratio(ours.p99 / theirs.p99)],
-    ]),
-  );
-  say();
 
-  progress('memory');
-  const ourMem = await ourMemory();
-  const etcdMem = await etcdMemory();
-  sayTable(
-    `### Server RSS growth (VmRSS): ${LOCKS_HELD.toLocaleString('en-US')} locks held over ${LOCK_SESSIONS} sessions; ${SESSIONS.toLocaleString('en-US')} sessions holding nothing`,
-    ['bytes', 'locksmith', 'etcd', 'locksmith / etcd'],
-    [
+  let memory: [Memory, Memory] | undefined;
+  if (PARTS.has('memory')) {
+    progress('memory');
+    const ourMem = await ourMemory();
+    const etcdMem = await etcdMemory();
+    memory = [ourMem, etcdMem];
+    sayTable(
+      `### Server RSS growth (VmRSS): ${LOCKS_HELD.toLocaleString('en-US')} locks held over ${LOCK_SESSIONS} sessions; ${SESSIONS.toLocaleString('en-US')} sessions holding nothing`,
+      ['bytes', 'locksmith', 'etcd', 'locksmith / etcd'],
       [
-        'per held lock',
-        fmt(ourMem.perLock),
-        fmt(etcdMem.perLock),
-        ratio(ourMem.perLock / etcdMem.perLock),
+        [
+          'per held lock',
+          fmt(ourMem.perLock),
+          fmt(etcdMem.perLock),
+          ratio(ourMem.perLock / etcdMem.perLock),
+        ],
+        [
+          'per session',
+          fmt(ourMem.perSession),
+          fmt(etcdMem.perSession),
+          ratio(ourMem.perSession / etcdMem.perSession),
+        ],
       ],
-      [
-        'per session',
-        fmt(ourMem.perSession),
-        fmt(etcdMem.perSession),
-        ratio(ourMem.perSession / etcdMem.perSession),
-      ],
-    ],
-  );
-  say();
+    );
+    say();
+  }
 
   let failover: [number[], number[]] | undefined;
-  if (process.env.BENCH_SKIP_FAILOVER !== '1') {
+  if (PARTS.has('failover')) {
     failover = [await samples('locksmith', ourFailover), await samples('etcd', etcdFailover)];
     const row = (name: string, s: number[]) => [
       name,
@@ -498,8 +508,10 @@ async function main(): Promise<void> {
       verdict(ours >= times * theirs),
     ]);
   };
-  cycleGoal('8×16', 10);
-  cycleGoal('1×1', 3);
+  if (cycleFigures.size > 0) {
+    cycleGoal('8×16', 10);
+    cycleGoal('1×1', 3);
+  }
   for (const [n, [ours, theirs]] of contended) {
     goals.push([
       `hand-overs/s, ${n} clients`,
@@ -514,18 +526,21 @@ async function main(): Promise<void> {
       verdict(ours.p99 * 10 <= theirs.p99),
     ]);
   }
-  goals.push([
-    'memory per held lock',
-    '≤ etcd',
-    ratio(ourMem.perLock / etcdMem.perLock),
-    verdict(ourMem.perLock <= etcdMem.perLock),
-  ]);
-  goals.push([
-    'memory per session',
-    '≤ etcd',
-    ratio(ourMem.perSession / etcdMem.perSession),
-    verdict(ourMem.perSession <= etcdMem.perSession),
-  ]);
+  if (memory !== undefined) {
+    const [ourMem, etcdMem] = memory;
+    goals.push([
+      'memory per held lock',
+      '≤ etcd',
+      ratio(ourMem.perLock / etcdMem.perLock),
+      verdict(ourMem.perLock <= etcdMem.perLock),
+    ]);
+    goals.push([
+      'memory per session',
+      '≤ etcd',
+      ratio(ourMem.perSession / etcdMem.perSession),
+      verdict(ourMem.perSession <= etcdMem.perSession),
+    ]);
+  }
   if (failover !== undefined) {
     const [ours, theirs] = failover.map(median) as [number, number];
     goals.push([
