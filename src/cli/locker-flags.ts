@@ -109,6 +109,11 @@ export function parseLockerFlags(
     );
   }
   const kind = text as LockerKind;
+  if (kind === 'etcd') {
+    throw new UsageError(
+      `${flag} etcd is not available on the command line yet; use createLocker({ kind: 'etcd', … }) from locksmith-locks/store`,
+    );
+  }
   const flags: LockerFlags = { kind, failIfLocked: values['fail-if-locked'] === true };
   const tableKey = names.table.slice(2);
   if (kind === 'shared-file') {
@@ -174,6 +179,7 @@ export function lockerOptionsOf(
     return { kind, directory: directory as string, acquireIntervalMs, failIfLocked, logger };
   }
   const database = { database: flags.db as string, lockTableName: flags.table };
+  if (kind === 'etcd') throw new Error('--locker etcd is refused by parseLockerFlags');
   return kind === 'database'
     ? { kind, ...database, acquireIntervalMs, failIfLocked, logger }
     : { kind, ...database, leaseHolderId: holderId, leaseMs: flags.leaseMs, failIfLocked, logger };

@@ -11,13 +11,14 @@ import {
 } from '../core/option-spec.js';
 import { checkOptionsObject, describeValue } from '../core/options.js';
 import type { DatabaseLockerOptions } from './database-locker.js';
+import type { EtcdLockerOptions, EtcdTlsOptions } from './etcd-locker.js';
 import type { LeaseDatabaseLockerOptions } from './lease-database-locker.js';
 import type { Locker } from './locker.js';
 import { LOGGER_OPTION, type StoreLogger } from './logger.js';
 import { SharedFileLocker, type SharedFileLockerOptions } from './shared-file-locker.js';
 
 /** The lockers {@link createLocker} makes, by name. */
-export const LOCKER_KINDS = ['shared-file', 'database', 'lease-database'] as const;
+export const LOCKER_KINDS = ['shared-file', 'database', 'lease-database', 'etcd'] as const;
 export type LockerKind = (typeof LOCKER_KINDS)[number];
 
 /**
@@ -68,11 +69,27 @@ export interface LeaseDatabaseLockerSpec extends CommonLockerOptions {
   leaseMs?: number | undefined;
 }
 
-/** The options {@link createLocker} takes: one of the three locker kinds and its settings. */
+/** An {@link EtcdLocker}: etcd's election recipe (interoperates with `etcdctl elect`). */
+export interface EtcdLockerSpec extends CommonLockerOptions {
+  kind: 'etcd';
+  /** The etcd members' client URLs, `http://host:port`. */
+  endpoints: readonly string[];
+  /** The election's name (the key prefix, as `etcdctl elect <name>`). */
+  electionName: string;
+  /** The session lease, ms, whole seconds; default the locker's own (10 s). */
+  leaseMs?: number | undefined;
+  /** The proposal (this candidate's key's value); default the locker's own. */
+  holderId?: string | undefined;
+  auth?: { username: string; password: string } | undefined;
+  tls?: EtcdTlsOptions | undefined;
+}
+
+/** The options {@link createLocker} takes: one of the locker kinds and its settings. */
 export type CreateLockerOptions =
   | SharedFileLockerSpec
   | DatabaseLockerSpec
-  | LeaseDatabaseLockerSpec;
+  | LeaseDatabaseLockerSpec
+  | EtcdLockerSpec;
 
 const COMMON_SPEC = {
   kind: oneOfOption(LOCKER_KINDS),
@@ -101,11 +118,25 @@ const SPECS = {
     leaseHolderId: stringOption(250),
     leaseMs: durationOption(),
   } satisfies SpecOf<LeaseDatabaseLockerSpec>,
+  // The etcd locker checks these values itself (URLs, whole seconds, TLS files).
+  etcd: {
+    ...COMMON_SPEC,
+    endpoints: customOption(
+      'a non-empty array of http://host:port URLs',
+      (value) => value as readonly string[],
+    ),
+    electionName: stringOption(),
+    leaseMs: durationOption(),
+    holderId: stringOption(250),
+    auth: customOption('{ username, password }', (value) => value as EtcdLockerSpec['auth']),
+    tls: customOption('{ ca, cert?, key? }', (value) => value as EtcdTlsOptions),
+  } satisfies SpecOf<EtcdLockerSpec>,
 } as const satisfies Record<LockerKind, OptionSpec>;
 
 /**
  * The one place that turns plain options into a {@link Locker}. The database lockers are
- * imported on demand, so that `shared-file` never loads the database drivers. The lockers'
+ * imported on demand, so that `shared-file` never loads the database drivers (nor `etcd`
+ * the etcd client). The lockers'
  * constructors validate their settings (the URL, the table name: an InvalidArgumentError);
  * nothing connects before `start()`. Each kind takes only its own options (an unknown name,
  * or one of another kind such as `leaseMs` on `database`, is an InvalidArgumentError). The
@@ -138,6 +169,12 @@ export async function createLocker(options: CreateLockerOptions): Promise<Locker
         ...o,
         queryTimeoutMs: DATABASE_QUERY_TIMEOUT_MS,
       } as DatabaseLockerOptions);
+    }
+    case 'etcd': {
+      const { kind: _, ...o } = readOptions(options, what, SPECS[kind]);
+      // Loads the locker only; it loads etcd3 (and gRPC) on its first start().
+      const { EtcdLocker } = await import('./etcd-locker.js');
+      return new EtcdLocker(o as EtcdLockerOptions);
     }
   }
 }

@@ -28,6 +28,7 @@ export {
   createLocker,
   DATABASE_QUERY_TIMEOUT_MS,
   type DatabaseLockerSpec,
+  type EtcdLockerSpec,
   type LeaseDatabaseLockerSpec,
   LOCKER_KINDS,
   type LockerKind,
@@ -39,6 +40,12 @@ export {
   DEFAULT_DATABASE_KEEP_ALIVE_PERIOD,
   DEFAULT_DATABASE_QUERY_TIMEOUT,
 } from './database-locker.js';
+export {
+  DEFAULT_ETCD_LEASE_MS,
+  EtcdLocker,
+  type EtcdLockerOptions,
+  type EtcdTlsOptions,
+} from './etcd-locker.js';
 export {
   type IOErrorContext,
   type IOErrorPolicy,

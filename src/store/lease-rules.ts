@@ -48,7 +48,7 @@ export function checkLeaseRules(
 ): void {
   const { kind, renewMs: renew } = timings;
   const renewText = wording.renewText ?? `${renew}ms`;
-  if (kind === 'lease-database') {
+  if (kind === 'lease-database' || kind === 'etcd') {
     const lease = timings.leaseMs ?? DEFAULT_ACQUIRE_INTERVAL_MS;
     const leaseText =
       timings.leaseMs === undefined

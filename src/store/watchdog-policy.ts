@@ -14,7 +14,7 @@ export interface WatchdogDeadlines {
 export interface WatchdogPolicyOptions {
   /** The locker, made by {@link createLocker} with these settings. */
   kind: LockerKind;
-  /** lease-database: the lease (default {@link DEFAULT_ACQUIRE_INTERVAL_MS}). */
+  /** lease-database, etcd: the lease (default {@link DEFAULT_ACQUIRE_INTERVAL_MS}). */
   leaseMs?: number | undefined;
   /** Time between SIGTERM and SIGKILL the command is given when it must stop. */
   graceMs: number;
@@ -30,6 +30,8 @@ export interface WatchdogPolicyOptions {
  * - lease-database: `killAt` = the locker's `validUntil` (3/4 of the lease after the renewal
  *   was sent): the lease itself runs at least 1/4 lease longer, and a contender takes it only
  *   once it has expired on the database's clock. Lead: 1/8 of the lease.
+ * - etcd: the same as lease-database (`validUntil` is 3/4 of the lease after the keep-alive
+ *   was sent; etcd expires the lease a full TTL after it received it).
  * - database: the row lock is held by our session, paused or not; another contender gets it
  *   only when the database or the network ends that session, and then pauses `renew + query
  *   timeout` before it acts. The lock was ours after `at` (the confirmation's start), so
@@ -53,7 +55,8 @@ export function watchdogPolicy(
     killAt,
   });
   switch (options.kind) {
-    case 'lease-database': {
+    case 'lease-database':
+    case 'etcd': {
       const lease = options.leaseMs ?? DEFAULT_ACQUIRE_INTERVAL_MS;
       return ({ validUntil }) => deadlines(toShared(validUntil), lease / 8);
     }

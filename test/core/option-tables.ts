@@ -1,5 +1,6 @@
 import { describeOptions, type OptionSpec } from '../../src/core/option-spec.js';
 import { DATABASE_LOCKER_SPEC } from '../../src/store/database-locker.js';
+import { ETCD_LOCKER_SPEC } from '../../src/store/etcd-locker.js';
 import { LEASE_DATABASE_LOCKER_SPEC } from '../../src/store/lease-database-locker.js';
 import { WITH_MASTERSHIP_SPEC } from '../../src/store/mastership.js';
 import { SHARED_FILE_LOCKER_SPEC } from '../../src/store/shared-file-locker.js';
@@ -10,6 +11,7 @@ export const STORE_OPTION_TABLES: Record<string, OptionSpec> = {
   SharedFileLocker: SHARED_FILE_LOCKER_SPEC,
   DatabaseLocker: DATABASE_LOCKER_SPEC,
   LeaseDatabaseLocker: LEASE_DATABASE_LOCKER_SPEC,
+  EtcdLocker: ETCD_LOCKER_SPEC,
   Supervisor: SUPERVISOR_SPEC,
   withMastership: WITH_MASTERSHIP_SPEC,
 };

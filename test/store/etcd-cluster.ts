@@ -1,0 +1,186 @@
+// Not a test file: private etcd members and clusters on loopback ports in a temporary directory,
+// for the etcd locker's tests. Every process started here is orphan-proof (killed when the test
+// process exits) and killed by `close()`.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Etcd3, type IOptions } from 'etcd3';
+import { orphanProof, sleep } from '../helpers.js';
+
+export const ETCD = '/usr/bin/etcd';
+export const ETCDCTL = '/usr/bin/etcdctl';
+
+/** Why the etcd tests cannot run here, or undefined when they can. */
+export function etcdMissing(): string | undefined {
+  if (!existsSync(ETCD) || !existsSync(ETCDCTL)) {
+    return 'etcd not installed: apt-get install etcd-server etcd-client';
+  }
+  const out = spawnSync(ETCD, ['--version'], { encoding: 'utf8' });
+  if (out.error !== undefined || out.status !== 0) return `etcd --version failed: ${out.stderr}`;
+  return undefined;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** One etcd member. */
+export class EtcdMember {
+  readonly name: string;
+  readonly clientUrl: string;
+  readonly proc: ChildProcess;
+  #output = '';
+
+  constructor(name: string, clientUrl: string, proc: ChildProcess) {
+    this.name = name;
+    this.clientUrl = clientUrl;
+    this.proc = orphanProof(proc);
+    for (const stream of [proc.stdout, proc.stderr]) {
+      stream?.on('data', (chunk: Buffer) => {
+        this.#output = (this.#output + chunk.toString()).slice(-8000);
+      });
+    }
+  }
+
+  get alive(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  get output(): string {
+    return this.#output;
+  }
+
+  async kill9(): Promise<void> {
+    if (!this.alive) return;
+    // The child is unref'd (orphanProof): keep this process alive while we wait for it.
+    const keepAlive = setInterval(() => {}, 1000);
+    const exited = new Promise<void>((r) => this.proc.once('exit', () => r()));
+    this.proc.kill('SIGKILL');
+    await exited;
+    clearInterval(keepAlive);
+  }
+
+  /** SIGSTOP: the member stops answering, its connections stay open. */
+  pause(): void {
+    if (this.alive) this.proc.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    if (this.alive) this.proc.kill('SIGCONT');
+  }
+}
+
+export interface EtcdClusterOptions {
+  /** Raft heartbeat, ms (etcd's default 100). */
+  heartbeatMs?: number;
+  /** Raft election timeout, ms (etcd's default 1000). */
+  electionMs?: number;
+}
+
+/** `n` etcd members on 127.0.0.1, each with its own data directory under one temporary one. */
+export class EtcdCluster {
+  readonly members: EtcdMember[];
+  readonly #dir: string;
+
+  private constructor(members: EtcdMember[], dir: string) {
+    this.members = members;
+    this.#dir = dir;
+  }
+
+  static async start(n: number, options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
+    const dir = mkdtempSync(join(tmpdir(), 'locksmith-etcd-'));
+    const ports = [];
+    for (let i = 0; i < n; i++) ports.push({ client: await freePort(), peer: await freePort() });
+    const initial = ports.map((p, i) => `m${i}=http://127.0.0.1:${p.peer}`).join(',');
+    const token = `test-${process.pid}-${Date.now()}`;
+    const members = ports.map((p, i) => {
+      const client = `http://127.0.0.1:${p.client}`;
+      const peer = `http://127.0.0.1:${p.peer}`;
+      const args = [
+        ...['--name', `m${i}`, '--data-dir', join(dir, `m${i}`)],
+        ...['--listen-client-urls', client, '--advertise-client-urls', client],
+        ...['--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer],
+        ...['--initial-cluster', initial, '--initial-cluster-state', 'new'],
+        ...['--initial-cluster-token', token],
+        ...['--heartbeat-interval', String(options.heartbeatMs ?? 100)],
+        ...['--election-timeout', String(options.electionMs ?? 1000)],
+        ...['--logger', 'zap', '--log-level', 'warn', '--log-outputs', 'stderr'],
+      ];
+      return new EtcdMember(
+        `m${i}`,
+        client,
+        spawn(ETCD, args, { stdio: ['ignore', 'pipe', 'pipe'] }),
+      );
+    });
+    const cluster = new EtcdCluster(members, dir);
+    const probe = cluster.client();
+    try {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        for (const m of members) {
+          if (!m.alive) {
+            await cluster.close();
+            throw new Error(`etcd ${m.name} exited:\n${m.output}`);
+          }
+        }
+        try {
+          await probe.kv.put(
+            { key: Buffer.from('test-probe'), value: Buffer.from('1') },
+            { deadline: Date.now() + 2000 },
+          );
+          break;
+        } catch (err) {
+          if (Date.now() > deadline) {
+            await cluster.close();
+            throw err;
+          }
+          await sleep(50);
+        }
+      }
+    } finally {
+      probe.close();
+    }
+    return cluster;
+  }
+
+  get endpoints(): string[] {
+    return this.members.map((m) => m.clientUrl);
+  }
+
+  client(options: Partial<IOptions> = {}): Etcd3 {
+    return new Etcd3({ hosts: this.endpoints, ...options });
+  }
+
+  /** The member that is raft leader now (asked of every live member until one knows). */
+  async leader(): Promise<EtcdMember> {
+    for (const m of this.members.filter((x) => x.alive)) {
+      const c = new Etcd3({ hosts: m.clientUrl });
+      try {
+        const status = await c.maintenance.status();
+        if (status.header.member_id === status.leader) return m;
+      } catch {
+        // Try the next one.
+      } finally {
+        c.close();
+      }
+    }
+    throw new Error('no leader');
+  }
+
+  async close(): Promise<void> {
+    for (const m of this.members) {
+      m.resume();
+      await m.kill9();
+    }
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}
