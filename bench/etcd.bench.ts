@@ -63,7 +63,7 @@ const PARTS = new Set(
 const LOCKS_HELD = Number(process.env.BENCH_LOCKS ?? 50_000);
 const LOCK_SESSIONS = 8;
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 5_000);
-const FAILOVER_SAMPLES = Number(process.env.FAILOVER_SAMPLES ?? 3);
+const FAILOVER_SAMPLES = Number(process.env.FAILOVER_SAMPLES ?? 5);
 /** The same timeout as etcd's followers wait before electing (its default election timeout, 1 s). */
 const HA_LEASE_MS = 1000;
 const HA_RENEW_MS = 250;
