@@ -8,10 +8,11 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Etcd3, type IOptions, type IRangeRequest, type Lease } from 'etcd3';
+import { prefixEnd } from '../src/store/etcd-locker.js';
+import { freePort } from '../test/store/etcd-cluster.js';
 import { repoRoot, sleep } from './support.js';
 
 const CLI = join(repoRoot, 'dist/cli/main.js');
@@ -34,16 +35,7 @@ export function tempDir(prefix: string): string {
   return dir;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** The server process's resident set (VmRSS of /proc/<pid>/status), bytes. */
 export function rssOf(pid: number): number {
@@ -180,18 +172,6 @@ export class EtcdCluster {
   async close(): Promise<void> {
     for (const m of this.members) await m.kill9();
   }
-}
-
-/** The range end that makes `prefix` a prefix query (etcd's GetPrefixRangeEnd). */
-function prefixEnd(prefix: Buffer): Buffer {
-  const end = Buffer.from(prefix);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if ((end[i] as number) < 0xff) {
-      end[i] = (end[i] as number) + 1;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.from([0]);
 }
 
 /** etcd's WithFirstCreate / WithLastCreate: the key under `prefix` created first / last. */

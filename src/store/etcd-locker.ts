@@ -26,6 +26,7 @@ import { defaultLeaseHolderId } from './lease-database-locker.js';
 import { MAX_RENEW_FRACTION, MIN_LEASE_MS } from './lease-rules.js';
 import type { LockerOptions } from './locker.js';
 import type { StoreLogger } from './logger.js';
+import { watchSelfFencing } from './self-fencing-watch.js';
 
 /** The etcd lease (session TTL) by default, ms: 10 s, etcd's election recipes' order of size. */
 export const DEFAULT_ETCD_LEASE_MS = 10_000;
@@ -212,7 +213,7 @@ export const ETCD_LOCKER_SPEC = {
 } as const satisfies SpecOf<EtcdLockerOptions>;
 
 /** The range end that makes `prefix` a prefix query (etcd's GetPrefixRangeEnd). */
-function prefixEnd(prefix: Buffer): Buffer {
+export function prefixEnd(prefix: Buffer): Buffer {
   const end = Buffer.from(prefix);
   for (let i = end.length - 1; i >= 0; i--) {
     if ((end[i] as number) < 0xff) {
@@ -524,7 +525,15 @@ export class EtcdLocker extends AbstractLocker {
     if (signal.aborted) throw signal.reason;
     // Leader by the queue; confirm the lease and that our key is the leader key, now.
     if (!(await this.#renew(c, true))) return undefined;
-    void this.#watchdog(c);
+    void watchSelfFencing(this.clock, c, this, {
+      expired: () => this.#lose(c, this.#expiredWhy(), 'LEASE_EXPIRED'),
+      stalled: (lag) =>
+        this.#lose(
+          c,
+          `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLagMs ${this.maxEventLoopLagMs} ms), counted as a missed keep-alive`,
+          'LOCK_UNCONFIRMED',
+        ),
+    });
     void this.#watchOwnKey(c);
     this.logger.info(
       `etcd election ${this.electionName} won by ${this.holderId}, key ${c.key.toString()}, token ${c.rev} (${this.name})`,
@@ -770,38 +779,6 @@ export class EtcdLocker extends AbstractLocker {
         `etcd keep-alive of ${this.name} failed, ownership unknown: ${describe(err)}`,
         { cause: err },
       );
-    }
-  }
-
-  /** The self-fencing deadline and the event-loop-lag check, one loop per mastership. */
-  async #watchdog(c: Candidate): Promise<void> {
-    const tick = Math.max(
-      5,
-      Math.min(250, this.selfFencingMarginMs / 4, this.maxEventLoopLagMs / 4),
-    );
-    for (;;) {
-      const before = this.clock.monotonic();
-      const ms = Math.max(0, Math.min(tick, c.deadline - before));
-      try {
-        await this.clock.sleep(ms, c.stop.signal);
-      } catch {
-        return;
-      }
-      if (c.lost || c.stop.signal.aborted) return;
-      const now = this.clock.monotonic();
-      const lag = now - before - ms;
-      if (now >= c.deadline) {
-        this.#lose(c, this.#expiredWhy(), 'LEASE_EXPIRED');
-        return;
-      }
-      if (lag > this.maxEventLoopLagMs) {
-        this.#lose(
-          c,
-          `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLagMs ${this.maxEventLoopLagMs} ms), counted as a missed keep-alive`,
-          'LOCK_UNCONFIRMED',
-        );
-        return;
-      }
     }
   }
 

@@ -29,6 +29,7 @@ import { type IOErrorPolicy, isIOErrorPolicy, stopOnUnknownOwnership } from './i
 import { MAX_RENEW_FRACTION, MIN_LEASE_MS } from './lease-rules.js';
 import { checkLeaseStatements, type LeaseStatements, leaseStatements } from './lease-statements.js';
 import { DEFAULT_ACQUIRE_INTERVAL_MS } from './locker.js';
+import { watchSelfFencing } from './self-fencing-watch.js';
 import { type Dialect, withTimeout } from './sql/dialect.js';
 import {
   ensureLockTable,
@@ -440,7 +441,15 @@ export class LeaseDatabaseLocker extends AbstractLocker {
     }
     if (!renewed) return undefined;
     this.#everStarted = true;
-    void this.#watch(held);
+    void watchSelfFencing(this.clock, held, this, {
+      expired: () => this.#lose(held, this.#expiredWhy(), 'LEASE_EXPIRED'),
+      stalled: (lag) =>
+        this.#lose(
+          held,
+          `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLagMs ${this.maxEventLoopLagMs} ms), counted as a missed renewal`,
+          'LOCK_UNCONFIRMED',
+        ),
+    });
     this.logger.info(
       `Lease ${this.lockTableName} acquired by ${this.leaseHolderId}, epoch ${held.epoch} (${this.name})`,
     );
@@ -520,38 +529,6 @@ export class LeaseDatabaseLocker extends AbstractLocker {
       );
     }
     return ok;
-  }
-
-  /** The self-fencing deadline and the event-loop-lag check, in one loop per mastership. */
-  async #watch(held: Held): Promise<void> {
-    const tick = Math.max(
-      5,
-      Math.min(250, this.selfFencingMarginMs / 4, this.maxEventLoopLagMs / 4),
-    );
-    for (;;) {
-      const before = this.clock.monotonic();
-      const ms = Math.max(0, Math.min(tick, held.deadline - before));
-      try {
-        await this.clock.sleep(ms, held.stop.signal);
-      } catch {
-        return;
-      }
-      if (held.lost || held.stop.signal.aborted) return;
-      const now = this.clock.monotonic();
-      const lag = now - before - ms;
-      if (now >= held.deadline) {
-        this.#lose(held, this.#expiredWhy(), 'LEASE_EXPIRED');
-        return;
-      }
-      if (lag > this.maxEventLoopLagMs) {
-        this.#lose(
-          held,
-          `event loop stalled ${Math.round(lag)} ms (more than maxEventLoopLagMs ${this.maxEventLoopLagMs} ms), counted as a missed renewal`,
-          'LOCK_UNCONFIRMED',
-        );
-        return;
-      }
-    }
   }
 
   #expiredWhy(): string {
