@@ -2,7 +2,13 @@ import type { Clock } from '../core/clock.js';
 import { LockLostError } from '../core/errors.js';
 import type { HeldLock } from '../core/held-by-caller.js';
 import { RowFencing } from './row-fencing.js';
-import { markRowLockLost, markRowLockReleased, RowLock, type RowLockControl } from './row-lock.js';
+import {
+  markRowLockLost,
+  markRowLockReleased,
+  RowLock,
+  type RowLockControl,
+  tellOwnerOfLoss,
+} from './row-lock.js';
 import {
   type AcquireOptions,
   type RowLockActivity,
@@ -74,12 +80,12 @@ export class RegionRowLocks {
     };
     manager.on('expired', (grant) => {
       const lock = grant.handle as RowLock;
-      lock[markRowLockLost](
-        new LockLostError(
-          `Row lock lease expired: ${lock.resource} (lock ${lock.lockId}, not used or renewed for ${leasePeriodMs} ms)`,
-          { code: 'LEASE_EXPIRED' },
-        ),
+      const reason = new LockLostError(
+        `Row lock lease expired: ${lock.resource} (lock ${lock.lockId}, not used or renewed for ${leasePeriodMs} ms)`,
+        { code: 'LEASE_EXPIRED' },
       );
+      lock[markRowLockLost](reason);
+      tellOwnerOfLoss(grant.owner, lock, reason);
       region.onExpired(lock);
     });
   }
@@ -161,11 +167,13 @@ export class RegionRowLocks {
   close(): void {
     for (const grant of this.#manager.close()) {
       const lock = grant.handle as RowLock | undefined;
-      lock?.[markRowLockLost](
-        new LockLostError(`Row lock lost: the region closed while it was held (${lock.resource})`, {
-          code: 'LOCK_LOST',
-        }),
+      if (lock === undefined) continue;
+      const reason = new LockLostError(
+        `Row lock lost: the region closed while it was held (${lock.resource})`,
+        { code: 'LOCK_LOST' },
       );
+      lock[markRowLockLost](reason);
+      tellOwnerOfLoss(grant.owner, lock, reason);
     }
   }
 

@@ -77,6 +77,8 @@ export interface RowLockGrant {
    * may lag the clock between readings, which keeps them below any later manager's first.
    */
   readonly token: number;
+  /** Who took it (the `owner` of the request), if it named one. */
+  readonly owner?: RowLockOwner | undefined;
   /** The user's object for an explicit grant (the Region's RowLock handle); set by the user. */
   handle?: object | undefined;
 }

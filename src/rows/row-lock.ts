@@ -15,6 +15,25 @@ export interface RowLockControl {
 /** Internal entry points of a {@link RowLock}, reachable only through these symbols. */
 export const markRowLockLost: unique symbol = Symbol('locksmith.rows.markRowLockLost');
 export const markRowLockReleased: unique symbol = Symbol('locksmith.rows.markRowLockReleased');
+/**
+ * @internal An owner (the `owner` of `lockRow`) with a method under this symbol hears of the
+ * loss of each of its locks (lease expired, region closed) right after the handle's `lost`
+ * listeners: one method per owner where a listener per lock cost a closure, a bound wrapper
+ * and their contexts (about 250 B of heap a held lock on a server).
+ */
+export const rowLockLost: unique symbol = Symbol('locksmith.rows.rowLockLost');
+
+/** @internal See {@link rowLockLost}. */
+export interface RowLockLossObserver {
+  [rowLockLost](lock: RowLock, reason: LockLostError): void;
+}
+
+/** @internal Tells `owner` of its lock's loss, if it listens (see {@link rowLockLost}). */
+export function tellOwnerOfLoss(owner: unknown, lock: RowLock, reason: LockLostError): void {
+  if (typeof owner === 'object' && owner !== null && rowLockLost in owner) {
+    (owner as RowLockLossObserver)[rowLockLost](lock, reason);
+  }
+}
 
 /**
  * An explicit row lock, as HBase's client `RowLock` (the row and the lock id that operations

@@ -305,14 +305,17 @@ export class Dispatcher {
    */
   adopt(session: Session, table: string, lock: RowLock): void {
     session.addLock(lock.lockId, { table, lock });
-    lock.once('lost', (reason) => {
-      if (session.locks.get(lock.lockId)?.lock === lock) {
-        session.removeLock(lock.lockId);
-        this.#notifyLost(session, lock.lockId, reason);
-        this.#records?.released(lock.lockId).catch(() => undefined);
-      }
-    });
+    session.onLockLost = this.#lockLost;
   }
+
+  /** A lock of `session` was lost (see {@link adopt}); one function for every lock. */
+  readonly #lockLost = (session: Session, lock: RowLock, reason: Error): void => {
+    if (session.locks.get(lock.lockId)?.lock === lock) {
+      session.removeLock(lock.lockId);
+      this.#notifyLost(session, lock.lockId, reason);
+      this.#records?.released(lock.lockId).catch(() => undefined);
+    }
+  };
 
   async #nextRows(
     id: unknown,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { RowLock } from '../rows/row-lock.js';
+import type { LockLostError } from '../core/errors.js';
+import { type RowLock, type RowLockLossObserver, rowLockLost } from '../rows/row-lock.js';
 import { CONCURRENT_OWNER, type ConcurrentOwner } from '../rows/wait-for-graph.js';
 import { sessionKey } from './session-journal.js';
 
@@ -35,7 +36,7 @@ export interface SessionSink {
  * {@link key} (the id's sha-256), which is what the session journal records; a session put
  * back from the journal learns its id again when its client presents it.
  */
-export class Session implements ConcurrentOwner {
+export class Session implements ConcurrentOwner, RowLockLossObserver {
   /** A session runs many calls at once: it waits for itself without deadlock (see WaitForGraph). */
   readonly [CONCURRENT_OWNER] = true;
   /** The secret id; empty for a session put back from the journal until its client resumes it. */
@@ -61,6 +62,8 @@ export class Session implements ConcurrentOwner {
   ended = false;
   /** Aborts the session's lock waits when it ends. */
   readonly #ending = new AbortController();
+  /** Hears of the loss of a lock the session holds (set by whoever adopts its locks). */
+  onLockLost: ((session: Session, lock: RowLock, reason: LockLostError) => void) | undefined;
 
   /**
    * A new session (`id` absent: a fresh random one), or one put back from the journal
@@ -101,6 +104,11 @@ export class Session implements ConcurrentOwner {
     if (held === undefined) return undefined;
     this.locks.delete(lockId);
     return held;
+  }
+
+  /** @internal The region tells the owner of a lock it lost (see `rowLockLost`). */
+  [rowLockLost](lock: RowLock, reason: LockLostError): void {
+    this.onLockLost?.(this, lock, reason);
   }
 
   /** @internal */
