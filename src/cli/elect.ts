@@ -3,21 +3,21 @@ import { makeDirectories } from '../directory/make-directories.js';
 import { CommandWatchdog } from '../os/command-watchdog.js';
 import { type CommandExit, CommandService, DEFAULT_GRACE_MS } from '../store/command-service.js';
 import {
-  type CreateLockerOptions,
-  createLocker,
   DATABASE_QUERY_TIMEOUT_MS,
   LOCKER_KINDS,
   type LockerKind,
 } from '../store/create-locker.js';
 import { describe } from '../store/describe-error.js';
+import type { Locker } from '../store/locker.js';
 import type { StoreLogger } from '../store/logger.js';
 import { type ConfirmedEvent, Supervisor, type SupervisorEvent } from '../store/supervisor.js';
 import { type WatchdogDeadlines, watchdogPolicy } from '../store/watchdog-policy.js';
 import { parseCommandLine, UsageError } from './args.js';
 import {
+  createCliLocker,
+  type EtcdFlags,
   type LockerFlagNames,
   lockerDuration,
-  lockerOptionsOf,
   parseLockerFlags,
   rejectNegativeDurations,
 } from './locker-flags.js';
@@ -34,9 +34,17 @@ export interface ElectOptions {
   db?: string;
   /** The lock table name (database lockers only). */
   table?: string;
-  /** This contender's name: the prefix of its stderr lines, and the lease holder id. */
+  /** The etcd endpoints, election and credentials (etcd only). */
+  etcd?: EtcdFlags;
+  /**
+   * This contender's name: the prefix of its stderr lines, the lease holder id
+   * (lease-database) and the proposal, the value of its candidate key (etcd).
+   */
   id: string;
-  /** Lease duration (lease-database only; default 10 s, ActiveMQ's lockAcquireSleepInterval). */
+  /**
+   * Lease duration (lease-database and etcd; default 10 s, ActiveMQ's lockAcquireSleepInterval;
+   * whole seconds for etcd).
+   */
   leaseMs?: number;
   /** The supervisor's keep-alive (renewal) period; default the locker's own. */
   renewMs?: number;
@@ -104,21 +112,30 @@ export function parseElectOptions(args: string[]): ElectOptions {
   return options;
 }
 
+/**
+ * The etcd election of `elect --locker etcd` without `--election`: one fixed name, as the
+ * database lockers have one default lock table. Contenders for different jobs on one etcd
+ * cluster each need their own `--election`.
+ */
+export const DEFAULT_ELECT_ELECTION = 'locksmith/elect';
+
 /** How elect names the locker flags (serve names two of them differently). */
 const ELECT_FLAG_NAMES: LockerFlagNames = {
   kind: '--locker',
   table: '--table',
   sharedFileOnly: ['--dir'],
+  defaultElection: DEFAULT_ELECT_ELECTION,
 };
 
 /**
  * The locker elect runs under (silent but for `logger`: elect reports role changes itself,
  * and listens only for the locker's first "held" line). `--id` names the lease holder of
- * lease-database; the held-transaction `database` locker has no holder column, so there it
- * only names this contender in elect's lines.
+ * lease-database and is the proposal of etcd (what `etcdctl elect -l` shows); the
+ * held-transaction `database` locker has no holder column, so there it only names this
+ * contender in elect's lines.
  */
-function lockerOptions(options: ElectOptions, logger: StoreLogger): CreateLockerOptions {
-  return lockerOptionsOf({ ...options, kind: options.locker }, options.dir, options.id, logger);
+function lockerOf(options: ElectOptions, logger: StoreLogger): Promise<Locker> {
+  return createCliLocker({ ...options, kind: options.locker }, options.dir, options.id, logger);
 }
 
 /**
@@ -166,19 +183,17 @@ export async function run(args: string[]): Promise<number> {
   // as master (ActiveMQ's DatabaseLocker does so, to let the old master notice); it says
   // nothing meanwhile, so elect announces the pause up front. Set once the period is known.
   let pauseNote = '';
-  const locker = await createLocker(
-    lockerOptions(options, {
-      // The locker's first "held" line is the moment this contender has looked and found
-      // another master: only then is it a slave. The rest of its log stays quiet.
-      info: (message) => {
-        const held = /^(.*?)\. This broker is now in slave mode/.exec(message)?.[1];
-        if (held !== undefined)
-          say(`waiting as slave: ${held}${pauseNote && ` (when it frees: ${pauseNote})`}`);
-      },
-      debug: () => {},
-      warn: () => {},
-    }),
-  );
+  const locker = await lockerOf(options, {
+    // The locker's first "held" line is the moment this contender has looked and found
+    // another master: only then is it a slave. The rest of its log stays quiet.
+    info: (message) => {
+      const held = /^(.*?)\. This broker is now in slave mode/.exec(message)?.[1];
+      if (held !== undefined)
+        say(`waiting as slave: ${held}${pauseNote && ` (when it frees: ${pauseNote})`}`);
+    },
+    debug: () => {},
+    warn: () => {},
+  });
   // Started before anything is taken: no command ever runs unwatched.
   const watchdog = await CommandWatchdog.start();
   let deadlines: WatchdogDeadlines | undefined;

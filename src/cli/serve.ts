@@ -2,7 +2,6 @@ import { readFile, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { HaOptions, RoleChange } from '../server/ha-role.js';
 import { LocksmithServer } from '../server/server.js';
-import { createLocker } from '../store/create-locker.js';
 import { describe } from '../store/describe-error.js';
 import {
   durationOption,
@@ -11,7 +10,12 @@ import {
   readTokenFile,
   UsageError,
 } from './args.js';
-import { lockerOptionsOf, parseLockerFlags, rejectNegativeDurations } from './locker-flags.js';
+import {
+  createCliLocker,
+  ETCD_ONLY_FLAGS,
+  parseLockerFlags,
+  rejectNegativeDurations,
+} from './locker-flags.js';
 import { USAGES } from './usage.js';
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
@@ -70,9 +74,19 @@ async function readToken(path: string): Promise<string> {
 }
 
 /**
+ * The etcd election of `serve --ha etcd` without `--election`: one fixed name, as the database
+ * lockers have one default lock table. Not derived from the data directory's path: servers
+ * sharing one data directory may mount it at different paths, and must still share one
+ * election. Each group of servers (each data directory) on one etcd cluster needs its own
+ * `--election`.
+ */
+export const DEFAULT_SERVE_ELECTION = 'locksmith/serve';
+
+/**
  * The `ha` option of `--ha <locker>` and its flags (the same parser as `elect`'s): shared-file
- * locks `<data>/lock`; a database locker's `--db` may be a bare SQLite path. The lease holder
- * of lease-database is this server (host, pid, port), so every server holds its own lease.
+ * locks `<data>/lock`; a database locker's `--db` may be a bare SQLite path; etcd campaigns in
+ * `--election` (default {@link DEFAULT_SERVE_ELECTION}). The lease holder of lease-database
+ * (etcd's proposal) is this server (host, pid, port), so every server holds its own lease.
  */
 async function haOptions(
   values: Record<string, string | boolean | undefined>,
@@ -84,10 +98,19 @@ async function haOptions(
     kind: '--ha',
     table: '--lock-table',
     sharedFileOnly: [],
+    defaultElection: DEFAULT_SERVE_ELECTION,
   });
   const advertise = values.advertise as string | undefined;
   if (flags === undefined) {
-    for (const name of ['db', 'lock-table', 'lease', 'renew', 'acquire-interval', 'advertise']) {
+    for (const name of [
+      'db',
+      'lock-table',
+      'lease',
+      'renew',
+      'acquire-interval',
+      'advertise',
+      ...ETCD_ONLY_FLAGS.map((f) => f.slice(2)),
+    ]) {
       if (values[name] !== undefined) throw new UsageError(`--${name} applies only with --ha`);
     }
     if (values['fail-if-locked'] !== undefined) {
@@ -112,7 +135,7 @@ async function haOptions(
     debug: () => {},
     warn: () => {},
   };
-  const locker = await createLocker(lockerOptionsOf(flags, dataDir, holder, logger));
+  const locker = await createCliLocker(flags, dataDir, holder, logger);
   return {
     locker,
     ...(flags.renewMs === undefined ? {} : { keepAlivePeriodMs: flags.renewMs }),

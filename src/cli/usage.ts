@@ -45,6 +45,17 @@ export interface SubcommandUsage {
  */
 export type OptionSpecs = Record<string, { type: 'string' | 'boolean'; short?: string }>;
 
+/** The etcd locker's own flags, the same for `elect --locker etcd` and `serve --ha etcd`. */
+export const ETCD_FLAG_SPECS: OptionSpecs = {
+  etcd: { type: 'string' },
+  election: { type: 'string' },
+  'etcd-user': { type: 'string' },
+  'etcd-password-file': { type: 'string' },
+  'etcd-ca': { type: 'string' },
+  'etcd-cert': { type: 'string' },
+  'etcd-key': { type: 'string' },
+};
+
 export const COMMAND_NAMES = [
   'serve',
   'lock',
@@ -192,7 +203,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--ha shared-file|database|lease-database [--db <url>] [--lock-table <name>] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -213,12 +224,19 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--max-buffered <size>       unsent answers per connection before it stops reading; one more frame and it is closed (default: 1MiB)',
       '--max-buffered-total <size> unsent answers of all connections; past it a connection over its own bound is closed (default: 256MiB)',
       '--shutdown-timeout <duration> how long a stop waits for calls in flight (default: 10s)',
-      '--ha <locker>               master/slave with other servers on the same --data: shared-file (a lock file in it), database or lease-database (default: standalone)',
+      '--ha <locker>               master/slave with other servers on the same --data: shared-file (a lock file in it), database, lease-database or etcd (default: standalone)',
       '--db <url>                  the lock database: a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers)',
       '--lock-table <name>         the lock table (default: ACTIVEMQ_LOCK)',
-      '--lease <duration>          the lease (lease-database only; default: 10s)',
-      "--renew <duration>          keep-alive period (default: the locker's; lease-database: 1/4 of the lease)",
-      '--acquire-interval <duration> retry period while a slave (default: 10s; not lease-database)',
+      "--etcd <url>[,<url>...]     the etcd members' client URLs, http://host:port or https://host:port (etcd only)",
+      '--election <name>           the etcd election, as etcdctl elect <name> (default: locksmith/serve; one per data directory)',
+      '--etcd-user <name>          etcd user (with --etcd-password-file; default: no authentication)',
+      '--etcd-password-file <path> the etcd password: the first line of this file (default: none)',
+      '--etcd-ca <path>            PEM CA of the etcd members: TLS to etcd (default: no TLS)',
+      '--etcd-cert <path>          PEM client certificate for etcd, with --etcd-key (default: none)',
+      '--etcd-key <path>           PEM private key of --etcd-cert (default: none)',
+      '--lease <duration>          the lease (lease-database and etcd; whole seconds for etcd; default: 10s)',
+      "--renew <duration>          keep-alive period (default: the locker's; lease-database and etcd: 1/4 of the lease)",
+      '--acquire-interval <duration> retry period while a slave (default: 10s; not lease-database nor etcd)',
       '--fail-if-locked            exit 1 at once if another server is master (default: wait as a slave)',
       '--advertise <host:port>     where clients reach this server, told by slaves (default: --host:--port)',
     ],
@@ -248,6 +266,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       ha: { type: 'string' },
       db: { type: 'string' },
       'lock-table': { type: 'string' },
+      ...ETCD_FLAG_SPECS,
       lease: { type: 'string' },
       renew: { type: 'string' },
       'acquire-interval': { type: 'string' },
@@ -295,17 +314,24 @@ export const USAGES: Record<CommandName, CommandUsage> = {
   },
   elect: {
     synopsis:
-      'elect --locker shared-file --dir <dir> | --locker database|lease-database --db <url> [--table <name>] --id <name> [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--grace <duration>] [--fail-if-locked] -- <command> [args...]',
+      'elect --locker shared-file --dir <dir> | --locker database|lease-database --db <url> [--table <name>] | --locker etcd --etcd <url>[,<url>...] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] --id <name> [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--grace <duration>] [--fail-if-locked] -- <command> [args...]',
     summary: 'Runs <command> only while this process is master of a shared store.',
     options: [
-      '--locker <kind>              shared-file, database or lease-database (required)',
+      '--locker <kind>              shared-file, database, lease-database or etcd (required)',
       '--dir <dir>                  the store directory (shared-file only)',
       '--db <url>                   a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers only)',
       '--table <name>               the lock table (default: ACTIVEMQ_LOCK)',
-      '--id <name>                  names this contender and the lease holder (required)',
-      '--lease <duration>           the lease (lease-database only; default: 10s)',
-      '--renew <duration>           keep-alive period (default: 5s; lease-database: 1/4 of the lease)',
-      '--acquire-interval <duration> retry period while another is master (default: 10s; not lease-database)',
+      "--etcd <url>[,<url>...]      the etcd members' client URLs, http://host:port or https://host:port (etcd only)",
+      '--election <name>            the etcd election, as etcdctl elect <name> (default: locksmith/elect)',
+      '--etcd-user <name>           etcd user (with --etcd-password-file; default: no authentication)',
+      '--etcd-password-file <path>  the etcd password: the first line of this file (default: none)',
+      '--etcd-ca <path>             PEM CA of the etcd members: TLS to etcd (default: no TLS)',
+      '--etcd-cert <path>           PEM client certificate for etcd, with --etcd-key (default: none)',
+      '--etcd-key <path>            PEM private key of --etcd-cert (default: none)',
+      '--id <name>                  names this contender: the lease holder, the etcd proposal (required)',
+      '--lease <duration>           the lease (lease-database and etcd; whole seconds for etcd; default: 10s)',
+      '--renew <duration>           keep-alive period (default: 5s; lease-database and etcd: 1/4 of the lease)',
+      '--acquire-interval <duration> retry period while another is master (default: 10s; not lease-database nor etcd)',
       '--grace <duration>           time between SIGTERM and SIGKILL for the command (default: 5s)',
       '--fail-if-locked             exit 1 at once if another process is master (default: wait)',
     ],
@@ -315,6 +341,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       dir: { type: 'string' },
       db: { type: 'string' },
       table: { type: 'string' },
+      ...ETCD_FLAG_SPECS,
       id: { type: 'string' },
       lease: { type: 'string' },
       renew: { type: 'string' },
