@@ -32,6 +32,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
 import { PrivateDatabaseServer, privateServerUnavailable } from '../fixtures/private-db-server.js';
 import { fixture, sleep, tempDir } from '../helpers.js';
+import { EtcdCluster, etcdMissing } from '../store/etcd-cluster.js';
 import { Cluster, runWorkload } from './cluster.js';
 import { readHistories } from './history.js';
 import { type CheckResult, checkHistory, formatViolations, summarize } from './linearizability.js';
@@ -42,7 +43,10 @@ const LEASE_MS = 2_000;
 const CLIENTS = 4;
 const DURATION_MS = 20_000;
 
-type Fault = 'kill' | 'pause' | 'database';
+type Fault = 'kill' | 'pause' | 'database' | 'etcd';
+
+/** How long the `etcd` fault keeps the raft leader stopped: past an election, past a lease. */
+const ETCD_LEADER_PAUSE_MS = 3_000;
 
 /**
  * With the lease-database locker, a slave tries for the lease once per lease: a master paused
@@ -76,6 +80,8 @@ interface Scenario {
   /** The server program (default the CLI): `unfenced-serve` for the broken-fencing run. */
   program?: string;
   database?: PrivateDatabaseServer;
+  /** With `--ha etcd`: its cluster, whose raft leader the `etcd` fault stops for a while. */
+  etcd?: EtcdCluster;
   /** The clients increment under explicit row locks (`--locked`) instead. */
   locked?: boolean;
   /** Under `locked`, how long a client works between its read and its put (`--hold`). */
@@ -130,7 +136,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     const master = await cluster.master(30_000);
     tokens.add(master.token);
     servers.add(master.index);
-    faults.push(`${fault} ${master.index} (token ${master.token})`);
+    faults.push(`${fault} ${fault === 'etcd' ? 'leader' : master.index} (token ${master.token})`);
     if (fault === 'kill') {
       await cluster.kill9(master.index);
       await sleep(scenario.downMs ?? 1_000);
@@ -139,10 +145,15 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
       cluster.pause(master.index);
       await sleep(scenario.pauseMs);
       cluster.resume(master.index);
-    } else if (scenario.database !== undefined) {
+    } else if (fault === 'database' && scenario.database !== undefined) {
       await scenario.database.kill();
       await sleep(1_000);
       await scenario.database.start();
+    } else if (fault === 'etcd' && scenario.etcd !== undefined) {
+      const leader = await scenario.etcd.leader();
+      leader.pause();
+      await sleep(ETCD_LEADER_PAUSE_MS);
+      leader.resume();
     }
     await sleep(scenario.settleMs ?? 1_500);
   }
@@ -242,6 +253,28 @@ describe('linearizability through failovers', { concurrency: false }, () => {
       ...LEASE_FAULTS,
     });
     assertLinearizable(outcome, 3);
+  });
+
+  it('etcd (3 members): kill -9, SIGSTOP past the lease, the raft leader stopped; histories are linearizable (conformance M8)', {
+    timeout: 180_000,
+    skip: etcdMissing(),
+  }, async (t) => {
+    using dir = tempDir();
+    const etcd = await EtcdCluster.start(3);
+    try {
+      const outcome = await chaos(t, dir.path, {
+        ha: [
+          ...['--ha', 'etcd', '--etcd', etcd.endpoints.join(',')],
+          ...['--election', `chaos-${process.pid}`, '--lease', `${LEASE_MS}ms`, '--renew', '500ms'],
+        ],
+        faults: ['kill', 'pause', 'etcd'],
+        ...LEASE_FAULTS,
+        etcd,
+      });
+      assertLinearizable(outcome, 2);
+    } finally {
+      await etcd.close();
+    }
   });
 
   it(`explicit row locks through failovers (durable sessions; lease-database, ${postgresMissing === undefined ? 'private PostgreSQL' : 'SQLite'}): each session is resumed with its locks, no increment lost or doubled (conformance M8)`, {
