@@ -11,13 +11,19 @@ import type { ServerAddress } from './server-address.js';
  *   list resumes after that server, so when it is lost the others are tried first.
  * - Rounds: a round of the list goes without waiting (a refusal naming the master may lengthen
  *   it to two rounds, no more, so two servers naming each other cannot spin); then a backoff
- *   from `reconnectMinMs`, doubling up to `reconnectMaxMs`, with jitter.
+ *   from `reconnectMinMs`, doubling up to `reconnectMaxMs`, with jitter. A round in which a
+ *   server answered `NOT_MASTER` waits at most {@link FAILOVER_POLL_FACTOR} × `reconnectMinMs`:
+ *   the servers are up and one is about to become master (a failover), and a doubled wait
+ *   would add up to a second to the client's failover after the new master serves.
  * - Handshake bound ({@link handshakeTimeoutMs}): short enough that the last address of the
  *   list is reached within `connectTimeoutMs` even when every other one is wedged; it doubles,
  *   up to `connectTimeoutMs`, after each round in which every attempt ran out of it (slow
  *   servers rather than wedged ones), and a round in which any server answered sets it back.
  * - An address whose TLS certificate is not trusted is remembered: no retry makes it trusted.
  */
+/** A round with a `NOT_MASTER` answer waits at most this many `reconnectMinMs` (see above). */
+export const FAILOVER_POLL_FACTOR = 4;
+
 export class AddressRotation {
   readonly #addresses: readonly ServerAddress[];
   readonly #connectTimeoutMs: number;
@@ -36,6 +42,8 @@ export class AddressRotation {
   /** Attempts since the last WELCOME or backoff, and how many ran out of their bound. */
   #roundAttempts = 0;
   #roundTimeouts = 0;
+  /** `NOT_MASTER` answers in this round. */
+  #roundRefusals = 0;
   /** Rounds in a row in which every attempt ran out of its bound: each doubles the bound. */
   #slowRounds = 0;
   /** Backoffs since the last WELCOME. */
@@ -89,6 +97,7 @@ export class AddressRotation {
   /** A `NOT_MASTER` named where the master is (`undefined`: it named no usable address). */
   redirectTo(master: ServerAddress | undefined): void {
     this.#redirect = master;
+    this.#roundRefusals++;
   }
 
   /** A connection that was up dropped (not for silence): its server is tried again first. */
@@ -119,11 +128,14 @@ export class AddressRotation {
       return 0;
     }
     this.#slowRounds = this.#roundTimeouts === this.#roundAttempts ? this.#slowRounds + 1 : 0;
+    const refused = this.#roundRefusals > 0;
     this.#roundAttempts = 0;
     this.#roundTimeouts = 0;
+    this.#roundRefusals = 0;
     const base = Math.min(
       this.#reconnectMaxMs,
       this.#reconnectMinMs * 2 ** Math.min(this.#backoffs, 20),
+      refused ? FAILOVER_POLL_FACTOR * this.#reconnectMinMs : Number.POSITIVE_INFINITY,
     );
     this.#backoffs++;
     return base / 2 + Math.random() * (base / 2);
@@ -135,6 +147,7 @@ export class AddressRotation {
     this.#backoffs = 0;
     this.#roundAttempts = 0;
     this.#roundTimeouts = 0;
+    this.#roundRefusals = 0;
     this.#slowRounds = 0;
     this.#failures.clear();
     const at = this.#addresses.findIndex((a) => a.label === label);

@@ -126,9 +126,14 @@ export abstract class AbstractLocker
     this.logger = values.logger ?? DEFAULTS.logger;
   }
 
-  /** The fencing token of the current mastership; `undefined` while not master. */
+  /**
+   * The fencing token of the current mastership; `undefined` while not master, which includes
+   * once the mastership was found lost (before `stop()`), so that nothing reads a lost
+   * mastership's token as current.
+   */
   get token(): number | undefined {
-    return this.#run?.token;
+    const run = this.#run;
+    return run === undefined || !run.alive ? undefined : run.token;
   }
 
   start(options?: LockerStartOptions): Promise<Mastership> {

@@ -42,6 +42,24 @@ describe('address rotation', () => {
     assert.ok((delays[8] as number) >= 100 && (delays[8] as number) <= 200);
   });
 
+  it('while a server answers NOT_MASTER (a failover), the wait between rounds stays short; without, it grows', () => {
+    const refusing = rotation([a, b]);
+    const quiet = rotation([a, b]);
+    let longestRefused = 0;
+    let longestQuiet = 0;
+    for (let round = 0; round < 12; round++) {
+      for (let i = 0; i < 2; i++) {
+        refusing.next();
+        if (i === 1) refusing.redirectTo(undefined); // b is a slave that knows no master yet
+        longestRefused = Math.max(longestRefused, refusing.afterAttempt(false));
+        quiet.next();
+        longestQuiet = Math.max(longestQuiet, quiet.afterAttempt(false));
+      }
+    }
+    assert.ok(longestRefused <= 4 * 50, `waited ${longestRefused} ms between rounds`);
+    assert.ok(longestQuiet > 1_000, `waited at most ${longestQuiet} ms with nobody answering`);
+  });
+
   it('a redirect goes first, then a dropped server is retried first; a welcome resumes after it', () => {
     const r = rotation();
     assert.equal(r.next(), a);

@@ -190,12 +190,14 @@ for (const kind of KINDS) {
       const t = table();
       const a = make(t, { leaseMs: 1_000, maxEventLoopLagMs: 10_000 });
       await a.start();
+      const aToken = a.token as number;
       const lost = new Promise((r) => a.once('lost', r));
       // a renews nothing; after 1 s its lease has expired in the database.
       const b = make(t, { leaseMs: 1_000 });
       await b.start();
-      assert.ok((b.token as number) > (a.token as number));
+      assert.ok((b.token as number) > aToken);
       await lost; // a self-fenced (750 ms) before b could take over (1 s)
+      assert.equal(a.token, undefined, 'a lost mastership has no current token');
       assert.equal(await a.keepAlive(), false);
       assert.ok(await b.keepAlive());
     });
