@@ -28,14 +28,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
-import { connect, type LocksmithClient } from '../src/client/locksmith-client.js';
-import { Put } from '../src/rows/index.js';
 import {
   EtcdCluster,
   etcdVersion,
   freePort,
   killAll,
   LocksmithServe,
+  type ServeFailover,
+  serveFailover,
   tempDir,
 } from './etcd-support.js';
 import { machineHeader } from './server-support.js';
@@ -73,59 +73,9 @@ function settle(): Promise<void> {
 
 // --- 1 and 3: locksmith serve ----------------------------------------------------------------
 
-/** ms from the kill -9: to the first put that succeeds, and to the slave saying it is master. */
-interface Failover {
-  put: number;
-  promoted: number;
-}
-
-/**
- * One sample: master and slave on a fresh data directory with `ha` (the locker's flags), a
- * client on both; ms from the master's kill -9 to the first put that succeeds (and to the bench
- * reading the slave's `master (token …)` line).
- */
-async function serveFailover(ha: readonly string[]): Promise<Failover> {
-  const work = tempDir('locksmith-bench-etcd-failover-');
-  const start = async () => {
-    const port = await freePort();
-    return new LocksmithServe(`${work}/data`, port, [...ha, '--advertise', `127.0.0.1:${port}`]);
-  };
-  const a = await start();
-  let b: LocksmithServe | undefined;
-  let client: LocksmithClient | undefined;
-  try {
-    await a.waitFor(/master \(token/, 60_000);
-    b = await start();
-    await b.waitFor(/slave/, 60_000);
-    client = await connect([a.url, b.url], { sessionLeaseMs: 10_000 });
-    await client.createTable('t', ['f']);
-    const table = client.table('t');
-    await table.put(new Put('k').add('f', 'q', 'before'));
-    await settle();
-    const killed = performance.now();
-    await a.kill('SIGKILL');
-    const promoted = (async (slave: LocksmithServe) => {
-      while (!/master \(token/.test(slave.output)) {
-        if (!slave.alive || performance.now() - killed > 60_000) return Number.NaN;
-        await sleep(5);
-      }
-      return performance.now() - killed;
-    })(b);
-    for (;;) {
-      if (performance.now() - killed > 60_000) throw new Error(`no failover:\n${b.output}`);
-      try {
-        await table.put(new Put('k').add('f', 'q', 'after'));
-        const put = performance.now() - killed;
-        return { put, promoted: await promoted };
-      } catch {
-        await sleep(10);
-      }
-    }
-  } finally {
-    await client?.close().catch(() => undefined);
-    await a.kill('SIGKILL');
-    await b?.kill('SIGKILL');
-  }
+/** A sample of `serve` with `ha`: a plain put, the master killed at a random point of its renew period. */
+function serveSample(ha: readonly string[]): Promise<ServeFailover> {
+  return serveFailover(ha, { rowLock: false, killAfterMs: () => 300 + Math.random() * RENEW_MS });
 }
 
 function etcdServeArgs(etcd: EtcdCluster, election: string): string[] {
@@ -342,13 +292,13 @@ async function main(): Promise<void> {
   say();
 
   const etcd = await EtcdCluster.start(3);
-  let etcdServe: Failover[];
+  let etcdServe: ServeFailover[];
   let election: number[];
   let cost: [Usage, Usage];
   try {
     cost = await keepAliveCost(etcd);
     etcdServe = await samples('serve --ha etcd', () =>
-      serveFailover(etcdServeArgs(etcd, `bench-serve/${rand()}`)),
+      serveSample(etcdServeArgs(etcd, `bench-serve/${rand()}`)),
     );
     election = await samples('etcd Election', () => electionFailover(etcd));
   } finally {
@@ -356,12 +306,12 @@ async function main(): Promise<void> {
     await etcd.close();
   }
 
-  let pgServe: Failover[] | undefined;
+  let pgServe: ServeFailover[] | undefined;
   if (withPg) {
     const lockTable = `bench_lock_${rand()}`;
     const ha = ['--ha', 'lease-database', '--db', PG_URL, '--lock-table', lockTable, ...LEASE_ARGS];
     try {
-      pgServe = await samples('serve --ha lease-database (PostgreSQL)', () => serveFailover(ha));
+      pgServe = await samples('serve --ha lease-database (PostgreSQL)', () => serveSample(ha));
     } finally {
       await dropTable(lockTable);
     }
@@ -376,7 +326,7 @@ async function main(): Promise<void> {
     ratio(median(s) / floor),
     promoted === undefined ? '—' : `${fmt(median(promoted))} ms`,
   ];
-  const serveRow = (name: string, f: readonly Failover[]) =>
+  const serveRow = (name: string, f: readonly ServeFailover[]) =>
     row(
       name,
       f.map((x) => x.put),

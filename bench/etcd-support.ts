@@ -11,6 +11,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Etcd3, type IOptions, type IRangeRequest, type Lease } from 'etcd3';
+import { connect, type LocksmithClient } from '../src/client/locksmith-client.js';
+import { Put } from '../src/rows/index.js';
 import { prefixEnd } from '../src/store/etcd-locker.js';
 import { freePort } from '../test/store/etcd-cluster.js';
 import { repoRoot, sleep } from './support.js';
@@ -337,5 +339,66 @@ export class LocksmithServe {
     const exited = new Promise<void>((r) => this.proc.once('exit', () => r()));
     this.proc.kill(signal);
     await exited;
+  }
+}
+
+/** ms from a master's kill -9: to the first put that succeeds, and to the slave saying master. */
+export interface ServeFailover {
+  put: number;
+  promoted: number;
+}
+
+/**
+ * One failover sample of `locksmith serve`: master and slave on a fresh data directory with
+ * `ha` (the locker's flags), a client on both, the master killed `killAfterMs` after the
+ * client's first put. With `rowLock`, the client holds a row lock taken before the kill and
+ * every put goes under it (the lock must survive the failover).
+ */
+export async function serveFailover(
+  ha: readonly string[],
+  options: { rowLock: boolean; killAfterMs: () => number },
+): Promise<ServeFailover> {
+  const work = tempDir('locksmith-bench-failover-');
+  const start = async () => {
+    const port = await freePort();
+    return new LocksmithServe(`${work}/data`, port, [...ha, '--advertise', `127.0.0.1:${port}`]);
+  };
+  const a = await start();
+  let b: LocksmithServe | undefined;
+  let client: LocksmithClient | undefined;
+  try {
+    await a.waitFor(/master \(token/, 60_000);
+    b = await start();
+    await b.waitFor(/slave/, 60_000);
+    client = await connect([a.url, b.url], { sessionLeaseMs: 10_000 });
+    await client.createTable('t', ['f']);
+    const table = client.table('t');
+    const lock = options.rowLock ? await table.lockRow('k') : undefined;
+    const put = (value: string) =>
+      table.put(new Put('k', lock === undefined ? {} : { rowLock: lock }).add('f', 'q', value));
+    await put('before');
+    await sleep(options.killAfterMs());
+    const killed = performance.now();
+    await a.kill('SIGKILL');
+    const promoted = (async (slave: LocksmithServe) => {
+      while (!/master \(token/.test(slave.output)) {
+        if (!slave.alive || performance.now() - killed > 60_000) return Number.NaN;
+        await sleep(5);
+      }
+      return performance.now() - killed;
+    })(b);
+    for (;;) {
+      if (performance.now() - killed > 60_000) throw new Error(`no failover:\n${b.output}`);
+      try {
+        await put('after');
+        return { put: performance.now() - killed, promoted: await promoted };
+      } catch {
+        await sleep(10);
+      }
+    }
+  } finally {
+    await client?.close().catch(() => undefined);
+    await a.kill('SIGKILL');
+    await b?.kill('SIGKILL');
   }
 }

@@ -25,17 +25,16 @@
  *
  * Rates are over BENCH_SECONDS (default 2) after BENCH_WARMUP_MS (default 500) of the same load.
  */
-import { connect, type LocksmithClient } from '../src/client/locksmith-client.js';
-import { Put } from '../src/rows/index.js';
+import { connect } from '../src/client/locksmith-client.js';
 import {
   EtcdCluster,
   type EtcdHeld,
   EtcdSession,
   etcdVersion,
-  freePort,
   killAll,
   LocksmithServe,
   rssOf,
+  serveFailover,
   tempDir,
 } from './etcd-support.js';
 import {
@@ -302,39 +301,11 @@ async function ourFailover(): Promise<number> {
   const work = tempDir('locksmith-bench-etcd-ha-');
   const ha = ['--ha', 'lease-database', '--db', `sqlite:${work}/lock.sqlite`];
   ha.push('--lease', `${HA_LEASE_MS}ms`, '--renew', `${HA_RENEW_MS}ms`);
-  const start = async () => {
-    const port = await freePort();
-    return new LocksmithServe(`${work}/data`, port, [...ha, '--advertise', `127.0.0.1:${port}`]);
-  };
-  const a = await start();
-  let client: LocksmithClient | undefined;
-  let b: LocksmithServe | undefined;
-  try {
-    await a.waitFor(/master \(token/, 60_000);
-    b = await start();
-    await b.waitFor(/slave/, 60_000);
-    client = await connect([a.url, b.url], { sessionLeaseMs: 10_000 });
-    await client.createTable('t', ['f']);
-    const table = client.table('t');
-    const lock = await table.lockRow('k');
-    await table.put(new Put('k', { rowLock: lock }).add('f', 'q', 'before'));
-    await sleep(300 + Math.random() * HA_RENEW_MS);
-    const killed = performance.now();
-    await a.kill('SIGKILL');
-    for (;;) {
-      if (performance.now() - killed > 60_000) throw new Error(`no failover:\n${b.output}`);
-      try {
-        await table.put(new Put('k', { rowLock: lock }).add('f', 'q', 'after'));
-        return performance.now() - killed;
-      } catch {
-        await sleep(10);
-      }
-    }
-  } finally {
-    await client?.close().catch(() => undefined);
-    await a.kill('SIGKILL');
-    await b?.kill('SIGKILL');
-  }
+  const sample = await serveFailover(ha, {
+    rowLock: true,
+    killAfterMs: () => 300 + Math.random() * HA_RENEW_MS,
+  });
+  return sample.put;
 }
 
 /** ms from the raft leader's kill -9 to a txn guarded by the mutex held before it succeeding. */
