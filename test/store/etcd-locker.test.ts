@@ -269,7 +269,9 @@ describe('EtcdLocker on a 3-member etcd cluster', { timeout: 240_000 }, () => {
   it('failIfLocked rejects at once; an aborted start rejects and leaves no key or lease', async (t) => {
     if (skip(t)) return;
     const name = election();
-    const a = make({ electionName: name, holderId: 'a' });
+    // Nothing renews a here: its lease must outlast the test on a busy machine (with 2 s, a's
+    // own key expired before the last check once).
+    const a = make({ electionName: name, holderId: 'a', leaseMs: 30_000 });
     await a.start();
     const c = make({ electionName: name, holderId: 'c', failIfLocked: true });
     await assert.rejects(
