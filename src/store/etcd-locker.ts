@@ -507,7 +507,10 @@ export class EtcdLocker extends AbstractLocker {
       // Keep our place in the queue: the lease lives while we wait.
       const waiting = new AbortController();
       const onAbort = () => waiting.abort(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
+      // The signal may have aborted during the awaits above: a listener added now would never
+      // run, and the wait would last until the leader's key goes.
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
       const keeping = this.#keepCampaignLease(c, waiting);
       try {
         await this.#waitDeletes(c, prefix, c.rev - 1, waiting.signal);

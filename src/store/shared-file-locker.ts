@@ -358,7 +358,8 @@ export class SharedFileLocker extends AbstractLocker {
     const pause = new AbortController();
     const wake = () => pause.abort();
     const onAbort = () => pause.abort();
-    signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
     const unrelease = kernelFileLockReleases(key)(wake);
     const unwatch = this.#wakeOnHints ? fileWakeSource(this.path)(wake) : undefined;
     try {

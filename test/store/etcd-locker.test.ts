@@ -272,7 +272,12 @@ describe('EtcdLocker on a 3-member etcd cluster', { timeout: 240_000 }, () => {
     // Nothing renews a here: its lease must outlast the test on a busy machine (with 2 s, a's
     // own key expired before the last check once).
     const a = make({ electionName: name, holderId: 'a', leaseMs: 30_000 });
+    // Step times, printed with a failure: a's lease outlasts the test only if no step stalls.
+    const t0 = Date.now();
+    const steps: string[] = [];
+    const step = (what: string) => steps.push(`${what} at ${Date.now() - t0} ms`);
     await a.start();
+    step('a started');
     const c = make({ electionName: name, holderId: 'c', failIfLocked: true });
     await assert.rejects(
       c.start(),
@@ -281,6 +286,7 @@ describe('EtcdLocker on a 3-member etcd cluster', { timeout: 240_000 }, () => {
         err.code === 'LOCK_OBTAIN_FAILED' &&
         /led by a/.test(err.message),
     );
+    step('c refused');
     assert.deepEqual(
       (await keysOf(admin as Etcd3, name)).map(([, v]) => v),
       ['a'],
@@ -290,6 +296,7 @@ describe('EtcdLocker on a 3-member etcd cluster', { timeout: 240_000 }, () => {
     const controller = new AbortController();
     const startB = b.start({ signal: controller.signal });
     await eventually(async () => (await keysOf(admin as Etcd3, name)).length === 2, 10_000);
+    step('b queued');
     const keyB = b.key as string;
     assert.ok(keyB !== undefined);
     controller.abort(new Error('enough'));
@@ -302,13 +309,63 @@ describe('EtcdLocker on a 3-member etcd cluster', { timeout: 240_000 }, () => {
       ['a'],
     );
     assert.equal(await leaseTtlOfKey(admin as Etcd3, keyB), -1);
+    step('b aborted');
     // A start signal's timeout says so; a stop during the wait ends it as ActiveMQ says.
     await assert.rejects(b.start({ signal: AbortSignal.timeout(300) }), /timed out/);
+    step('b timed out');
     const waiting = b.start();
     await eventually(async () => (await keysOf(admin as Etcd3, name)).length === 2, 10_000);
+    step('b queued again');
     await b.stop();
+    step('b stopped');
     await assert.rejects(waiting, /aborted due to shutdown/);
-    assert.equal((await keysOf(admin as Etcd3, name)).length, 1);
+    assert.deepEqual(
+      (await keysOf(admin as Etcd3, name)).map(([, v]) => v),
+      ['a'],
+      steps.join(', '),
+    );
+    await a.stop();
+  });
+
+  it('a start aborted or stopped at any moment of its campaign ends at once, never waiting for the leader', async (t) => {
+    if (skip(t)) return;
+    const name = election();
+    // The leader is never renewed and never stops: a start that missed its abort would wait
+    // for this lease (60 s). A signal that aborted while the campaign's first request was on
+    // the wire once went unheard.
+    const a = make({ electionName: name, holderId: 'a', leaseMs: 60_000 });
+    await a.start();
+    const settled = async (p: Promise<unknown>, what: string) => {
+      let timer: NodeJS.Timeout | undefined;
+      const limit = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: still waiting after 20 s`)), 20_000);
+      });
+      try {
+        await Promise.race([p.then(() => assert.fail(`${what} became leader`)), limit]);
+      } catch (err) {
+        if (/still waiting|became leader/.test(String(err))) throw err;
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+    for (let delay = 0; delay <= 60; delay += 4) {
+      const b = make({ electionName: name, holderId: `b${delay}` });
+      const controller = new AbortController();
+      const started = b.start({ signal: controller.signal });
+      await sleep(delay);
+      controller.abort(new Error('enough'));
+      await settled(started, `an abort after ${delay} ms`);
+      const c = make({ electionName: name, holderId: `c${delay}` });
+      const waiting = c.start();
+      await sleep(delay);
+      await c.stop();
+      await settled(waiting, `a stop after ${delay} ms`);
+    }
+    await eventually(
+      async () => (await keysOf(admin as Etcd3, name)).length === 1,
+      10_000,
+      'only the leader key to remain',
+    );
     await a.stop();
   });
 

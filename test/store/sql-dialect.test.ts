@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/core/errors.js';
+import { InvalidArgumentError, LockIOError } from '../../src/core/errors.js';
 import { checkIdentifier, parseDatabaseUrl, redactUrl } from '../../src/store/index.js';
 import { ensureLockTable } from '../../src/store/sql/lock-table.js';
 import { openDialect } from '../../src/store/sql/open-dialect.js';
@@ -76,6 +76,71 @@ for (const kind of KINDS) {
         assert.equal(row.BROKER_NAME, null);
       } finally {
         await Promise.all(dialects.map((d) => d.close()));
+        await dropTable(kind, table);
+      }
+    });
+
+    it('never waits for a session holding the table: an uncommitted seed row, an EPOCH-less table held by a master', async () => {
+      using dir = tempDir();
+      const table = uniqueTable();
+      const d = openDialect(urlOf(kind, dir.path));
+      // Settles, or says it waited on the holder: the holder never ends by itself here, so
+      // a wait would last until the (generous) limit.
+      const settles = async (p: Promise<void>) => {
+        let timer: NodeJS.Timeout | undefined;
+        const limit = new Promise<'waited'>((r) => {
+          timer = setTimeout(() => r('waited'), 60_000);
+        });
+        try {
+          return await Promise.race([
+            p.then(
+              () => 'ok' as const,
+              (e: unknown) => e,
+            ),
+            limit,
+          ]);
+        } finally {
+          clearTimeout(timer);
+        }
+      };
+      const seed = `INSERT INTO ${table} (ID, TIME, BROKER_NAME) VALUES (1, 0, NULL)`;
+      const begin = kind === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN';
+      try {
+        // 1. Another contender created the table and is seeding it (not yet committed).
+        await d.query(
+          `CREATE TABLE ${table} (ID BIGINT NOT NULL PRIMARY KEY, TIME BIGINT, BROKER_NAME VARCHAR(250), EPOCH BIGINT DEFAULT 0)`,
+        );
+        const holder = await d.connect();
+        await holder.query(begin);
+        await holder.query(seed);
+        const first = await settles(ensureLockTable(d, table));
+        assert.ok(first instanceof LockIOError, String(first));
+        await holder.query('COMMIT');
+        holder.destroy();
+        assert.equal(await settles(ensureLockTable(d, table)), 'ok');
+        await d.query(`DROP TABLE ${table}`);
+
+        // 2. An ActiveMQ table (no EPOCH) whose row a master holds in an open transaction.
+        await d.query(
+          `CREATE TABLE ${table} (ID BIGINT NOT NULL PRIMARY KEY, TIME BIGINT, BROKER_NAME VARCHAR(250))`,
+        );
+        await d.query(seed);
+        const master = await d.connect();
+        await master.query(begin);
+        await master.query(
+          `SELECT ID FROM ${table} WHERE ID = 1${kind === 'sqlite' ? '' : ' FOR UPDATE'}`,
+        );
+        const second = await settles(ensureLockTable(d, table));
+        assert.ok(
+          second instanceof LockIOError && /no EPOCH column.*ADD COLUMN/.test(second.message),
+          String(second),
+        );
+        await master.query('ROLLBACK');
+        master.destroy();
+        assert.equal(await settles(ensureLockTable(d, table)), 'ok');
+        assert.equal((await d.query(`SELECT EPOCH FROM ${table} WHERE ID = 1`)).rows.length, 1);
+      } finally {
+        await d.close();
         await dropTable(kind, table);
       }
     });

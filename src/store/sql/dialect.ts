@@ -64,6 +64,13 @@ export interface Dialect {
     onTimeout: () => Error,
   ): Promise<SqlResult>;
   beginRowLock(conn: SqlConnection, lockStatement: string, waitMs: number): Promise<boolean>;
+  /**
+   * From now on, a statement on `conn` that waits for another session's lock (a row, or the
+   * table for DDL) fails after about `ms` (whole seconds on MySQL) instead of waiting for as
+   * long as the other transaction lasts. The caller destroys `conn` afterwards: the setting
+   * belongs to the session.
+   */
+  limitLockWaits(conn: SqlConnection, ms: number): Promise<void>;
   /** Statements that create the lock table and seed row if missing (each may fail harmlessly). */
   createTableStatements(table: string): string[];
   /** Adds the EPOCH column to a table created without it (an ActiveMQ table); may fail harmlessly. */

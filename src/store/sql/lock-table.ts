@@ -1,6 +1,6 @@
 import { LockIOError } from '../../core/errors.js';
 import { describe } from '../describe-error.js';
-import { column, type Dialect, toNumber } from './dialect.js';
+import { column, type Dialect, type SqlConnection, toNumber } from './dialect.js';
 
 /** ActiveMQ's default lock table name (`Statements.lockTableName`). */
 export const DEFAULT_LOCK_TABLE_NAME = 'ACTIVEMQ_LOCK';
@@ -16,9 +16,15 @@ export const DEFAULT_LOCK_TABLE_NAME = 'ACTIVEMQ_LOCK';
  * what counts is the final check that the row is readable, retried a few times. When that
  * check keeps failing (database unreachable, no permission, a table of another shape), a
  * {@link LockIOError} naming the table and the database is thrown.
+ *
+ * Never waits long on another session: a master holds the seed row in a transaction for as
+ * long as it is master, and a contender that read "no table" just before the master created
+ * and claimed it would otherwise wait forever in its seeding INSERT (PostgreSQL waits for the
+ * updating transaction of a conflicting row), or in the ALTER that adds EPOCH.
  */
 export async function ensureLockTable(dialect: Dialect, table: string): Promise<void> {
   let last: unknown;
+  let noEpoch = false;
   for (let attempt = 0; attempt < 5; attempt++) {
     // Read first: the creating statements are writes, and a master holding the row (a held
     // transaction, a SQLite write lock) would make them wait; a plain read never waits.
@@ -30,32 +36,70 @@ export async function ensureLockTable(dialect: Dialect, table: string): Promise<
       last = err;
       if (isUnreachable(err)) throw unreachable(dialect, table, err);
     }
+    let statements = dialect.createTableStatements(table);
     if (rows === 1) {
       try {
         await dialect.query(`SELECT EPOCH FROM ${table} WHERE ID = 1`);
         return;
       } catch (err) {
         last = err;
-        await dialect.query(dialect.addEpochColumnStatement(table)).catch((e: unknown) => {
-          last = e;
-        });
-        continue;
+        noEpoch = true;
+        statements = [dialect.addEpochColumnStatement(table)];
       }
     }
-    for (const sql of dialect.createTableStatements(table)) {
-      try {
-        await dialect.query(sql);
-      } catch (err) {
-        last = err;
-        if (isUnreachable(err)) throw unreachable(dialect, table, err);
-      }
+    const failed = await runWithShortLockWaits(dialect, statements);
+    if (failed !== undefined) {
+      last = failed;
+      if (isUnreachable(failed)) throw unreachable(dialect, table, failed);
     }
     if (attempt > 0) await new Promise<void>((r) => setTimeout(r, 20 * attempt));
+  }
+  if (noEpoch) {
+    throw new LockIOError(
+      `Lock table ${table} in ${dialect.description} has no EPOCH column (our fencing counter) and it could not be added: ${describe(last)}. Another session may hold the table (an ActiveMQ broker's DatabaseLocker does while it is master); add the column once with: ${dialect.addEpochColumnStatement(table)}`,
+      { cause: last },
+    );
   }
   throw new LockIOError(
     `Cannot create or read lock table ${table} (seed row ID=1) in ${dialect.description}: ${describe(last)}`,
     { cause: last },
   );
+}
+
+/** How long a creating statement may wait for another session's lock (ms). */
+const CREATE_LOCK_WAIT_MS = 1_000;
+
+/**
+ * Runs `statements` in order on a connection of their own whose lock waits are bounded by
+ * {@link CREATE_LOCK_WAIT_MS}, then drops it (the bound is a session setting). Resolves with
+ * the last failure, if any: each statement may fail harmlessly.
+ */
+async function runWithShortLockWaits(
+  dialect: Dialect,
+  statements: string[],
+): Promise<unknown | undefined> {
+  let conn: SqlConnection;
+  try {
+    conn = await dialect.connect();
+  } catch (err) {
+    return err;
+  }
+  let failed: unknown;
+  try {
+    await dialect.limitLockWaits(conn, CREATE_LOCK_WAIT_MS);
+    for (const sql of statements) {
+      try {
+        await conn.query(sql);
+      } catch (err) {
+        failed = err;
+      }
+    }
+  } catch (err) {
+    failed = err;
+  } finally {
+    conn.destroy();
+  }
+  return failed;
 }
 
 /**

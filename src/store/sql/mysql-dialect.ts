@@ -174,6 +174,12 @@ export class MysqlDialect implements Dialect {
     }
   }
 
+  async limitLockWaits(conn: SqlConnection, ms: number): Promise<void> {
+    // Row locks (InnoDB) and table metadata locks (DDL) have a timeout each, whole seconds.
+    const s = Math.max(1, Math.ceil(ms / 1000));
+    await conn.query(`SET SESSION innodb_lock_wait_timeout = ${s}, lock_wait_timeout = ${s}`);
+  }
+
   createTableStatements(table: string): string[] {
     return [
       `CREATE TABLE IF NOT EXISTS ${table} (ID BIGINT NOT NULL PRIMARY KEY, TIME BIGINT, BROKER_NAME VARCHAR(250), EPOCH BIGINT DEFAULT 0) ENGINE=InnoDB`,

@@ -168,6 +168,10 @@ export class PostgresDialect implements Dialect {
     }
   }
 
+  async limitLockWaits(conn: SqlConnection, ms: number): Promise<void> {
+    await conn.query(`SET lock_timeout = ${Math.max(1, Math.floor(ms))}`);
+  }
+
   createTableStatements(table: string): string[] {
     return [
       `CREATE TABLE IF NOT EXISTS ${table} (ID BIGINT NOT NULL PRIMARY KEY, TIME BIGINT, BROKER_NAME VARCHAR(250), EPOCH BIGINT DEFAULT 0)`,

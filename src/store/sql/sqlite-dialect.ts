@@ -149,6 +149,9 @@ export class SqliteDialect implements Dialect {
     }
   }
 
+  /** Nothing to set: a busy statement gives up after BUSY_RETRY_MS already. */
+  async limitLockWaits(): Promise<void> {}
+
   createTableStatements(table: string): string[] {
     return [
       `CREATE TABLE IF NOT EXISTS ${table} (ID BIGINT NOT NULL PRIMARY KEY, TIME BIGINT, BROKER_NAME VARCHAR(250), EPOCH BIGINT DEFAULT 0)`,
