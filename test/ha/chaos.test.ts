@@ -43,10 +43,13 @@ const LEASE_MS = 2_000;
 const CLIENTS = 4;
 const DURATION_MS = 20_000;
 
-type Fault = 'kill' | 'pause' | 'database' | 'etcd';
+type Fault = 'kill' | 'pause' | 'database' | 'etcd' | 'etcd-kill';
 
-/** How long the `etcd` fault keeps the raft leader stopped: past an election, past a lease. */
-const ETCD_LEADER_PAUSE_MS = 3_000;
+/**
+ * How long the `etcd` fault keeps the raft leader stopped, and the `etcd-kill` fault keeps it
+ * dead before it is started again on its data: past an election, past a lease.
+ */
+const ETCD_LEADER_DOWN_MS = 3_000;
 
 /**
  * With the lease-database locker, a slave tries for the lease once per lease: a master paused
@@ -80,7 +83,7 @@ interface Scenario {
   /** The server program (default the CLI): `unfenced-serve` for the broken-fencing run. */
   program?: string;
   database?: PrivateDatabaseServer;
-  /** With `--ha etcd`: its cluster, whose raft leader the `etcd` fault stops for a while. */
+  /** With `--ha etcd`: its cluster, whose raft leader the etcd faults stop or kill for a while. */
   etcd?: EtcdCluster;
   /** The clients increment under explicit row locks (`--locked`) instead. */
   locked?: boolean;
@@ -136,7 +139,9 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     const master = await cluster.master(30_000);
     tokens.add(master.token);
     servers.add(master.index);
-    faults.push(`${fault} ${fault === 'etcd' ? 'leader' : master.index} (token ${master.token})`);
+    faults.push(
+      `${fault} ${fault.startsWith('etcd') ? 'leader' : master.index} (token ${master.token})`,
+    );
     if (fault === 'kill') {
       await cluster.kill9(master.index);
       await sleep(scenario.downMs ?? 1_000);
@@ -152,8 +157,13 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     } else if (fault === 'etcd' && scenario.etcd !== undefined) {
       const leader = await scenario.etcd.leader();
       leader.pause();
-      await sleep(ETCD_LEADER_PAUSE_MS);
+      await sleep(ETCD_LEADER_DOWN_MS);
       leader.resume();
+    } else if (fault === 'etcd-kill' && scenario.etcd !== undefined) {
+      const leader = await scenario.etcd.leader();
+      await leader.kill9();
+      await sleep(ETCD_LEADER_DOWN_MS);
+      await leader.restart();
     }
     await sleep(scenario.settleMs ?? 1_500);
   }
@@ -255,7 +265,7 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     assertLinearizable(outcome, 3);
   });
 
-  it('etcd (3 members): kill -9, SIGSTOP past the lease, the raft leader stopped; histories are linearizable (conformance M8)', {
+  it('etcd (3 members): kill -9, SIGSTOP past the lease, the raft leader stopped, and killed and restarted; histories are linearizable (conformance M8)', {
     timeout: 180_000,
     skip: etcdMissing(),
   }, async (t) => {
@@ -267,11 +277,16 @@ describe('linearizability through failovers', { concurrency: false }, () => {
           ...['--ha', 'etcd', '--etcd', etcd.endpoints.join(',')],
           ...['--election', `chaos-${process.pid}`, '--lease', `${LEASE_MS}ms`, '--renew', '500ms'],
         ],
-        faults: ['kill', 'pause', 'etcd'],
+        faults: ['kill', 'etcd-kill', 'pause', 'etcd'],
         ...LEASE_FAULTS,
+        durationMs: 40_000,
         etcd,
       });
       assertLinearizable(outcome, 2);
+      assert.ok(
+        outcome.faults.some((f) => f.startsWith('etcd-kill')),
+        `no etcd member was killed: ${outcome.faults.join(', ')}`,
+      );
     } finally {
       await etcd.close();
     }

@@ -33,21 +33,57 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** One etcd member. */
+/** One etcd member: its process, started again on the same data and ports by `restart()`. */
 export class EtcdMember {
   readonly name: string;
   readonly clientUrl: string;
-  readonly proc: ChildProcess;
+  readonly #args: string[];
+  #proc: ChildProcess;
   #output = '';
 
-  constructor(name: string, clientUrl: string, proc: ChildProcess) {
+  constructor(name: string, clientUrl: string, args: string[]) {
     this.name = name;
     this.clientUrl = clientUrl;
-    this.proc = orphanProof(proc);
+    this.#args = args;
+    this.#proc = this.#spawn();
+  }
+
+  #spawn(): ChildProcess {
+    const proc = orphanProof(spawn(ETCD, this.#args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     for (const stream of [proc.stdout, proc.stderr]) {
       stream?.on('data', (chunk: Buffer) => {
         this.#output = (this.#output + chunk.toString()).slice(-8000);
       });
+    }
+    return proc;
+  }
+
+  get proc(): ChildProcess {
+    return this.#proc;
+  }
+
+  /**
+   * Starts a killed member again on its data directory (its WAL says which cluster it is in)
+   * and waits until it answers a linearizable read, i.e. it has rejoined a quorum.
+   */
+  async restart(timeoutMs = 30_000): Promise<void> {
+    if (this.alive) throw new Error(`etcd ${this.name} is still running`);
+    this.#proc = this.#spawn();
+    const deadline = Date.now() + timeoutMs;
+    const c = new Etcd3({ hosts: this.clientUrl });
+    try {
+      for (;;) {
+        if (!this.alive) throw new Error(`etcd ${this.name} exited:\n${this.#output}`);
+        try {
+          await c.get('test-probe').exec();
+          return;
+        } catch (err) {
+          if (Date.now() > deadline) throw err;
+          await sleep(50);
+        }
+      }
+    } finally {
+      c.close();
     }
   }
 
@@ -115,11 +151,7 @@ export class EtcdCluster {
         ...['--election-timeout', String(options.electionMs ?? 1000)],
         ...['--logger', 'zap', '--log-level', 'warn', '--log-outputs', 'stderr'],
       ];
-      return new EtcdMember(
-        `m${i}`,
-        client,
-        spawn(ETCD, args, { stdio: ['ignore', 'pipe', 'pipe'] }),
-      );
+      return new EtcdMember(`m${i}`, client, args);
     });
     const cluster = new EtcdCluster(members, dir);
     const probe = cluster.client();

@@ -4,6 +4,9 @@
 // 2. A black-hole partition (a TCP proxy that stops forwarding, sockets kept open) between the
 //    master and etcd: the partitioned master reports `lost` before the directly connected
 //    locker becomes master; never two masters; on healing the old one is a slave.
+// 3. kill -9 of etcd's raft leader: a master reaching the other members keeps mastership.
+// 4. kill -9 of the only member a master talks to: it steps down before its lease can expire,
+//    the other takes over after; the member restarted, the old master stays deposed.
 // Every time below is on this process's `performance.now()`: both lockers live in it.
 import assert from 'node:assert/strict';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -31,9 +34,9 @@ interface Answer {
   ok: boolean | string;
 }
 
-/** A supervisor's keep-alive loop: one `keepAlive()` every `PERIOD` ms, answers recorded. */
+/** A supervisor's keep-alive loop: one `keepAlive()` every `period` ms, answers recorded. */
 const keepers: { stop(): Promise<void> }[] = [];
-function keeper(locker: EtcdLocker) {
+function keeper(locker: EtcdLocker, period = PERIOD) {
   const answers: Answer[] = [];
   let running = true;
   let lastConfirmedSent = performance.now();
@@ -48,7 +51,7 @@ function keeper(locker: EtcdLocker) {
       }
       answers.push({ sent, done: performance.now(), ok });
       if (ok === true) lastConfirmedSent = Math.max(lastConfirmedSent, sent);
-      if (running) await sleep(PERIOD);
+      if (running) await sleep(period);
     }
   })();
   const k = {
@@ -75,6 +78,29 @@ function lossOf(locker: EtcdLocker) {
     state.at ??= performance.now();
     state.reason ??= reason;
   });
+  return state;
+}
+
+/**
+ * When (performance.now()) `start` made its locker master, and whether the old master `a`
+ * still counted itself master at that moment (`overlap` says how, '' when it did not).
+ */
+function takeover(
+  start: { promise: Promise<unknown> },
+  a: EtcdLocker,
+  ma: Mastership,
+  lossA: { at: number | undefined },
+) {
+  const state: { at: number | undefined; overlap: string } = { at: undefined, overlap: '' };
+  start.promise.then(
+    () => {
+      state.at = performance.now();
+      if (!ma.signal.aborted || a.validUntil !== undefined || lossA.at === undefined) {
+        state.overlap = `master at ${state.at}: a lost at ${lossA.at}, a signal aborted ${ma.signal.aborted}, a validUntil ${a.validUntil}`;
+      }
+    },
+    () => {},
+  );
   return state;
 }
 
@@ -304,18 +330,8 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     const lossA = lossOf(a);
     const ka = keeper(a);
     const startB = tracked(b.start({ keepAlivePeriodMs: PERIOD }));
-    const master: { at: number | undefined } = { at: undefined };
-    let overlap = '';
-    startB.promise.then(
-      () => {
-        master.at = performance.now();
-        // At the moment b is master, a must no longer count itself master.
-        if (!ma.signal.aborted || a.validUntil !== undefined || lossA.at === undefined) {
-          overlap = `b master at ${master.at}: a lost at ${lossA.at}, a signal aborted ${ma.signal.aborted}, a validUntil ${a.validUntil}`;
-        }
-      },
-      () => {},
-    );
+    // At the moment b is master, a must no longer count itself master.
+    const master = takeover(startB, a, ma, lossA);
     await sleep(1500);
     assert.equal(startB.settled, false, 'b is a slave while a confirms');
     assert.ok(
@@ -333,7 +349,7 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     t.diagnostic(
       `a lost (${lossA.reason?.code}) ${Math.round(sinceConfirmed)} ms after its last confirmed keep-alive was sent (${Math.round((lostAt as number) - partitionedAt)} ms after the partition); b master ${Math.round((master.at as number) - (lostAt as number))} ms after that`,
     );
-    assert.equal(overlap, '');
+    assert.equal(master.overlap, '');
     assert.ok((lostAt as number) < (master.at as number), 'a lost before b master');
     // Before its lease could expire on etcd's side: etcd counts the lease from when it
     // received the keep-alive, after it was sent.
@@ -371,5 +387,98 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     await restartA.promise;
     assert.ok((a.token as number) > tokenB, `token ${a.token} > ${tokenB}`);
     await a.stop();
+  });
+
+  it("kill -9 of etcd's raft leader: a master that reaches the other members keeps mastership (no needless failover); the member restarts and rejoins", async (t) => {
+    if (skip(t)) return;
+    const c = cluster as EtcdCluster;
+    // A lease that outlasts a raft election several times over, so renewing in time is the
+    // contract here and not luck: 6 × the election timeout, renewed every quarter.
+    const lease = 6 * ELECTION;
+    const period = lease / 4;
+    const name = election();
+    const logB = recordingLogger();
+    const a = make({ electionName: name, holderId: 'a', leaseMs: lease });
+    const b = make({ electionName: name, holderId: 'b', leaseMs: lease, logger: logB });
+    const ma: Mastership = await a.start({ keepAlivePeriodMs: period });
+    const tokenA = a.token as number;
+    const lossA = lossOf(a);
+    const ka = keeper(a, period);
+    const startB = tracked(b.start({ keepAlivePeriodMs: period }));
+    await eventually(() => logB.lines.some((l) => /slave mode/.test(l.message)), 10_000, 'b waits');
+
+    const leader = await c.leader();
+    await leader.kill9();
+    const killedAt = performance.now();
+    // Two leases: long past the point where a's lease would have run out unrenewed.
+    while (performance.now() < killedAt + 2 * lease) {
+      assert.ok(unset(lossA.at), `a lost: ${lossA.reason?.message}`);
+      assert.equal(startB.settled, false, 'b became master');
+      await sleep(100);
+    }
+    const renewed = ka.answers.filter((x) => x.ok === true && x.sent > killedAt);
+    t.diagnostic(
+      `${leader.name} killed; a confirmed ${renewed.length} times since, answers: ${ka.answers
+        .filter((x) => x.sent > killedAt)
+        .map((x) => `${Math.round(x.done - x.sent)} ms ${x.ok}`)
+        .join(', ')}`,
+    );
+    assert.ok(renewed.length >= 2, JSON.stringify(ka.answers));
+    assert.equal(a.token, tokenA);
+    assert.ok(!ma.signal.aborted);
+
+    await leader.restart();
+    await sleep(period);
+    assert.ok(unset(lossA.at), `a lost: ${lossA.reason?.message}`);
+    assert.equal(await a.keepAlive(), true);
+    await ka.stop();
+    // Handing over still works through the restarted member's cluster.
+    await a.stop();
+    await startB.promise;
+    assert.ok((b.token as number) > tokenA, `token ${b.token} > ${tokenA}`);
+    await b.stop();
+  });
+
+  it('kill -9 of the only member a master talks to: it steps down before its lease can expire, then the other is master with a larger token; never two masters', async (t) => {
+    if (skip(t)) return;
+    const c = cluster as EtcdCluster;
+    const leader = await c.leader();
+    const member = c.members.find((m) => m !== leader && m.alive) as EtcdMember;
+    const name = election();
+    const a = make({ electionName: name, holderId: 'a', endpoints: [member.clientUrl] });
+    const others = c.members.filter((m) => m !== member).map((m) => m.clientUrl);
+    const logB = recordingLogger();
+    const b = make({ electionName: name, holderId: 'b', endpoints: others, logger: logB });
+    const ma: Mastership = await a.start({ keepAlivePeriodMs: PERIOD });
+    const tokenA = a.token as number;
+    const lossA = lossOf(a);
+    const ka = keeper(a);
+    const startB = tracked(b.start({ keepAlivePeriodMs: PERIOD }));
+    const master = takeover(startB, a, ma, lossA);
+    await eventually(() => logB.lines.some((l) => /slave mode/.test(l.message)), 10_000, 'b waits');
+
+    await member.kill9();
+    const killedAt = performance.now();
+    await eventually(() => master.at !== undefined, 4 * LEASE + 10_000, 'b master');
+    await startB.promise;
+    const lostAt = lossA.at;
+    assert.notEqual(lostAt, undefined, 'a reported lost before b was master');
+    const sinceConfirmed = (lostAt as number) - ka.lastConfirmedSent;
+    t.diagnostic(
+      `a lost (${lossA.reason?.code}) ${Math.round(sinceConfirmed)} ms after its last confirmed keep-alive was sent (${Math.round((lostAt as number) - killedAt)} ms after the kill); b master ${Math.round((master.at as number) - (lostAt as number))} ms after that`,
+    );
+    assert.equal(master.overlap, '');
+    assert.ok(sinceConfirmed <= LEASE, `a lost ${sinceConfirmed} ms after its last confirmation`);
+    assert.ok((b.token as number) > tokenA, `token ${b.token} > ${tokenA}`);
+
+    // The member comes back: a stays deposed, its keep-alives say false.
+    await member.restart();
+    await sleep(PERIOD * 2);
+    await ka.stop();
+    const late = ka.answers.filter((x) => x.ok === true && x.done >= (lostAt as number));
+    assert.deepEqual(late, [], JSON.stringify(ka.answers));
+    assert.equal(await a.keepAlive(), false);
+    await a.stop();
+    await b.stop();
   });
 });
