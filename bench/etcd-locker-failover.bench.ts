@@ -1,6 +1,6 @@
 /**
  * Failover of `locksmith serve --ha etcd` against etcd's own Election and against `--ha
- * lease-database` on PostgreSQL, all at the same lease (2 s, renewed every 500 ms):
+ * lease-database` on PostgreSQL, all at the same lease (2 s, renewed every third of it):
  * `npm run bench:etcd-failover` (a script, never a test). Skipped (exit 0) where `etcd` is not
  * installed; the PostgreSQL row is skipped where BENCH_PG (default
  * postgres://postgres@127.0.0.1:5432/test) does not answer.
@@ -19,8 +19,8 @@
  *    CPU_SECONDS (default 10) with one idle `serve --ha etcd` master and one slave, minus the
  *    same with no server.
  *
- * FAILOVER_SAMPLES (default 5) samples each. The kill falls at a random point of the renew
- * period (300 ms + U(0, 500 ms) after the put before it).
+ * FAILOVER_SAMPLES (default 9) samples each. The kill falls at a random point of the renew
+ * period (300 ms + U(0, renew period) after the put before it).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -41,11 +41,16 @@ import {
 import { machineHeader } from './server-support.js';
 import { fmt, median, nowNs, ratio, repoRoot, say, sayTable, sleep, verdict } from './support.js';
 
-const SAMPLES = Number(process.env.FAILOVER_SAMPLES ?? 5);
+const SAMPLES = Number(process.env.FAILOVER_SAMPLES ?? 9);
 const CPU_SECONDS = Number(process.env.CPU_SECONDS ?? 10);
 const PG_URL = process.env.BENCH_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 const LEASE_S = 2;
-const RENEW_MS = 500;
+/**
+ * A third of the lease: what the etcd3 client's lease keep-alive (and so the Election row)
+ * uses. The time from a kill to the lease's expiry is the TTL minus the time since the last
+ * renewal, so a different period would tilt the comparison by half its difference.
+ */
+const RENEW_MS = Math.round((LEASE_S * 1000) / 3);
 const LEASE_ARGS = ['--lease', `${LEASE_S}s`, '--renew', `${RENEW_MS}ms`];
 const CHILD = join(repoRoot, 'dist-test/bench/etcd-election-child.js');
 /** The election children: etcd-support's killAll does not know them. */
