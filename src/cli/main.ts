@@ -21,6 +21,10 @@ import {
  * Every usage text comes from ./usage.ts; `--help`/`-h` (before any `--`) is answered here for
  * every command, before the command is loaded, and exits 0 (for a subcommand, its own usage).
  */
+// A dependency's deprecation notice is for its developers, not for someone running a command:
+// gRPC's TLS to an IP address (`--etcd https://127.0.0.1:2379`) printed DEP0123 on every run.
+process.noDeprecation = true;
+
 const COMMANDS: Record<CommandName, () => Promise<{ run(args: string[]): Promise<number> }>> = {
   serve: () => import('./serve.js'),
   lock: () => import('./lock.js'),

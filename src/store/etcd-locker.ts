@@ -243,6 +243,16 @@ interface Candidate {
   resolveLost(): void;
 }
 
+/**
+ * etcd's answers that waiting will not change: the user lacks the rights to the election's
+ * keys, no credentials were given to an etcd that wants them, or they are wrong (etcd3 maps
+ * some of these to error classes, not "user name is empty"). On the first start they are a
+ * misconfiguration reported at once; later (rights revoked under a running server) the
+ * campaign is retried, with a warning each time.
+ */
+const REFUSAL =
+  /etcdserver: (permission denied|user name is empty|authentication failed|role is not granted)/;
+
 type Etcd3Module = typeof import('etcd3');
 let etcd3Module: Promise<Etcd3Module> | undefined;
 
@@ -412,14 +422,18 @@ export class EtcdLocker extends AbstractLocker {
         if (
           err instanceof LockObtainFailedError ||
           context.signal.aborted ||
-          (first && candidate === undefined)
+          (first && (candidate === undefined || REFUSAL.test(describe(err))))
         ) {
           await this.#release(candidate, client);
           if (this.#candidate === candidate) this.#candidate = undefined;
           if (context.signal.aborted) throw context.signal.reason;
           if (err instanceof LockObtainFailedError) throw err;
+          const what =
+            candidate === undefined
+              ? 'did not grant a lease'
+              : `refused the campaign under ${this.electionName}/`;
           throw new LockIOError(
-            `etcd at ${this.endpoints.join(', ')} did not grant a lease: ${describe(err)} (${this.name})`,
+            `etcd at ${this.endpoints.join(', ')} ${what}: ${describe(err)} (${this.name})`,
             { cause: err },
           );
         }

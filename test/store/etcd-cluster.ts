@@ -2,7 +2,7 @@
 // for the etcd locker's tests. Every process started here is orphan-proof (killed when the test
 // process exits) and killed by `close()`.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -115,21 +115,75 @@ export class EtcdMember {
   }
 }
 
+/** PEM files of a test CA and of certificates it signed (see `makeCertificates`). */
+export interface TestCertificates {
+  ca: string;
+  serverCert: string;
+  serverKey: string;
+  clientCert: string;
+  clientKey: string;
+}
+
 export interface EtcdClusterOptions {
   /** Raft heartbeat, ms (etcd's default 100). */
   heartbeatMs?: number;
   /** Raft election timeout, ms (etcd's default 1000). */
   electionMs?: number;
+  /** Clients must speak TLS (https:// URLs) and show a certificate signed by `ca`. */
+  tls?: TestCertificates;
+}
+
+/**
+ * A throw-away CA (P-256) in `dir`, a server certificate for 127.0.0.1 and a client
+ * certificate, both signed by it, valid for a day. Needs `openssl`.
+ */
+export function makeCertificates(dir: string, name = 'test'): TestCertificates {
+  const ssl = (...args: string[]) => {
+    const out = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    if (out.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${out.stderr}`);
+  };
+  const key = (file: string) =>
+    ssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', file);
+  key(`${name}-ca.key`);
+  ssl(
+    ...['req', '-x509', '-new', '-key', `${name}-ca.key`, '-out', `${name}-ca.crt`],
+    ...['-days', '1', '-subj', `/CN=locksmith ${name} CA`],
+  );
+  const sign = (who: string, ext: string) => {
+    key(`${name}-${who}.key`);
+    ssl(
+      ...['req', '-new', '-key', `${name}-${who}.key`, '-out', `${name}-${who}.csr`],
+      ...['-subj', `/CN=locksmith-${who}`],
+    );
+    writeFileSync(join(dir, `${name}-${who}.ext`), ext);
+    ssl(
+      ...['x509', '-req', '-in', `${name}-${who}.csr`, '-CA', `${name}-ca.crt`],
+      ...['-CAkey', `${name}-ca.key`, '-CAcreateserial', '-out', `${name}-${who}.crt`],
+      ...['-days', '1', '-extfile', `${name}-${who}.ext`],
+    );
+  };
+  sign('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n');
+  sign('client', 'extendedKeyUsage=clientAuth\n');
+  const at = (f: string) => join(dir, `${name}-${f}`);
+  return {
+    ca: at('ca.crt'),
+    serverCert: at('server.crt'),
+    serverKey: at('server.key'),
+    clientCert: at('client.crt'),
+    clientKey: at('client.key'),
+  };
 }
 
 /** `n` etcd members on 127.0.0.1, each with its own data directory under one temporary one. */
 export class EtcdCluster {
   readonly members: EtcdMember[];
   readonly #dir: string;
+  readonly #tls: TestCertificates | undefined;
 
-  private constructor(members: EtcdMember[], dir: string) {
+  private constructor(members: EtcdMember[], dir: string, tls: TestCertificates | undefined) {
     this.members = members;
     this.#dir = dir;
+    this.#tls = tls;
   }
 
   static async start(n: number, options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
@@ -138,8 +192,9 @@ export class EtcdCluster {
     for (let i = 0; i < n; i++) ports.push({ client: await freePort(), peer: await freePort() });
     const initial = ports.map((p, i) => `m${i}=http://127.0.0.1:${p.peer}`).join(',');
     const token = `test-${process.pid}-${Date.now()}`;
+    const { tls } = options;
     const members = ports.map((p, i) => {
-      const client = `http://127.0.0.1:${p.client}`;
+      const client = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${p.client}`;
       const peer = `http://127.0.0.1:${p.peer}`;
       const args = [
         ...['--name', `m${i}`, '--data-dir', join(dir, `m${i}`)],
@@ -150,10 +205,16 @@ export class EtcdCluster {
         ...['--heartbeat-interval', String(options.heartbeatMs ?? 100)],
         ...['--election-timeout', String(options.electionMs ?? 1000)],
         ...['--logger', 'zap', '--log-level', 'warn', '--log-outputs', 'stderr'],
+        ...(tls === undefined
+          ? []
+          : [
+              ...['--cert-file', tls.serverCert, '--key-file', tls.serverKey],
+              ...['--trusted-ca-file', tls.ca, '--client-cert-auth'],
+            ]),
       ];
       return new EtcdMember(`m${i}`, client, args);
     });
-    const cluster = new EtcdCluster(members, dir);
+    const cluster = new EtcdCluster(members, dir, tls);
     const probe = cluster.client();
     try {
       const deadline = Date.now() + 30_000;
@@ -188,8 +249,22 @@ export class EtcdCluster {
     return this.members.map((m) => m.clientUrl);
   }
 
+  /** A client of every member (with the test client certificate when the cluster has TLS). */
   client(options: Partial<IOptions> = {}): Etcd3 {
-    return new Etcd3({ hosts: this.endpoints, ...options });
+    const tls = this.#tls;
+    return new Etcd3({
+      hosts: this.endpoints,
+      ...(tls === undefined
+        ? {}
+        : {
+            credentials: {
+              rootCertificate: readFileSync(tls.ca),
+              certChain: readFileSync(tls.clientCert),
+              privateKey: readFileSync(tls.clientKey),
+            },
+          }),
+      ...options,
+    });
   }
 
   /** The member that is raft leader now (asked of every live member until one knows). */
