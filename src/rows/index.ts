@@ -34,6 +34,13 @@ export {
   Put,
   RowMutations,
 } from './mutation.js';
+export {
+  MAX_POSTGRES_RECORD_BYTES,
+  PostgresRegionStorage,
+  type PostgresRegionStorageOptions,
+  postgresRegionStorage,
+} from './postgres-region-storage.js';
+export { SCHEMA_VERSION as POSTGRES_STORAGE_SCHEMA_VERSION } from './postgres-storage-schema.js';
 export { Get, Query, Scan } from './query.js';
 export {
   type CallOptions,

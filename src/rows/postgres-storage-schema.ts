@@ -1,0 +1,91 @@
+import type pg from 'pg';
+import { InvalidArgumentError, LockIOError } from '../core/errors.js';
+import { checkIdentifier } from '../store/sql/identifier.js';
+
+/**
+ * The tables of the PostgreSQL region storage (schema version 1), all named after one prefix
+ * (`locksmith` by default: `locksmith_regions`, …; a schema-qualified prefix such as
+ * `ops.locksmith` puts them in that schema):
+ *
+ * - `<prefix>_schema (name, version)`: one row, `('region-storage', 1)`. A storage refuses a
+ *   database whose version is newer than its own, and never changes an older one silently.
+ * - `<prefix>_regions (region, epoch, generation, next_seq, snapshot_id, snapshot_seq)`: one
+ *   row per region. `epoch` is the fencing token of the owner's mastership and `generation`
+ *   counts opens, so the newest open fences every earlier one, even of the same epoch (a
+ *   standalone server restarted, or started twice by mistake). `next_seq` is the sequence
+ *   number of the next log record. The current snapshot is `snapshot_id`; it covers every log
+ *   record below `snapshot_seq`.
+ * - `<prefix>_log (region, seq, record)`: the log, one row per record.
+ * - `<prefix>_snapshots (region, snapshot_id, part, record)`: snapshot records in order.
+ *
+ * Every write by an owner goes through a statement that updates the region's row only if
+ * `epoch` and `generation` are still the owner's (the fence), in the same transaction as the
+ * data it writes: a deposed owner's write never commits.
+ */
+export const SCHEMA_VERSION = 1;
+const SCHEMA_NAME = 'region-storage';
+
+/** The table names of one prefix. */
+export interface StorageTables {
+  schema: string;
+  regions: string;
+  log: string;
+  snapshots: string;
+}
+
+/** Checks `prefix` (an SQL identifier, optionally schema-qualified, short enough for the suffixes). */
+export function tablesOf(prefix: unknown): StorageTables {
+  const p = checkIdentifier(prefix, 'tablePrefix');
+  const last = p.slice(p.lastIndexOf('.') + 1);
+  if (last.length > 50) {
+    throw new InvalidArgumentError(
+      `tablePrefix ${JSON.stringify(p)} is too long: at most 50 characters after the schema, so that "${last}_snapshots" stays within PostgreSQL's 63`,
+    );
+  }
+  return {
+    schema: `${p}_schema`,
+    regions: `${p}_regions`,
+    log: `${p}_log`,
+    snapshots: `${p}_snapshots`,
+  };
+}
+
+/**
+ * Creates the tables if missing and checks the schema version, under a transaction-level
+ * advisory lock so that servers starting together do not race on the DDL.
+ */
+export async function ensureStorageSchema(client: pg.ClientBase, t: StorageTables): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [t.regions]);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${t.schema} (name TEXT PRIMARY KEY, version INTEGER NOT NULL)`,
+    );
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${t.regions} (region TEXT PRIMARY KEY, epoch BIGINT NOT NULL DEFAULT 0, generation BIGINT NOT NULL DEFAULT 0, next_seq BIGINT NOT NULL DEFAULT 1, snapshot_id BIGINT NOT NULL DEFAULT 0, snapshot_seq BIGINT NOT NULL DEFAULT 1)`,
+    );
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${t.log} (region TEXT NOT NULL, seq BIGINT NOT NULL, record BYTEA NOT NULL, PRIMARY KEY (region, seq))`,
+    );
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${t.snapshots} (region TEXT NOT NULL, snapshot_id BIGINT NOT NULL, part INTEGER NOT NULL, record BYTEA NOT NULL, PRIMARY KEY (region, snapshot_id, part))`,
+    );
+    await client.query(
+      `INSERT INTO ${t.schema} (name, version) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+      [SCHEMA_NAME, SCHEMA_VERSION],
+    );
+    const found = Number(
+      (await client.query(`SELECT version FROM ${t.schema} WHERE name = $1`, [SCHEMA_NAME])).rows[0]
+        ?.version,
+    );
+    if (found !== SCHEMA_VERSION) {
+      throw new LockIOError(
+        `The region storage tables ${t.regions}, … have schema version ${found}; this locksmith reads version ${SCHEMA_VERSION} only`,
+      );
+    }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
