@@ -5,7 +5,10 @@
  * write batches and fdatasyncs per second, records per batch and append latency, next to a
  * floor: a bare `write(100 B) + fdatasync` loop on the same file system. The `epoch` cases
  * open the storage with an epoch (a master's), so every batch is also checked (guard lock
- * valid, epoch file still ours) before it is acknowledged; last, the check alone.
+ * valid, epoch file still ours) before it is acknowledged; last, the check alone. Then the
+ * same appends on `PostgresRegionStorage` (BENCH_PG, default the local test database; left out
+ * when it does not answer), where each batch is one statement with the fence in it and the
+ * commit is PostgreSQL's WAL flush: the "fsyncs/s" column counts its commits.
  *
  *   npm run build && npm run build:test && node dist-test/bench/rows-storage.bench.js
  */
@@ -13,7 +16,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { takeOverLock } from '../src/directory/take-over-lock.js';
+import { PostgresRegionStorage } from '../src/rows/postgres-region-storage.js';
 import { RowStorage } from '../src/rows/row-storage.js';
 import { EpochFence, writeEpochFile } from '../src/rows/storage-epoch.js';
 import { percentile } from './support.js';
@@ -54,21 +59,32 @@ async function floor(): Promise<Row> {
   }
 }
 
+const PG_URL = process.env.BENCH_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
+const PG_PREFIX = `bench_${process.pid}`;
+
 async function measure(
   durability: 'fsync' | 'none',
   appenders: number,
   size: number,
   epoch?: number,
+  on: 'files' | 'postgres' = 'files',
 ) {
   const dir = mkdtempSync(join(BASE, 'rows-storage-bench-'));
   try {
-    const { storage } = await RowStorage.open(
-      dir,
-      epoch === undefined ? { durability } : { durability, epoch },
-    );
+    const options = epoch === undefined ? { durability } : { durability, epoch };
+    const { storage } =
+      on === 'files'
+        ? await RowStorage.open(dir, options)
+        : await PostgresRegionStorage.open({
+            ...options,
+            database: PG_URL,
+            tablePrefix: PG_PREFIX,
+            region: `r-${durability}-${appenders}-${size}-${epoch ?? 0}`,
+            directory: dir,
+          });
     const record = Buffer.alloc(size, 7);
     const lat: number[] = [];
-    const before = storage.stats;
+    const before = { ...storage.stats };
     const start = performance.now();
     const end = start + SECONDS * 1000;
     await Promise.all(
@@ -85,12 +101,14 @@ async function measure(
     await storage.close();
     const records = after.records - before.records;
     const batches = after.batches - before.batches;
+    const syncs =
+      'fileSyncs' in after ? after.fileSyncs - (before as typeof after).fileSyncs : batches;
     return row(
-      `${durability}, ${appenders} appender${appenders > 1 ? 's' : ''}, ${size} B` +
+      `${on === 'postgres' ? 'PostgreSQL: ' : ''}${durability}, ${appenders} appender${appenders > 1 ? 's' : ''}, ${size} B` +
         (epoch === undefined ? '' : ', epoch'),
       records / elapsed,
       batches / elapsed,
-      (after.fileSyncs - before.fileSyncs) / elapsed,
+      syncs / elapsed,
       records / Math.max(1, batches),
       lat,
     );
@@ -152,6 +170,25 @@ function print(rows: Row[]): void {
   for (const c of cells) console.log(line(c));
 }
 
+async function pgAnswers(): Promise<boolean> {
+  const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
+  try {
+    await c.connect();
+    await c.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function dropPgTables(): Promise<void> {
+  const c = new pg.Client({ connectionString: PG_URL });
+  await c.connect();
+  const t = PG_PREFIX;
+  await c.query(`DROP TABLE IF EXISTS ${t}_schema, ${t}_regions, ${t}_log, ${t}_snapshots`);
+  await c.end();
+}
+
 /** Mean cost of one epoch check (what each batch pays with an epoch), in µs. */
 async function checkCost(): Promise<number> {
   const dir = mkdtempSync(join(BASE, 'rows-storage-bench-'));
@@ -184,6 +221,18 @@ for (const durability of ['fsync', 'none'] as const) {
     for (const size of [100, 1024]) rows.push(await measure(durability, appenders, size));
     rows.push(await measure(durability, appenders, 100, 1));
   }
+}
+if (await pgAnswers()) {
+  try {
+    for (const durability of ['fsync', 'none'] as const) {
+      for (const appenders of [1, 64])
+        rows.push(await measure(durability, appenders, 100, 1, 'postgres'));
+    }
+  } finally {
+    await dropPgTables();
+  }
+} else {
+  console.log(`(PostgreSQL at ${PG_URL} does not answer: its rows are left out)`);
 }
 console.log(`RowStorage appends, ${SECONDS} s per case, in ${BASE} (Node ${process.version})\n`);
 print(rows);
