@@ -18,6 +18,7 @@ import type {
   RegionStorage,
   StorageOpenOptions,
 } from './region-storage.js';
+import { firstTokenAbove, type RowLockTokenStore, TOKEN_BLOCK } from './row-lock-tokens.js';
 
 /** At most this many records, and about this many bytes, go into one append statement. */
 const MAX_BATCH_RECORDS = 1_000;
@@ -388,6 +389,54 @@ export class PostgresRegionStorage implements RegionStorage {
             });
       this.#fail(failure);
       throw failure;
+    }
+  }
+
+  /**
+   * The region's row-lock token ceiling, kept in its row: the first token is above every
+   * ceiling an earlier owner recorded (on any machine) and above `wallMs` in µs. The first
+   * block is recorded before this resolves; a later `reserve` records its block in the
+   * background (fenced like a write), warning if that fails, while tokens also follow the
+   * wall clock.
+   */
+  async openTokens(wallMs: number): Promise<RowLockTokenStore> {
+    const { regions } = this.#tables;
+    const stored = Number(
+      (
+        await this.#writer.query(`SELECT token_ceiling FROM ${regions} WHERE region = $1`, [
+          this.region,
+        ])
+      ).rows[0]?.token_ceiling,
+    );
+    const firstToken = firstTokenAbove(stored, wallMs);
+    const ceiling = firstToken + TOKEN_BLOCK - 1;
+    await this.#recordCeiling(ceiling);
+    return {
+      firstToken,
+      ceiling,
+      reserve: (from) => {
+        const next = from + TOKEN_BLOCK - 1;
+        this.#recordCeiling(next).catch((err: unknown) => {
+          process.emitWarning(
+            `Region storage ${this.region}: cannot record row-lock token ceiling ${next}: ${describe(err)}; tokens rely on the wall clock until the next reservation`,
+          );
+        });
+        return next;
+      },
+      close: () => {},
+    };
+  }
+
+  async #recordCeiling(ceiling: number): Promise<void> {
+    if (this.#poison !== undefined) throw this.#poisoned();
+    const r = await this.#writer.query(
+      `UPDATE ${this.#tables.regions} SET token_ceiling = GREATEST(token_ceiling, $2) WHERE region = $1 AND epoch = $3 AND generation = $4`,
+      [this.region, String(ceiling), this.epoch, this.#generation],
+    );
+    if (r.rowCount !== 1) {
+      throw new FencedError(
+        `Region storage ${this.region} is owned by a newer open: token ceiling not recorded`,
+      );
     }
   }
 

@@ -9,12 +9,13 @@ import { checkIdentifier } from '../store/sql/identifier.js';
  *
  * - `<prefix>_schema (name, version)`: one row, `('region-storage', 1)`. A storage refuses a
  *   database whose version is newer than its own, and never changes an older one silently.
- * - `<prefix>_regions (region, epoch, generation, next_seq, snapshot_id, snapshot_seq)`: one
- *   row per region. `epoch` is the fencing token of the owner's mastership and `generation`
+ * - `<prefix>_regions (region, epoch, generation, next_seq, snapshot_id, snapshot_seq,
+ *   token_ceiling)`: one row per region. `epoch` is the fencing token of the owner's mastership and `generation`
  *   counts opens, so the newest open fences every earlier one, even of the same epoch (a
  *   standalone server restarted, or started twice by mistake). `next_seq` is the sequence
  *   number of the next log record. The current snapshot is `snapshot_id`; it covers every log
- *   record below `snapshot_seq`.
+ *   record below `snapshot_seq`. `token_ceiling` is the highest row-lock token reserved, so a
+ *   region's tokens keep increasing whichever server opens it next.
  * - `<prefix>_log (region, seq, record)`: the log, one row per record.
  * - `<prefix>_snapshots (region, snapshot_id, part, record)`: snapshot records in order.
  *
@@ -62,7 +63,7 @@ export async function ensureStorageSchema(client: pg.ClientBase, t: StorageTable
       `CREATE TABLE IF NOT EXISTS ${t.schema} (name TEXT PRIMARY KEY, version INTEGER NOT NULL)`,
     );
     await client.query(
-      `CREATE TABLE IF NOT EXISTS ${t.regions} (region TEXT PRIMARY KEY, epoch BIGINT NOT NULL DEFAULT 0, generation BIGINT NOT NULL DEFAULT 0, next_seq BIGINT NOT NULL DEFAULT 1, snapshot_id BIGINT NOT NULL DEFAULT 0, snapshot_seq BIGINT NOT NULL DEFAULT 1)`,
+      `CREATE TABLE IF NOT EXISTS ${t.regions} (region TEXT PRIMARY KEY, epoch BIGINT NOT NULL DEFAULT 0, generation BIGINT NOT NULL DEFAULT 0, next_seq BIGINT NOT NULL DEFAULT 1, snapshot_id BIGINT NOT NULL DEFAULT 0, snapshot_seq BIGINT NOT NULL DEFAULT 1, token_ceiling BIGINT NOT NULL DEFAULT 0)`,
     );
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${t.log} (region TEXT NOT NULL, seq BIGINT NOT NULL, record BYTEA NOT NULL, PRIMARY KEY (region, seq))`,

@@ -4,7 +4,7 @@ import type { ColumnFamily } from './column-family.js';
 import { Memstore } from './memstore.js';
 import type { CheckedRegionOptions } from './region-options.js';
 import type { Recovered, RegionStorage } from './region-storage.js';
-import { TokenReservation } from './row-lock-tokens.js';
+import { type RowLockTokenStore, TokenReservation } from './row-lock-tokens.js';
 
 /** What a region starts from: its cells, its last write number, and its storage if any. */
 export interface RegionRecovery {
@@ -12,7 +12,7 @@ export interface RegionRecovery {
   /** The MVCC write number of the newest recovered cell (0 for a new region). */
   seq: number;
   storage: RegionStorage | undefined;
-  tokens: TokenReservation | undefined;
+  tokens: RowLockTokenStore | undefined;
 }
 
 /**
@@ -45,7 +45,11 @@ export async function recoverRegion(options: CheckedRegionOptions): Promise<Regi
     for (const record of recovered.snapshot) replay(record, true);
     for (const record of recovered.log) replay(record, false);
     memstore.compact((f) => families.get(f)?.maxVersions ?? 1, seq);
-    const tokens = await TokenReservation.open(storage.directory, options.clock.wall());
+    const wall = options.clock.wall();
+    const tokens =
+      storage.openTokens !== undefined
+        ? await storage.openTokens(wall)
+        : await TokenReservation.open(storage.directory, wall);
     return { memstore, seq, storage, tokens };
   } catch (err) {
     await storage.close();

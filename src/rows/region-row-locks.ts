@@ -16,7 +16,7 @@ import {
   RowLockManager,
   type RowLockOwner,
 } from './row-lock-manager.js';
-import type { TokenReservation } from './row-lock-tokens.js';
+import type { RowLockTokenStore } from './row-lock-tokens.js';
 import { type RowLockRef, rowLockIdOf } from './table.js';
 
 /** What the row locks need of the region's options. */
@@ -52,7 +52,7 @@ export class RegionRowLocks {
   /** `tokens`: durable fencing tokens (a region with a directory); in-memory ones otherwise. */
   constructor(
     settings: RowLockSettings,
-    tokens: TokenReservation | undefined,
+    tokens: RowLockTokenStore | undefined,
     region: RowLockRegion,
   ) {
     const { leasePeriodMs } = settings;

@@ -1,3 +1,5 @@
+import type { RowLockTokenStore } from './row-lock-tokens.js';
+
 /**
  * What a region asks of the storage behind it: an ordered, durable log of records and
  * checkpoints that replace the log's prefix. `RowStorage` (log segments and snapshots in a
@@ -22,6 +24,12 @@ export interface RegionStorage {
   readonly checkpointing: boolean;
   /** Where the region keeps what sits beside its data (the fencing-token reservation). */
   readonly directory: string;
+  /**
+   * Opens the region's row-lock token ceiling where this storage keeps it, so that tokens keep
+   * increasing when another machine opens the region next. Absent: a `row-lock.tokens` file in
+   * `directory`. `wallMs` is the opener's wall clock (tokens never fall below it, in µs).
+   */
+  openTokens?(wallMs: number): Promise<RowLockTokenStore>;
   close(): Promise<void>;
 }
 

@@ -46,7 +46,7 @@ import { Result } from './result.js';
 import { type BytesInput, checkCellCount, checkRow } from './row-input.js';
 import type { RowLock } from './row-lock.js';
 import type { RowLockActivity, RowLockOwner } from './row-lock-manager.js';
-import type { TokenReservation } from './row-lock-tokens.js';
+import type { RowLockTokenStore } from './row-lock-tokens.js';
 import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
 import { WritePath } from './write-path.js';
@@ -88,7 +88,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   readonly #locks: RegionRowLocks;
   readonly #runner: MutationRunner;
   readonly #storage: RegionStorage | undefined;
-  readonly #tokens: TokenReservation | undefined;
+  readonly #tokens: RowLockTokenStore | undefined;
   readonly #reads: RegionReads;
   readonly #writes: WritePath;
   readonly #cells: MutationCells;

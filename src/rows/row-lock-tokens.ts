@@ -14,6 +14,25 @@ export const TOKEN_BLOCK = 2 ** 32;
 const WIDTH = 16; // digits of Number.MAX_SAFE_INTEGER
 
 /**
+ * Where a region keeps the ceiling of its row-lock tokens: `firstToken` is above every token
+ * handed out before (by any earlier owner of the region), `ceiling` the highest reserved now.
+ * `reserve(from)` reserves the block from `from` on and returns its ceiling; it is called
+ * inside a grant, so it is synchronous and never throws (a storage that records it
+ * asynchronously warns on failure, and tokens then rely on the wall-clock floor).
+ */
+export interface RowLockTokenStore {
+  readonly firstToken: number;
+  readonly ceiling: number;
+  reserve(from: number): number;
+  close(): void;
+}
+
+/** The first token a new owner may hand out: above the stored ceiling and the wall clock (µs). */
+export function firstTokenAbove(stored: number, wallMs: number): number {
+  return Math.max(Number.isSafeInteger(stored) ? stored + 1 : 0, Math.floor(wallMs * 1000));
+}
+
+/**
  * Makes a region's fencing tokens increase across restarts. Before a token above the reserved
  * ceiling is handed out, a new ceiling (a block higher) is written to `row-lock.tokens` and
  * synced; a new process starts above the stored ceiling. Tokens also never fall below the wall
@@ -23,7 +42,7 @@ const WIDTH = 16; // digits of Number.MAX_SAFE_INTEGER
  * The file is one line, the ceiling in 16 decimal digits, rewritten in place: a 17-byte write
  * at offset 0 stays within one disk sector.
  */
-export class TokenReservation {
+export class TokenReservation implements RowLockTokenStore {
   readonly #path: string;
   #fd: number | undefined;
   readonly firstToken: number;
@@ -49,10 +68,7 @@ export class TokenReservation {
         throw new LockIOError(`Cannot read ${path}: ${(err as Error).message}`, { cause: err });
       }
     }
-    const first = Math.max(
-      Number.isSafeInteger(stored) ? stored + 1 : 0,
-      Math.floor(wallMs * 1000),
-    );
+    const first = firstTokenAbove(stored, wallMs);
     let fd: number | undefined;
     try {
       fd = openSync(path, 'a+');

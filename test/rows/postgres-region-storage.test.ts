@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
+import { systemClock } from '../../src/core/clock.js';
 import { FencedError, InvalidArgumentError, LockIOError } from '../../src/core/errors.js';
 import { Get, Put, Region } from '../../src/rows/index.js';
 import {
@@ -325,6 +326,48 @@ describe('a Region on the PostgreSQL storage', () => {
     assert.deepEqual(values((await c.get(new Get('r0'))).cells), ['new']);
     assert.equal((await c.get(new Get('late'))).cells.length, 0);
     await c.close();
+  });
+});
+
+describe('row-lock tokens on the PostgreSQL storage', () => {
+  it('keep increasing when another machine opens the region, even one whose wall clock is an hour behind', async () => {
+    const prefix = freshPrefix();
+    const open = (machine: string, epoch: number, behindMs: number) => {
+      const root = join(dirs.path, `tokens-${machine}`);
+      return Region.open({
+        families: ['f'],
+        dir: join(root, 't', 'r'),
+        epoch,
+        clock: { ...systemClock, wall: () => Date.now() - behindMs },
+        openStorage: postgresRegionStorage({ database: POSTGRES_URL, root, tablePrefix: prefix }),
+      });
+    };
+    const a = await open('a', 1, 0);
+    const first = await a.lockRow('row');
+    const tokenA = first.token;
+    await first.release();
+    await a.close();
+    // Machine b starts with nothing on its disk and a clock an hour behind a's.
+    const b = await open('b', 2, 3_600_000);
+    const second = await b.lockRow('row');
+    assert.ok(second.token > tokenA, `${second.token} > ${tokenA}`);
+    await second.release();
+    await b.close();
+    // The negative control: the same on files, two directories: b's tokens fall behind a's.
+    const files = async (machine: string, behindMs: number) => {
+      const region = await Region.open({
+        families: ['f'],
+        dir: join(dirs.path, `files-${machine}`),
+        clock: { ...systemClock, wall: () => Date.now() - behindMs },
+      });
+      const lock = await region.lockRow('row');
+      const token = lock.token;
+      await lock.release();
+      await region.close();
+      return token;
+    };
+    const onA = await files('a', 0);
+    assert.ok((await files('b', 3_600_000)) < onA, 'files on another machine do not carry tokens');
   });
 });
 
