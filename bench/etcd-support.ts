@@ -10,7 +10,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Etcd3, type IOptions, type IRangeRequest, type Lease } from 'etcd3';
+import type { Etcd3, IRangeRequest, Lease } from 'etcd3';
 import { connect, type LocksmithClient } from '../src/client/locksmith-client.js';
 import { Put } from '../src/rows/index.js';
 import { prefixEnd } from '../src/store/etcd-locker.js';
@@ -68,113 +68,9 @@ function track(child: ChildProcess, label: string): { output: () => string } {
   return { output: () => output };
 }
 
-/** One etcd member; `EtcdCluster.start(n)` starts them together. */
-export class EtcdMember {
-  readonly name: string;
-  readonly clientUrl: string;
-  readonly proc: ChildProcess;
-  readonly #log: { output: () => string };
-
-  constructor(name: string, clientUrl: string, proc: ChildProcess) {
-    this.name = name;
-    this.clientUrl = clientUrl;
-    this.proc = proc;
-    this.#log = track(proc, `etcd ${name}`);
-  }
-
-  get alive(): boolean {
-    return this.proc.exitCode === null && this.proc.signalCode === null;
-  }
-
-  get output(): string {
-    return this.#log.output();
-  }
-
-  async kill9(): Promise<void> {
-    if (!this.alive) return;
-    const exited = new Promise<void>((r) => this.proc.once('exit', () => r()));
-    this.proc.kill('SIGKILL');
-    await exited;
-  }
-}
-
-/**
- * `n` etcd 3.4 members with their defaults (fsync of the WAL on every commit, heartbeat 100 ms,
- * election timeout 1 s), each listening on 127.0.0.1 only.
- */
-export class EtcdCluster {
-  readonly members: EtcdMember[];
-
-  private constructor(members: EtcdMember[]) {
-    this.members = members;
-  }
-
-  static async start(n: number): Promise<EtcdCluster> {
-    const dir = tempDir('locksmith-bench-etcd-');
-    const ports = [];
-    for (let i = 0; i < n; i++) ports.push({ client: await freePort(), peer: await freePort() });
-    const initial = ports.map((p, i) => `m${i}=http://127.0.0.1:${p.peer}`).join(',');
-    const members = ports.map((p, i) => {
-      const client = `http://127.0.0.1:${p.client}`;
-      const peer = `http://127.0.0.1:${p.peer}`;
-      const args = [
-        ...['--name', `m${i}`, '--data-dir', join(dir, `m${i}`)],
-        ...['--listen-client-urls', client, '--advertise-client-urls', client],
-        ...['--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer],
-        ...['--initial-cluster', initial, '--initial-cluster-state', 'new'],
-        ...['--initial-cluster-token', `bench-${process.pid}`, '--logger', 'zap'],
-        ...['--log-level', 'warn', '--log-outputs', 'stderr'],
-      ];
-      return new EtcdMember(
-        `m${i}`,
-        client,
-        spawn('etcd', args, { stdio: ['ignore', 'pipe', 'pipe'] }),
-      );
-    });
-    const cluster = new EtcdCluster(members);
-    const probe = cluster.client();
-    try {
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        for (const m of members) {
-          if (!m.alive) throw new Error(`etcd ${m.name} exited:\n${m.output}`);
-        }
-        try {
-          await probe.put('bench-probe').value('1');
-          break;
-        } catch (err) {
-          if (Date.now() > deadline) throw err;
-          await sleep(50);
-        }
-      }
-    } finally {
-      probe.close();
-    }
-    return cluster;
-  }
-
-  client(options: Partial<IOptions> = {}): Etcd3 {
-    return new Etcd3({ hosts: this.members.map((m) => m.clientUrl), ...options });
-  }
-
-  /** The member that is raft leader now (asked of every live member until one knows). */
-  async leader(): Promise<EtcdMember> {
-    for (const m of this.members.filter((x) => x.alive)) {
-      const c = new Etcd3({ hosts: m.clientUrl });
-      try {
-        const status = await c.maintenance.status();
-        if (status.header.member_id === status.leader) return m;
-      } finally {
-        c.close();
-      }
-    }
-    throw new Error('no leader');
-  }
-
-  async close(): Promise<void> {
-    for (const m of this.members) await m.kill9();
-  }
-}
+// The same private etcd members and clusters as the tests (orphan-proof processes, etcd's
+// default timings unless told otherwise).
+export { EtcdCluster, EtcdMember } from '../test/store/etcd-cluster.js';
 
 /** etcd's WithFirstCreate / WithLastCreate: the key under `prefix` created first / last. */
 function byCreate(prefix: Buffer, order: 'Ascend' | 'Descend'): IRangeRequest {

@@ -195,6 +195,69 @@ export class PostgresRegionStorage implements RegionStorage {
     }
   }
 
+  /**
+   * Deletes a region's log, snapshots and row (a dropped table), in one transaction under the
+   * region's row lock. Refuses (`FencedError`, nothing deleted) a region a newer epoch than
+   * `epoch` owns (standalone: any epoch); a region that does not exist is nothing to do.
+   */
+  static async destroy(options: {
+    database: string;
+    region: string;
+    tablePrefix?: string | undefined;
+    epoch?: number | undefined;
+  }): Promise<void> {
+    const { epoch, ...rest } = options;
+    const o = validateOptions({
+      ...rest,
+      ...(epoch === undefined ? {} : { epoch }),
+      directory: '-',
+      durability: 'fsync',
+    });
+    const t = tablesOf(o.tablePrefix ?? 'locksmith');
+    const url = parseDatabaseUrl(o.database);
+    if (url.kind !== 'postgres') {
+      throw new InvalidArgumentError(
+        `database must be a postgres:// URL for the PostgreSQL region storage, got a ${url.kind} one`,
+      );
+    }
+    const { default: Pg } = await import('pg');
+    const client = new Pg.Client({ connectionString: o.database });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      await client.query('BEGIN');
+      const exists = (
+        await client.query(`SELECT to_regclass($1) IS NOT NULL AS present`, [t.regions])
+      ).rows[0]?.present;
+      if (exists === true) {
+        const row = (
+          await client.query(`SELECT epoch FROM ${t.regions} WHERE region = $1 FOR UPDATE`, [
+            o.region,
+          ])
+        ).rows[0] as { epoch: string } | undefined;
+        const mine = o.epoch ?? 0;
+        if (row !== undefined && Number(row.epoch) > mine) {
+          throw new FencedError(
+            `Region storage ${o.region} belongs to epoch ${row.epoch}, newer than ${mine}: not deleted`,
+          );
+        }
+        await client.query(`DELETE FROM ${t.log} WHERE region = $1`, [o.region]);
+        await client.query(`DELETE FROM ${t.snapshots} WHERE region = $1`, [o.region]);
+        await client.query(`DELETE FROM ${t.regions} WHERE region = $1`, [o.region]);
+      }
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      if (err instanceof LocksmithError) throw err;
+      throw new LockIOError(
+        `Region storage ${o.region}: deleting it failed: ${describe(err)} (${redactUrl(url.url)})`,
+        { cause: err },
+      );
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
   get logBytes(): number {
     return this.#appendedBytes - this.#coveredBytes;
   }
@@ -456,30 +519,42 @@ export class PostgresRegionStorage implements RegionStorage {
   }
 }
 
-/** An {@link OpenRegionStorage} on PostgreSQL: a region's name is its directory below `root`. */
+/**
+ * An {@link OpenRegionStorage} on PostgreSQL: a region's name is its directory below `root`.
+ * Its `destroy` deletes a region's rows (a dropped table), refusing one a newer epoch owns.
+ */
 export function postgresRegionStorage(config: {
   database: string;
   root: string;
   tablePrefix?: string;
 }): OpenRegionStorage {
   const root = resolve(config.root);
-  return async (dir, options, accept) => {
-    const path = resolve(dir);
-    const name = relative(root, path);
+  const nameOf = (dir: string) => {
+    const name = relative(root, resolve(dir));
     if (name === '' || name.startsWith('..') || name.startsWith(sep)) {
       throw new InvalidArgumentError(`region directory ${dir} is not below ${root}`);
     }
-    return PostgresRegionStorage.open(
+    return name.split(sep).join('/');
+  };
+  const open: OpenRegionStorage = async (dir, options, accept) =>
+    PostgresRegionStorage.open(
       {
         ...options,
         database: config.database,
-        region: name.split(sep).join('/'),
-        directory: path,
+        region: nameOf(dir),
+        directory: resolve(dir),
         tablePrefix: config.tablePrefix,
       },
       accept,
     );
-  };
+  open.destroy = (dir, options) =>
+    PostgresRegionStorage.destroy({
+      database: config.database,
+      region: nameOf(dir),
+      tablePrefix: config.tablePrefix,
+      epoch: options.epoch,
+    });
+  return open;
 }
 
 async function recover(

@@ -54,8 +54,16 @@ export interface StorageOpenOptions {
  * open then fails and leaves `dir` as it was). The region replays `recovered` and from then
  * on writes through `storage`.
  */
-export type OpenRegionStorage = (
+export type OpenRegionStorage = ((
   dir: string,
   options: StorageOpenOptions,
   accept: (recovered: Recovered) => void,
-) => Promise<{ storage: RegionStorage; recovered: Recovered }>;
+) => Promise<{ storage: RegionStorage; recovered: Recovered }>) & {
+  /**
+   * Deletes everything kept elsewhere for the region at `dir` (its log and snapshots in a
+   * database), so that a table dropped and created again starts empty; refuses
+   * (`FencedError`) a region a newer epoch owns. Called with the region closed. Absent: all of
+   * a region is in `dir`, which its owner deletes.
+   */
+  destroy?: ((dir: string, options: { epoch?: number }) => Promise<void>) | undefined;
+};

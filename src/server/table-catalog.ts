@@ -130,8 +130,10 @@ export class TableCatalog {
       } finally {
         await handle.close();
       }
-      // A directory left by a crash between an earlier drop's two steps goes first.
+      // A directory (or a region in another storage) left by a crash between an earlier
+      // drop's steps goes first.
       await rm(join(this.#dir, descriptor.name), { recursive: true, force: true });
+      await this.#destroyStored(descriptor.name);
       await rename(temp, file);
       await this.#syncDir();
       try {
@@ -156,6 +158,7 @@ export class TableCatalog {
       await region.close();
       await unlink(join(this.#dir, table + DESCRIPTOR));
       await this.#syncDir();
+      await this.#destroyStored(table);
       const doomed = join(this.#dir, `.dropped-${randomBytes(6).toString('hex')}`);
       await rename(join(this.#dir, table), doomed);
       await rm(doomed, { recursive: true, force: true });
@@ -220,6 +223,14 @@ export class TableCatalog {
       ...(this.#mastership.epoch > 0 ? { epoch: this.#mastership.epoch } : {}),
       ...(openStorage === undefined ? {} : { openStorage }),
     });
+  }
+
+  /** What a storage keeps outside the table's directory (see `OpenRegionStorage.destroy`). */
+  async #destroyStored(table: string): Promise<void> {
+    const destroy = this.#regionOptions.openStorage?.destroy;
+    if (destroy === undefined) return;
+    const { epoch } = this.#mastership;
+    await destroy(join(this.#dir, table), epoch > 0 ? { epoch } : {});
   }
 
   async #syncDir(): Promise<void> {

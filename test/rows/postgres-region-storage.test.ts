@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
+import { connect } from '../../src/client/locksmith-client.js';
 import { systemClock } from '../../src/core/clock.js';
 import { FencedError, InvalidArgumentError, LockIOError } from '../../src/core/errors.js';
 import { Get, Put, Region } from '../../src/rows/index.js';
@@ -14,6 +15,7 @@ import {
   type PostgresRegionStorageOptions,
   postgresRegionStorage,
 } from '../../src/rows/postgres-region-storage.js';
+import { LocksmithServer } from '../../src/server/server.js';
 import { POSTGRES_URL } from '../fixtures/db-servers.js';
 import { collectOutput, eventually, exitOf, orphanProof, tempDir } from '../helpers.js';
 
@@ -154,6 +156,23 @@ describe('PostgreSQL region storage', () => {
     const logged = await sql<{ record: Buffer }>(`SELECT record FROM ${prefix}_log ORDER BY seq`);
     assert.deepEqual(text(logged.map((r) => r.record)), ['a-before', 'b-1', 'b-2']);
     await Promise.all([a.storage.close(), b.storage.close(), c.storage.close()]);
+    // Deleting the region (a dropped table) is refused to an older epoch, done by its owner.
+    const destroy = (epoch?: number) =>
+      PostgresRegionStorage.destroy({
+        database: POSTGRES_URL,
+        tablePrefix: prefix,
+        region: 't/r1',
+        ...(epoch === undefined ? {} : { epoch }),
+      });
+    await assert.rejects(destroy(1), FencedError);
+    await assert.rejects(destroy(), FencedError);
+    assert.equal((await sql(`SELECT seq FROM ${prefix}_log`)).length, 3);
+    await destroy(2);
+    assert.equal((await sql(`SELECT seq FROM ${prefix}_log`)).length, 0);
+    assert.equal((await sql(`SELECT region FROM ${prefix}_regions`)).length, 0);
+    const fresh = await PostgresRegionStorage.open(options(prefix, { epoch: 1 }));
+    assert.deepEqual(fresh.recovered, { snapshot: [], log: [] });
+    await fresh.storage.close();
   });
 
   it('an open whose accept throws changes nothing and rethrows what accept threw', async () => {
@@ -368,6 +387,52 @@ describe('row-lock tokens on the PostgreSQL storage', () => {
     };
     const onA = await files('a', 0);
     assert.ok((await files('b', 3_600_000)) < onA, 'files on another machine do not carry tokens');
+  });
+});
+
+describe('a server on the PostgreSQL storage', () => {
+  it('keeps its tables there: rows survive a restart, and a table dropped and created again starts empty', async () => {
+    const prefix = freshPrefix();
+    const dataDir = join(dirs.path, 'server');
+    const listen = () =>
+      LocksmithServer.listen({
+        dataDir,
+        port: 0,
+        openStorage: postgresRegionStorage({
+          database: POSTGRES_URL,
+          root: dataDir,
+          tablePrefix: prefix,
+        }),
+      });
+    let server = await listen();
+    try {
+      let client = await connect(`locksmith://127.0.0.1:${server.port}`);
+      await client.createTable('t', ['f']);
+      await client.table('t').put(new Put('a').add('f', 'q', '1'));
+      await client.close();
+      await server.close();
+      const regions = await sql<{ region: string }>(
+        `SELECT region FROM ${prefix}_regions ORDER BY region`,
+      );
+      assert.ok(
+        regions.some((r) => r.region === 'tables/t'),
+        JSON.stringify(regions),
+      );
+
+      server = await listen();
+      client = await connect(`locksmith://127.0.0.1:${server.port}`);
+      assert.deepEqual(values((await client.table('t').get(new Get('a'))).cells), ['1']);
+      await client.dropTable('t');
+      assert.deepEqual(
+        await sql(`SELECT region FROM ${prefix}_regions WHERE region = 'tables/t'`),
+        [],
+      );
+      await client.createTable('t', ['f']);
+      assert.equal((await client.table('t').get(new Get('a'))).cells.length, 0);
+      await client.close();
+    } finally {
+      await server.close();
+    }
   });
 });
 
