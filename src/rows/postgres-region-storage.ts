@@ -150,7 +150,11 @@ export class PostgresRegionStorage implements RegionStorage {
     // Loaded on the first open: a row store on files never loads the PostgreSQL driver.
     const { default: Pg } = await import('pg');
     const connect = async () => {
-      const client = new Pg.Client({ connectionString: o.database });
+      const client = new Pg.Client({
+        connectionString: o.database,
+        // What pg_stat_activity shows an operator (at most 63 bytes).
+        application_name: `locksmith region ${o.region}`.slice(0, 60),
+      });
       // Until the storage listens: an error here surfaces through the failing query.
       client.on('error', () => {});
       try {

@@ -175,6 +175,45 @@ describe('PostgreSQL region storage', () => {
     await fresh.storage.close();
   });
 
+  it('a connection killed under a writer: pending appends reject as unknown, later ones too; a reopen has every acknowledged record', async () => {
+    const prefix = freshPrefix();
+    const region = `killed-${prefix}`;
+    const { storage } = await PostgresRegionStorage.open(options(prefix, { region, epoch: 1 }));
+    const acked: string[] = [];
+    let next = 0;
+    // 16 appenders, each appending until one of its appends is refused.
+    const appenders = Array.from({ length: 16 }, async () => {
+      for (;;) {
+        const i = next++;
+        try {
+          await storage.append(Buffer.from(`k${i}`));
+          acked.push(`k${i}`);
+        } catch (err) {
+          return err;
+        }
+      }
+    });
+    await eventually(() => acked.length > 100, 10_000, 'acknowledgements');
+    await sql(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+      [`locksmith region ${region}`.slice(0, 60)],
+    );
+    for (const err of await Promise.all(appenders)) {
+      assert.ok(err instanceof LockIOError && err.code === 'IO_ERROR', String(err));
+    }
+    await assert.rejects(storage.append(Buffer.from('after')), LockIOError);
+    await storage.close();
+    const again = await PostgresRegionStorage.open(options(prefix, { region, epoch: 2 }));
+    const read = text(again.recovered.log);
+    assert.deepEqual(
+      read,
+      read.map((_, i) => `k${i}`),
+      'the log is a whole prefix',
+    );
+    assert.ok(read.length >= acked.length, `${read.length} read, ${acked.length} acknowledged`);
+    await again.storage.close();
+  });
+
   it('an open whose accept throws changes nothing and rethrows what accept threw', async () => {
     const prefix = freshPrefix();
     const first = await PostgresRegionStorage.open(options(prefix, { epoch: 3 }));
