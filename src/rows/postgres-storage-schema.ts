@@ -52,10 +52,15 @@ export function tablesOf(prefix: unknown): StorageTables {
 }
 
 /**
- * Creates the tables if missing and checks the schema version, under a transaction-level
- * advisory lock so that servers starting together do not race on the DDL.
+ * Checks the schema version, creating the tables first if they are missing: under a
+ * transaction-level advisory lock, so that servers starting together do not race on the DDL.
+ * Tables that exist at the right version are only read, so a user without `CREATE` on the
+ * schema can use tables an administrator created.
  */
 export async function ensureStorageSchema(client: pg.ClientBase, t: StorageTables): Promise<void> {
+  const stored = await storedVersion(client, t);
+  if (stored === SCHEMA_VERSION) return;
+  if (stored !== undefined) throw versionRefused(t, stored);
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [t.regions]);
@@ -79,14 +84,26 @@ export async function ensureStorageSchema(client: pg.ClientBase, t: StorageTable
       (await client.query(`SELECT version FROM ${t.schema} WHERE name = $1`, [SCHEMA_NAME])).rows[0]
         ?.version,
     );
-    if (found !== SCHEMA_VERSION) {
-      throw new LockIOError(
-        `The region storage tables ${t.regions}, … have schema version ${found}; this locksmith reads version ${SCHEMA_VERSION} only`,
-      );
-    }
+    if (found !== SCHEMA_VERSION) throw versionRefused(t, found);
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;
   }
+}
+
+/** The version the tables record, or undefined when they are missing (or unreadable). */
+async function storedVersion(client: pg.ClientBase, t: StorageTables): Promise<number | undefined> {
+  const present = (await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [t.schema]))
+    .rows[0]?.present;
+  if (present !== true) return undefined;
+  const row = (await client.query(`SELECT version FROM ${t.schema} WHERE name = $1`, [SCHEMA_NAME]))
+    .rows[0];
+  return row === undefined ? undefined : Number(row.version);
+}
+
+function versionRefused(t: StorageTables, found: number): LockIOError {
+  return new LockIOError(
+    `The region storage tables ${t.regions}, … have schema version ${found}; this locksmith reads version ${SCHEMA_VERSION} only`,
+  );
 }

@@ -321,6 +321,39 @@ describe('PostgreSQL region storage', () => {
     );
   });
 
+  it('a user without CREATE on the schema works on tables an administrator created', async () => {
+    // A schema of its own: the user gets USAGE on it, never CREATE.
+    const schema = `lsm_s_${randomBytes(4).toString('hex')}`;
+    const role = `lsm_user_${randomBytes(4).toString('hex')}`;
+    const prefix = `${schema}.t`;
+    await sql(`CREATE SCHEMA ${schema}`);
+    await sql(`CREATE ROLE ${role} LOGIN`);
+    try {
+      // The administrator creates the tables (by a first open) and grants the four.
+      const { storage } = await PostgresRegionStorage.open(options(prefix));
+      await storage.close();
+      await sql(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+      await sql(
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${prefix}_schema, ${prefix}_regions, ${prefix}_log, ${prefix}_snapshots TO ${role}`,
+      );
+      const url = POSTGRES_URL.replace(/\/\/[^@/]*@/, `//${role}@`);
+      const mine = await PostgresRegionStorage.open(
+        options(prefix, { database: url, region: 'u' }),
+      );
+      await mine.storage.append(Buffer.from('by the user'));
+      await mine.storage.checkpoint(() => [Buffer.from('snap')]);
+      await mine.storage.close();
+      // Without the tables it cannot create them: a clear error, not a hang.
+      await assert.rejects(
+        PostgresRegionStorage.open(options(`${schema}.other`, { database: url })),
+        (err: unknown) => err instanceof LockIOError && /permission denied/.test(err.message),
+      );
+    } finally {
+      await sql(`DROP SCHEMA ${schema} CASCADE`);
+      await sql(`DROP ROLE ${role}`);
+    }
+  });
+
   it('refuses tables of a newer schema version, and regions outside the root', async () => {
     const prefix = freshPrefix();
     const { storage } = await PostgresRegionStorage.open(options(prefix));
