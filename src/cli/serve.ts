@@ -1,8 +1,13 @@
 import { readFile, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { postgresRegionStorage } from '../rows/postgres-region-storage.js';
+import { storageDatabase } from '../rows/postgres-storage-connection.js';
+import { tablesOf } from '../rows/postgres-storage-schema.js';
+import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { HaOptions, RoleChange } from '../server/ha-role.js';
 import { LocksmithServer } from '../server/server.js';
 import { describe } from '../store/describe-error.js';
+import { redactUrl } from '../store/sql/database-url.js';
 import {
   durationOption,
   parseCommandLine,
@@ -188,6 +193,32 @@ export async function run(args: string[]): Promise<number> {
     slaveSaid = true;
     process.stdout.write(`locksmith serve: slave: waiting for ${lockerName}: ${holder}\n`);
   };
+  const storageUrl = str('storage');
+  const storagePrefix = str('storage-prefix');
+  if (storageUrl === undefined && storagePrefix !== undefined) {
+    throw new UsageError('--storage-prefix applies only with --storage');
+  }
+  if (storageUrl !== undefined && values.ha === 'shared-file') {
+    throw new UsageError(
+      '--ha shared-file needs a --data shared by the servers; with --storage use database, lease-database or etcd',
+    );
+  }
+  let openStorage: OpenRegionStorage | undefined;
+  if (storageUrl !== undefined) {
+    try {
+      openStorage = postgresRegionStorage({
+        database: storageUrl,
+        root: dataDir,
+        ...(storagePrefix === undefined ? {} : { tablePrefix: storagePrefix }),
+      });
+      storageDatabase(storageUrl);
+      if (storagePrefix !== undefined) tablesOf(storagePrefix);
+    } catch (err) {
+      throw new UsageError(
+        `--storage${storagePrefix === undefined ? '' : '/--storage-prefix'}: ${(err as Error).message}`,
+      );
+    }
+  }
   const ha = await haOptions(values, dataDir, port, (holder) => {
     if (announced) sayHeld(holder);
     else heldBy = holder;
@@ -223,6 +254,7 @@ export async function run(args: string[]): Promise<number> {
     ...(tls === undefined ? {} : { tls }),
     ...(httpPort === undefined ? {} : { httpPort }),
     ...(ha === undefined ? {} : { ha }),
+    ...(openStorage === undefined ? {} : { openStorage }),
     ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
   });
   const scheme = tls === undefined ? 'locksmith' : 'locksmiths';
@@ -232,7 +264,7 @@ export async function run(args: string[]): Promise<number> {
       ? `${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
       : `--ha ${values.ha as string}`;
   process.stdout.write(
-    `locksmith serve: listening on ${scheme}://${where}:${server.port} (data ${dataDir}, ${tables}${token === undefined ? '' : ', token required'}${server.httpPort === undefined ? '' : `, dashboard on http://${where}:${server.httpPort}/ (/status, /metrics)`})\n`,
+    `locksmith serve: listening on ${scheme}://${where}:${server.port} (data ${storageUrl === undefined ? dataDir : `${redactUrl(storageUrl)}, local ${dataDir}`}, ${tables}${token === undefined ? '' : ', token required'}${server.httpPort === undefined ? '' : `, dashboard on http://${where}:${server.httpPort}/ (/status, /metrics)`})\n`,
   );
   if (ha !== undefined) {
     // The role now (master already, or still trying), then every change. "slave" is said only

@@ -203,7 +203,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--storage postgres://... [--storage-prefix <name>]] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -224,7 +224,9 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--max-buffered <size>       unsent answers per connection before it stops reading; one more frame and it is closed (default: 1MiB)',
       '--max-buffered-total <size> unsent answers of all connections; past it a connection over its own bound is closed (default: 256MiB)',
       '--shutdown-timeout <duration> how long a stop waits for calls in flight (default: 10s)',
-      '--ha <locker>               master/slave with other servers on the same --data: shared-file (a lock file in it), database, lease-database or etcd (default: standalone)',
+      '--storage <url>             keep the tables, their data and the sessions in PostgreSQL (postgres://...) instead of under --data; servers on other machines then share them (default: files under --data)',
+      '--storage-prefix <name>     the name prefix of the storage tables, one per group of servers (default: locksmith)',
+      '--ha <locker>               master/slave with other servers on the same --data (or the same --storage): shared-file (a lock file in --data), database, lease-database or etcd (default: standalone)',
       '--db <url>                  the lock database: a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers)',
       '--lock-table <name>         the lock table (default: ACTIVEMQ_LOCK)',
       "--etcd <url>[,<url>...]     the etcd members' client URLs, http://host:port or https://host:port (etcd only)",
@@ -263,6 +265,8 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'max-buffered': { type: 'string' },
       'max-buffered-total': { type: 'string' },
       'shutdown-timeout': { type: 'string' },
+      storage: { type: 'string' },
+      'storage-prefix': { type: 'string' },
       ha: { type: 'string' },
       db: { type: 'string' },
       'lock-table': { type: 'string' },

@@ -10,8 +10,14 @@ import {
   LocksmithError,
 } from '../core/errors.js';
 import { describe } from '../store/describe-error.js';
-import { parseDatabaseUrl, redactUrl } from '../store/sql/database-url.js';
-import { ensureStorageSchema, type StorageTables, tablesOf } from './postgres-storage-schema.js';
+import { PostgresCatalogStore } from './postgres-catalog-store.js';
+import { connectStorage, storageDatabase } from './postgres-storage-connection.js';
+import {
+  claimRegion,
+  ensureStorageSchema,
+  type StorageTables,
+  tablesOf,
+} from './postgres-storage-schema.js';
 import type {
   OpenRegionStorage,
   Recovered,
@@ -139,36 +145,9 @@ export class PostgresRegionStorage implements RegionStorage {
   ): Promise<{ storage: PostgresRegionStorage; recovered: Recovered }> {
     const o = validateOptions(options);
     const tables = tablesOf(o.tablePrefix ?? 'locksmith');
-    const url = parseDatabaseUrl(o.database);
-    if (url.kind !== 'postgres') {
-      throw new InvalidArgumentError(
-        `database must be a postgres:// URL for the PostgreSQL region storage, got a ${url.kind} one`,
-      );
-    }
-    const where = redactUrl(url.url);
+    const db = storageDatabase(o.database);
     await mkdir(o.directory, { recursive: true });
-    // Loaded on the first open: a row store on files never loads the PostgreSQL driver.
-    const { default: Pg } = await import('pg');
-    const connect = async () => {
-      const client = new Pg.Client({
-        connectionString: o.database,
-        // What pg_stat_activity shows an operator (at most 63 bytes).
-        application_name: `locksmith region ${o.region}`.slice(0, 60),
-      });
-      // Until the storage listens: an error here surfaces through the failing query.
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        if (o.durability === 'none') await client.query('SET synchronous_commit = off');
-      } catch (err) {
-        await client.end().catch(() => undefined);
-        throw new LockIOError(
-          `Region storage ${o.region}: cannot connect to ${where}: ${describe(err)}`,
-          { cause: err },
-        );
-      }
-      return client;
-    };
+    const connect = () => connectStorage(db, `region ${o.region}`, o.durability);
     const writer = await connect();
     let checkpointer: pg.Client | undefined;
     try {
@@ -218,17 +197,9 @@ export class PostgresRegionStorage implements RegionStorage {
       durability: 'fsync',
     });
     const t = tablesOf(o.tablePrefix ?? 'locksmith');
-    const url = parseDatabaseUrl(o.database);
-    if (url.kind !== 'postgres') {
-      throw new InvalidArgumentError(
-        `database must be a postgres:// URL for the PostgreSQL region storage, got a ${url.kind} one`,
-      );
-    }
-    const { default: Pg } = await import('pg');
-    const client = new Pg.Client({ connectionString: o.database });
-    client.on('error', () => {});
+    const db = storageDatabase(o.database);
+    const client = await connectStorage(db, `region ${o.region}`);
     try {
-      await client.connect();
       await client.query('BEGIN');
       const exists = (
         await client.query(`SELECT to_regclass($1) IS NOT NULL AS present`, [t.regions])
@@ -254,7 +225,7 @@ export class PostgresRegionStorage implements RegionStorage {
       await client.query('ROLLBACK').catch(() => undefined);
       if (err instanceof LocksmithError) throw err;
       throw new LockIOError(
-        `Region storage ${o.region}: deleting it failed: ${describe(err)} (${redactUrl(url.url)})`,
+        `Region storage ${o.region}: deleting it failed: ${describe(err)} (${db.where})`,
         { cause: err },
       );
     } finally {
@@ -525,7 +496,8 @@ export class PostgresRegionStorage implements RegionStorage {
 
 /**
  * An {@link OpenRegionStorage} on PostgreSQL: a region's name is its directory below `root`.
- * Its `destroy` deletes a region's rows (a dropped table), refusing one a newer epoch owns.
+ * Its `destroy` deletes a region's rows (a dropped table), refusing one a newer epoch owns;
+ * its `openCatalog` keeps the server's table catalog in the same database and prefix.
  */
 export function postgresRegionStorage(config: {
   database: string;
@@ -558,6 +530,12 @@ export function postgresRegionStorage(config: {
       tablePrefix: config.tablePrefix,
       epoch: options.epoch,
     });
+  open.openCatalog = (_dataDir, options) =>
+    PostgresCatalogStore.open({
+      database: config.database,
+      tablePrefix: config.tablePrefix,
+      epoch: options.epoch,
+    });
   return open;
 }
 
@@ -570,30 +548,7 @@ async function recover(
   const epoch = o.epoch ?? 0;
   await client.query('BEGIN');
   try {
-    await client.query(
-      `INSERT INTO ${t.regions} (region) VALUES ($1) ON CONFLICT (region) DO NOTHING`,
-      [o.region],
-    );
-    const row = (
-      await client.query(
-        `SELECT epoch, next_seq, snapshot_id, snapshot_seq FROM ${t.regions} WHERE region = $1 FOR UPDATE`,
-        [o.region],
-      )
-    ).rows[0] as { epoch: string; next_seq: string; snapshot_id: string; snapshot_seq: string };
-    const found = Number(row.epoch);
-    if (found > epoch) {
-      throw new FencedError(
-        `Region storage ${o.region} belongs to epoch ${found}, newer than ${epoch === 0 ? 'a standalone open (no epoch)' : `this open's ${epoch}`}: refused, nothing changed`,
-      );
-    }
-    const generation = String(
-      (
-        await client.query(
-          `UPDATE ${t.regions} SET epoch = $2, generation = generation + 1 WHERE region = $1 RETURNING generation`,
-          [o.region, epoch],
-        )
-      ).rows[0]?.generation,
-    );
+    const { row, generation } = await claimRegion(client, t, o.region, epoch);
     const snapshot = (
       await client.query(
         `SELECT record FROM ${t.snapshots} WHERE region = $1 AND snapshot_id = $2 ORDER BY part`,

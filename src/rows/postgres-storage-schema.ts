@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { InvalidArgumentError, LockIOError } from '../core/errors.js';
+import { FencedError, InvalidArgumentError, LockIOError } from '../core/errors.js';
 import { checkIdentifier } from '../store/sql/identifier.js';
 
 /**
@@ -18,6 +18,8 @@ import { checkIdentifier } from '../store/sql/identifier.js';
  *   region's tokens keep increasing whichever server opens it next.
  * - `<prefix>_log (region, seq, record)`: the log, one row per record.
  * - `<prefix>_snapshots (region, snapshot_id, part, record)`: snapshot records in order.
+ * - `<prefix>_tables (name, descriptor)`: the server's table catalog (a table's descriptor as
+ *   JSON), fenced through the `catalog` row of `<prefix>_regions` like a region's writes.
  *
  * Every write by an owner goes through a statement that updates the region's row only if
  * `epoch` and `generation` are still the owner's (the fence), in the same transaction as the
@@ -32,6 +34,7 @@ export interface StorageTables {
   regions: string;
   log: string;
   snapshots: string;
+  tables: string;
 }
 
 /** Checks `prefix` (an SQL identifier, optionally schema-qualified, short enough for the suffixes). */
@@ -48,6 +51,7 @@ export function tablesOf(prefix: unknown): StorageTables {
     regions: `${p}_regions`,
     log: `${p}_log`,
     snapshots: `${p}_snapshots`,
+    tables: `${p}_tables`,
   };
 }
 
@@ -75,6 +79,9 @@ export async function ensureStorageSchema(client: pg.ClientBase, t: StorageTable
     );
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${t.snapshots} (region TEXT NOT NULL, snapshot_id BIGINT NOT NULL, part INTEGER NOT NULL, record BYTEA NOT NULL, PRIMARY KEY (region, snapshot_id, part))`,
+    );
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${t.tables} (name TEXT PRIMARY KEY, descriptor TEXT NOT NULL)`,
     );
     await client.query(
       `INSERT INTO ${t.schema} (name, version) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
@@ -106,4 +113,52 @@ function versionRefused(t: StorageTables, found: number): LockIOError {
   return new LockIOError(
     `The region storage tables ${t.regions}, … have schema version ${found}; this locksmith reads version ${SCHEMA_VERSION} only`,
   );
+}
+
+/** A region's row as an open reads it. */
+export interface RegionRow {
+  epoch: string;
+  next_seq: string;
+  snapshot_id: string;
+  snapshot_seq: string;
+}
+
+/**
+ * Inside the caller's transaction: creates `region`'s row if missing, locks it, refuses
+ * (`FencedError`, nothing changed once the caller rolls back) a newer epoch than `epoch` (0:
+ * standalone, which any epoch refuses), then records `epoch` and a new generation. The caller
+ * commits after reading what it needs: from then on the previous owner's fenced statements
+ * change nothing.
+ */
+export async function claimRegion(
+  client: pg.ClientBase,
+  t: StorageTables,
+  region: string,
+  epoch: number,
+): Promise<{ row: RegionRow; generation: string }> {
+  await client.query(
+    `INSERT INTO ${t.regions} (region) VALUES ($1) ON CONFLICT (region) DO NOTHING`,
+    [region],
+  );
+  const row = (
+    await client.query(
+      `SELECT epoch, next_seq, snapshot_id, snapshot_seq FROM ${t.regions} WHERE region = $1 FOR UPDATE`,
+      [region],
+    )
+  ).rows[0] as RegionRow;
+  const found = Number(row.epoch);
+  if (found > epoch) {
+    throw new FencedError(
+      `Region storage ${region} belongs to epoch ${found}, newer than ${epoch === 0 ? 'a standalone open (no epoch)' : `this open's ${epoch}`}: refused, nothing changed`,
+    );
+  }
+  const generation = String(
+    (
+      await client.query(
+        `UPDATE ${t.regions} SET epoch = $2, generation = generation + 1 WHERE region = $1 RETURNING generation`,
+        [region, epoch],
+      )
+    ).rows[0]?.generation,
+  );
+  return { row, generation };
 }

@@ -1,4 +1,5 @@
 import type { RowLockTokenStore } from './row-lock-tokens.js';
+import type { TableCatalogStore } from './table-catalog-store.js';
 
 /**
  * What a region asks of the storage behind it: an ordered, durable log of records and
@@ -66,4 +67,12 @@ export type OpenRegionStorage = ((
    * a region is in `dir`, which its owner deletes.
    */
   destroy?: ((dir: string, options: { epoch?: number }) => Promise<void>) | undefined;
+  /**
+   * Opens the server's table catalog where this storage keeps it (fenced by `epoch` like the
+   * regions), so that a server on another machine finds the same tables. Absent: descriptor
+   * files under `<dataDir>/tables`.
+   */
+  openCatalog?:
+    | ((dataDir: string, options: { epoch?: number }) => Promise<TableCatalogStore>)
+    | undefined;
 };

@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { open, readdir, readFile, rename, rm, unlink } from 'node:fs/promises';
+import { readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../core/clock.js';
-import { LockIOError, TableError } from '../core/errors.js';
+import { TableError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { Region } from '../rows/region.js';
 import type { OpenRegionStorage } from '../rows/region-storage.js';
-import { checkTableDescriptor, type TableDescriptor } from '../rows/table-descriptor.js';
+import type { TableCatalogStore } from '../rows/table-catalog-store.js';
+import type { TableDescriptor } from '../rows/table-descriptor.js';
+import { DESCRIPTOR, FileCatalogStore } from './file-catalog-store.js';
 
 /** What the server passes to every region it opens. */
 export interface CatalogRegionOptions {
@@ -29,20 +31,20 @@ export interface CatalogMastership {
 
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 
-const DESCRIPTOR = '.table.json';
-
 /**
- * The server's tables: one {@link Region} each, under `<data>/tables/<name>/`, described by
- * `<data>/tables/<name>.table.json`. The descriptor file is the commit point: it is written
- * (to a temporary name, fsynced, renamed) before the region is created, and removed before
- * the region's directory is, so a crash in between leaves either a table that opens or a
- * directory nobody names, which the next start removes.
+ * The server's tables: one {@link Region} each, under `<data>/tables/<name>/`, described in a
+ * {@link TableCatalogStore} (`<data>/tables/<name>.table.json` files unless the region storage
+ * keeps the catalog, see `OpenRegionStorage.openCatalog`). Recording the descriptor is the
+ * commit point: it happens before the region is created, and its removal before the region's
+ * data is deleted, so a crash in between leaves either a table that opens or data nobody
+ * names, which the next start (or the next create of that name) removes.
  *
  * Administrative changes run one at a time. Dropping a table closes its region: every lock on
  * it is lost (`LOCK_LOST`), and calls on it fail with `TABLE_NOT_FOUND` from then on.
  */
 export class TableCatalog {
   readonly #dir: string;
+  readonly #store: TableCatalogStore;
   readonly #regionOptions: CatalogRegionOptions;
   readonly #mastership: CatalogMastership;
   readonly #tables = new Map<string, { descriptor: TableDescriptor; region: Region }>();
@@ -51,10 +53,12 @@ export class TableCatalog {
 
   private constructor(
     dir: string,
+    store: TableCatalogStore,
     regionOptions: CatalogRegionOptions,
     mastership: CatalogMastership,
   ) {
     this.#dir = dir;
+    this.#store = store;
     this.#regionOptions = regionOptions;
     this.#mastership = mastership;
   }
@@ -70,7 +74,13 @@ export class TableCatalog {
   ): Promise<TableCatalog> {
     const dir = join(dataDir, 'tables');
     await makeDirectories(dir);
-    const catalog = new TableCatalog(dir, regionOptions, mastership);
+    const openCatalog = regionOptions.openStorage?.openCatalog;
+    const { epoch } = mastership;
+    const store =
+      openCatalog === undefined
+        ? new FileCatalogStore(dir)
+        : await openCatalog(dataDir, epoch > 0 ? { epoch } : {});
+    const catalog = new TableCatalog(dir, store, regionOptions, mastership);
     try {
       await catalog.#load();
     } catch (err) {
@@ -121,28 +131,18 @@ export class TableCatalog {
       if (this.#tables.has(descriptor.name)) {
         throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
       }
-      const file = join(this.#dir, descriptor.name + DESCRIPTOR);
-      const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-      const handle = await open(temp, 'wx', 0o644);
-      try {
-        await handle.writeFile(`${JSON.stringify(descriptor, null, 2)}\n`);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
       // A directory (or a region in another storage) left by a crash between an earlier
-      // drop's steps goes first.
+      // drop's steps goes first; recording the descriptor is the commit point.
       await rm(join(this.#dir, descriptor.name), { recursive: true, force: true });
       await this.#destroyStored(descriptor.name);
-      await rename(temp, file);
-      await this.#syncDir();
+      await this.#store.add(descriptor);
       try {
         this.#tables.set(descriptor.name, {
           descriptor,
           region: await this.#openRegion(descriptor),
         });
       } catch (err) {
-        await unlink(file).catch(() => undefined);
+        await this.#store.remove(descriptor.name).catch(() => undefined);
         throw err;
       }
       return descriptor;
@@ -156,8 +156,7 @@ export class TableCatalog {
       const table = name as string;
       this.#tables.delete(table);
       await region.close();
-      await unlink(join(this.#dir, table + DESCRIPTOR));
-      await this.#syncDir();
+      await this.#store.remove(table);
       await this.#destroyStored(table);
       const doomed = join(this.#dir, `.dropped-${randomBytes(6).toString('hex')}`);
       await rename(join(this.#dir, table), doomed);
@@ -173,40 +172,24 @@ export class TableCatalog {
     const regions = [...this.#tables.values()].map((t) => t.region);
     this.#tables.clear();
     await Promise.allSettled(regions.map((r) => r.close()));
+    await this.#store.close().catch(() => undefined);
   }
 
   async #load(): Promise<void> {
     const names = await readdir(this.#dir);
-    const described = new Set<string>();
     for (const entry of names) {
-      if (entry.endsWith('.tmp') || entry.startsWith('.dropped-')) {
+      if (entry.startsWith('.dropped-'))
         await rm(join(this.#dir, entry), { recursive: true, force: true });
-        continue;
-      }
-      if (!entry.endsWith(DESCRIPTOR)) continue;
-      const file = join(this.#dir, entry);
-      let descriptor: TableDescriptor;
-      try {
-        const raw = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
-        descriptor = checkTableDescriptor(raw.name, raw.families, {
-          timestampOnArrival: raw.timestampOnArrival,
-        });
-      } catch (err) {
-        throw new LockIOError(`Unreadable table descriptor ${file}: ${(err as Error).message}`, {
-          cause: err,
-        });
-      }
-      if (descriptor.name + DESCRIPTOR !== entry) {
-        throw new LockIOError(`Table descriptor ${file} names table ${descriptor.name}`);
-      }
+    }
+    const described = new Set<string>();
+    for (const descriptor of await this.#store.load()) {
       described.add(descriptor.name);
       this.#tables.set(descriptor.name, { descriptor, region: await this.#openRegion(descriptor) });
     }
-    for (const entry of names) {
-      if (!entry.endsWith(DESCRIPTOR) && !described.has(entry)) {
-        // A table directory whose descriptor is gone: a drop that crashed half way.
-        await rm(join(this.#dir, entry), { recursive: true, force: true });
-      }
+    for (const entry of await readdir(this.#dir)) {
+      if (entry.endsWith(DESCRIPTOR) || entry.endsWith('.tmp') || described.has(entry)) continue;
+      // A table directory whose descriptor is gone: a drop that crashed half way.
+      await rm(join(this.#dir, entry), { recursive: true, force: true });
     }
   }
 
@@ -231,15 +214,6 @@ export class TableCatalog {
     if (destroy === undefined) return;
     const { epoch } = this.#mastership;
     await destroy(join(this.#dir, table), epoch > 0 ? { epoch } : {});
-  }
-
-  async #syncDir(): Promise<void> {
-    const handle = await open(this.#dir, 'r');
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
   }
 
   #serially<T>(work: () => Promise<T>): Promise<T> {

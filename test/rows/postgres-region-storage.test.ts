@@ -10,11 +10,13 @@ import { connect } from '../../src/client/locksmith-client.js';
 import { systemClock } from '../../src/core/clock.js';
 import { FencedError, InvalidArgumentError, LockIOError } from '../../src/core/errors.js';
 import { Get, Put, Region } from '../../src/rows/index.js';
+import { PostgresCatalogStore } from '../../src/rows/postgres-catalog-store.js';
 import {
   PostgresRegionStorage,
   type PostgresRegionStorageOptions,
   postgresRegionStorage,
 } from '../../src/rows/postgres-region-storage.js';
+import { checkTableDescriptor } from '../../src/rows/table-descriptor.js';
 import { LocksmithServer } from '../../src/server/server.js';
 import { POSTGRES_URL } from '../fixtures/db-servers.js';
 import { collectOutput, eventually, exitOf, orphanProof, tempDir } from '../helpers.js';
@@ -47,9 +49,9 @@ async function sql<T = Record<string, unknown>>(
 after(async () => {
   dirs[Symbol.dispose]();
   for (const p of prefixes) {
-    await sql(`DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots`).catch(
-      () => undefined,
-    );
+    await sql(
+      `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables`,
+    ).catch(() => undefined);
   }
 });
 
@@ -334,7 +336,7 @@ describe('PostgreSQL region storage', () => {
       await storage.close();
       await sql(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
       await sql(
-        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${prefix}_schema, ${prefix}_regions, ${prefix}_log, ${prefix}_snapshots TO ${role}`,
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${prefix}_schema, ${prefix}_regions, ${prefix}_log, ${prefix}_snapshots, ${prefix}_tables TO ${role}`,
       );
       const url = POSTGRES_URL.replace(/\/\/[^@/]*@/, `//${role}@`);
       const mine = await PostgresRegionStorage.open(
@@ -501,10 +503,63 @@ describe('a server on the PostgreSQL storage', () => {
       );
       await client.createTable('t', ['f']);
       assert.equal((await client.table('t').get(new Get('a'))).cells.length, 0);
+      await client.table('t').put(new Put('b').add('f', 'q', '2'));
+      await client.close();
+      await server.close();
+
+      // Another machine: an empty data directory finds the same tables and rows in PostgreSQL.
+      const elsewhere = join(dirs.path, 'server-elsewhere');
+      server = await LocksmithServer.listen({
+        dataDir: elsewhere,
+        port: 0,
+        openStorage: postgresRegionStorage({
+          database: POSTGRES_URL,
+          root: elsewhere,
+          tablePrefix: prefix,
+        }),
+      });
+      client = await connect(`locksmith://127.0.0.1:${server.port}`);
+      assert.deepEqual(await client.listTables(), ['t']);
+      assert.deepEqual(values((await client.table('t').get(new Get('b'))).cells), ['2']);
       await client.close();
     } finally {
       await server.close();
     }
+  });
+
+  it("the catalog is fenced like a region: a newer owner refuses the older one's create and drop", async () => {
+    const prefix = freshPrefix();
+    const old = await PostgresCatalogStore.open({
+      database: POSTGRES_URL,
+      tablePrefix: prefix,
+      epoch: 1,
+    });
+    await old.add(checkTableDescriptor('t1', ['f'], {}));
+    await assert.rejects(old.add(checkTableDescriptor('t1', ['f'], {})), { code: 'TABLE_EXISTS' });
+    const current = await PostgresCatalogStore.open({
+      database: POSTGRES_URL,
+      tablePrefix: prefix,
+      epoch: 2,
+    });
+    assert.deepEqual(
+      (await current.load()).map((d) => d.name),
+      ['t1'],
+    );
+    await assert.rejects(old.add(checkTableDescriptor('t2', ['f'], {})), FencedError);
+    await assert.rejects(old.remove('t1'), FencedError);
+    await assert.rejects(
+      PostgresCatalogStore.open({ database: POSTGRES_URL, tablePrefix: prefix, epoch: 1 }),
+      FencedError,
+    );
+    await current.remove('t1');
+    await current.add(checkTableDescriptor('t3', ['g'], {}));
+    const names = await sql<{ name: string }>(`SELECT name FROM ${prefix}_tables ORDER BY name`);
+    assert.deepEqual(
+      names.map((r) => r.name),
+      ['t3'],
+    );
+    await old.close();
+    await current.close();
   });
 });
 

@@ -1,0 +1,168 @@
+import type pg from 'pg';
+import { FencedError, LockIOError, LocksmithError, TableError } from '../core/errors.js';
+import { describe } from '../store/describe-error.js';
+import { connectStorage, storageDatabase } from './postgres-storage-connection.js';
+import {
+  claimRegion,
+  ensureStorageSchema,
+  type StorageTables,
+  tablesOf,
+} from './postgres-storage-schema.js';
+import type { TableCatalogStore } from './table-catalog-store.js';
+import { checkTableDescriptor, type TableDescriptor } from './table-descriptor.js';
+
+/** The row of `<prefix>_regions` that fences the catalog's writes. */
+const CATALOG_REGION = 'catalog';
+
+/**
+ * A server's table catalog in PostgreSQL, beside the regions of the PostgreSQL storage: one
+ * row per table in `<prefix>_tables`. Opening it claims the `catalog` row of
+ * `<prefix>_regions` as a region open does (a newer epoch is refused, the newest open fences
+ * every earlier one); each `add` and `remove` is one statement that goes through that row only
+ * while it is still this owner's. One prefix is one catalog: servers sharing a database and a
+ * prefix see the same tables.
+ */
+export class PostgresCatalogStore implements TableCatalogStore {
+  readonly #client: pg.Client;
+  readonly #tables: StorageTables;
+  readonly #epoch: number;
+  readonly #generation: string;
+  readonly #loaded: TableDescriptor[];
+  #failure: unknown;
+
+  private constructor(
+    client: pg.Client,
+    tables: StorageTables,
+    epoch: number,
+    generation: string,
+    loaded: TableDescriptor[],
+  ) {
+    this.#client = client;
+    this.#tables = tables;
+    this.#epoch = epoch;
+    this.#generation = generation;
+    this.#loaded = loaded;
+    client.on('error', (err) => {
+      this.#failure ??= err;
+    });
+  }
+
+  static async open(options: {
+    database: string;
+    tablePrefix?: string | undefined;
+    epoch?: number | undefined;
+  }): Promise<PostgresCatalogStore> {
+    const tables = tablesOf(options.tablePrefix ?? 'locksmith');
+    const db = storageDatabase(options.database);
+    const epoch = options.epoch ?? 0;
+    const client = await connectStorage(db, 'catalog');
+    try {
+      await ensureStorageSchema(client, tables);
+      await client.query('BEGIN');
+      try {
+        const { generation } = await claimRegion(client, tables, CATALOG_REGION, epoch);
+        const rows = (
+          await client.query(`SELECT name, descriptor FROM ${tables.tables} ORDER BY name`)
+        ).rows as { name: string; descriptor: string }[];
+        const loaded = rows.map((r) => parseDescriptor(r.name, r.descriptor, tables));
+        await client.query('COMMIT');
+        return new PostgresCatalogStore(client, tables, epoch, generation, loaded);
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      if (err instanceof LocksmithError) throw err;
+      throw new LockIOError(`Table catalog in ${db.where}: open failed: ${describe(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  async load(): Promise<TableDescriptor[]> {
+    return [...this.#loaded];
+  }
+
+  async add(descriptor: TableDescriptor): Promise<void> {
+    const { regions, tables } = this.#tables;
+    let inserted: number;
+    try {
+      inserted =
+        (
+          await this.#client.query(
+            `WITH r AS (UPDATE ${regions} SET generation = generation WHERE region = $1 AND epoch = $2 AND generation = $3 RETURNING 1) INSERT INTO ${tables} (name, descriptor) SELECT $4, $5 FROM r`,
+            [
+              CATALOG_REGION,
+              this.#epoch,
+              this.#generation,
+              descriptor.name,
+              JSON.stringify(descriptor),
+            ],
+          )
+        ).rowCount ?? 0;
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') {
+        throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
+      }
+      throw this.#ioError(`recording table ${descriptor.name}`, err);
+    }
+    if (inserted !== 1) throw this.#fenced(`table ${descriptor.name} not created`);
+  }
+
+  async remove(name: string): Promise<void> {
+    const { regions, tables } = this.#tables;
+    let owned: number;
+    try {
+      owned = Number(
+        (
+          await this.#client.query(
+            `WITH r AS (UPDATE ${regions} SET generation = generation WHERE region = $1 AND epoch = $2 AND generation = $3 RETURNING 1), d AS (DELETE FROM ${tables} WHERE name = $4 AND EXISTS (SELECT 1 FROM r) RETURNING 1) SELECT (SELECT count(*) FROM r) AS owned`,
+            [CATALOG_REGION, this.#epoch, this.#generation, name],
+          )
+        ).rows[0]?.owned,
+      );
+    } catch (err) {
+      throw this.#ioError(`forgetting table ${name}`, err);
+    }
+    if (owned !== 1) throw this.#fenced(`table ${name} not dropped`);
+  }
+
+  async close(): Promise<void> {
+    await this.#client.end().catch(() => undefined);
+  }
+
+  #fenced(what: string): FencedError {
+    return new FencedError(
+      `Table catalog ${this.#tables.tables} is owned by a newer server (epoch ${this.#epoch} is no longer its owner): ${what}`,
+    );
+  }
+
+  #ioError(what: string, err: unknown): LockIOError {
+    const cause = this.#failure ?? err;
+    return new LockIOError(
+      `Table catalog ${this.#tables.tables}: ${what} failed: ${describe(cause)}`,
+      {
+        cause,
+      },
+    );
+  }
+}
+
+function parseDescriptor(name: string, text: string, t: StorageTables): TableDescriptor {
+  try {
+    const raw = JSON.parse(text) as Record<string, unknown>;
+    const descriptor = checkTableDescriptor(raw.name, raw.families, {
+      timestampOnArrival: raw.timestampOnArrival,
+    });
+    if (descriptor.name !== name) throw new Error(`it names table ${descriptor.name}`);
+    return descriptor;
+  } catch (err) {
+    throw new LockIOError(
+      `Unreadable descriptor of table ${name} in ${t.tables}: ${describe(err)}`,
+      {
+        cause: err,
+      },
+    );
+  }
+}
