@@ -185,7 +185,9 @@ async function dropPgTables(): Promise<void> {
   const c = new pg.Client({ connectionString: PG_URL });
   await c.connect();
   const t = PG_PREFIX;
-  await c.query(`DROP TABLE IF EXISTS ${t}_schema, ${t}_regions, ${t}_log, ${t}_snapshots, ${t}_tables`);
+  await c.query(
+    `DROP TABLE IF EXISTS ${t}_schema, ${t}_regions, ${t}_log, ${t}_snapshots, ${t}_tables`,
+  );
   await c.end();
 }
 
