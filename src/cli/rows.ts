@@ -214,7 +214,11 @@ const json = (p: Parsed) => p.values.json === true;
 function describeLine(d: TableDescription): string {
   const families = d.families.map((f) => `${f.name} (maxVersions ${f.maxVersions})`).join(', ');
   const stamps = d.timestampOnArrival ? 'on arrival' : 'per mutation';
-  return `table ${d.name}: families ${families}; timestamps ${stamps}\n`;
+  const regions =
+    d.splits.length === 0
+      ? ''
+      : `; ${d.splits.length + 1} regions, split at ${d.splits.map((k) => toStringBinary(k.toString('latin1'))).join(', ')}`;
+  return `table ${d.name}: families ${families}; timestamps ${stamps}${regions}\n`;
 }
 
 /** Each subcommand: checks its arguments (before connecting), then what it does. */
@@ -233,9 +237,17 @@ const ACTIONS = {
       return { name, maxVersions: integerArgument(p, `maxVersions of ${name}`, versions, 1) };
     });
     const timestampOnArrival = p.values['timestamp-on-arrival'] === true;
+    const splitList = p.values.splits;
+    const splits =
+      typeof splitList === 'string'
+        ? splitList.split(',').map((key) => {
+            if (key === '') throw p.misuse('--splits: an empty split key (write a comma as \\x2C)');
+            return bytesArgument(key);
+          })
+        : [];
     return async (client) => {
       process.stdout.write(
-        `created ${describeLine(await client.createTable(table, families, { timestampOnArrival }))}`,
+        `created ${describeLine(await client.createTable(table, families, { timestampOnArrival, splits }))}`,
       );
       return 0;
     };
@@ -262,7 +274,9 @@ const ACTIONS = {
     return async (client) => {
       const description = await client.describeTable(table);
       process.stdout.write(
-        json(p) ? `${JSON.stringify(description)}\n` : describeLine(description),
+        json(p)
+          ? `${JSON.stringify({ ...description, splits: description.splits.map((k) => toStringBinary(k.toString('latin1'))) })}\n`
+          : describeLine(description),
       );
       return 0;
     };
@@ -461,7 +475,10 @@ function statusSummary(status: ServerStatus): string {
   const lines = [
     `server ${status.server} on ${status.listening}, up ${Math.round(status.uptimeMs / 1000)}s, ${status.connections} connection(s)`,
     `tables: ${tables.length}`,
-    ...tables.map((t) => `  ${t.name}  families ${t.families.join(',')}  ${t.rows} row(s)`),
+    ...tables.map(
+      (t) =>
+        `  ${t.name}  families ${t.families.join(',')}  ${t.rows} row(s)${(t.regions ?? 1) > 1 ? `  ${t.regions} regions` : ''}`,
+    ),
     `sessions: ${counted(status.sessionsOpen, sessions.length, 'most locks first')}`,
     ...sessions.map(
       (s) =>

@@ -93,12 +93,14 @@ const ROW_WAIT =
 /** `locksmith rows <subcommand>`: the row store shell. */
 export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
   'create-table': {
-    synopsis: 'create-table <table> <family>[:<maxVersions>]... [--timestamp-on-arrival]',
+    synopsis:
+      'create-table <table> <family>[:<maxVersions>]... [--timestamp-on-arrival] [--splits <row>,<row>...]',
     summary: 'Creates a table with its column families (maxVersions default: 3).',
     options: [
       "--timestamp-on-arrival   HBase 0.90's batch timestamps, read when a mutation arrives (default: off)",
+      '--splits <row>,...       split the table into regions, each starting at one of these rows (up to 1,000; \\xNN for a byte; default: one region)',
     ],
-    flags: { 'timestamp-on-arrival': { type: 'boolean' } },
+    flags: { 'timestamp-on-arrival': { type: 'boolean' }, splits: { type: 'string' } },
   },
   'list-tables': {
     synopsis: 'list-tables [--json]',

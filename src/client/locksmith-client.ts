@@ -16,6 +16,7 @@ import {
 } from '../core/option-spec.js';
 import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import type { ColumnFamilySpec } from '../rows/column-family.js';
+import type { BytesInput } from '../rows/row-input.js';
 import type { TableDescription } from '../rows/table-descriptor.js';
 import type { ServerStatus } from '../server/server-status.js';
 import type { CallArgs, CallResult } from '../wire/calls.js';
@@ -78,6 +79,11 @@ export interface AdminCallOptions {
 export interface CreateTableOptions {
   /** HBase 0.90's batch timestamps, read when a mutation arrives (default false). */
   timestampOnArrival?: boolean | undefined;
+  /**
+   * Split the table into regions at these row keys (each the first row of a region; up to
+   * 1,000, in any order, none twice). Default: one region.
+   */
+  splits?: readonly BytesInput[] | undefined;
 }
 
 export interface LocksmithClientEvents {

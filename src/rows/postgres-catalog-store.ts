@@ -9,7 +9,7 @@ import {
   tablesOf,
 } from './postgres-storage-schema.js';
 import type { TableCatalogStore } from './table-catalog-store.js';
-import { checkTableDescriptor, type TableDescriptor } from './table-descriptor.js';
+import { descriptorFromJson, type TableDescriptor } from './table-descriptor.js';
 
 /** The row of `<prefix>_regions` that fences the catalog's writes. */
 const CATALOG_REGION = 'catalog';
@@ -151,10 +151,7 @@ export class PostgresCatalogStore implements TableCatalogStore {
 
 function parseDescriptor(name: string, text: string, t: StorageTables): TableDescriptor {
   try {
-    const raw = JSON.parse(text) as Record<string, unknown>;
-    const descriptor = checkTableDescriptor(raw.name, raw.families, {
-      timestampOnArrival: raw.timestampOnArrival,
-    });
+    const descriptor = descriptorFromJson(text);
     if (descriptor.name !== name) throw new Error(`it names table ${descriptor.name}`);
     return descriptor;
   } catch (err) {

@@ -224,7 +224,7 @@ export class DataService implements ServingData {
       durable?.released(lockId).catch(() => undefined);
       // The unlock runs at once; a refusal comes later: its lease ran out or its table was
       // dropped meanwhile (the handle knows already).
-      (async () => this.catalog.region(table).unlockRow(lockId))().catch(() =>
+      (async () => this.catalog.regions(table).unlockRow(lock))().catch(() =>
         lock.close().catch(() => undefined),
       );
     }
@@ -257,7 +257,7 @@ async function restore(
     const session = byKey.get(l.session);
     try {
       if (session === undefined) throw new Error('no session');
-      const lock = catalog.region(l.table).restoreRowLock(Buffer.from(l.row, 'latin1'), {
+      const lock = catalog.regions(l.table).restoreRowLock(Buffer.from(l.row, 'latin1'), {
         lockId: l.lockId,
         token: l.token,
         owner: session,

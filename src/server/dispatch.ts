@@ -106,21 +106,21 @@ export class Dispatcher {
     this.#status = options.status;
     this.#notifyLost = options.notifyLost;
     this.#handlers = {
-      get: ([t, get]) => t.region.get(get),
-      put: ([t, put, wait], ctx) => t.region.put(put, this.#opts(ctx, wait)),
-      delete: ([t, del, wait], ctx) => t.region.delete(del, this.#opts(ctx, wait)),
+      get: ([t, get]) => t.regions.get(get),
+      put: ([t, put, wait], ctx) => t.regions.put(put, this.#opts(ctx, wait)),
+      delete: ([t, del, wait], ctx) => t.regions.delete(del, this.#opts(ctx, wait)),
       checkAndPut: ([t, row, family, qualifier, expected, put, wait], ctx) =>
-        t.region.checkAndPut(row, family, qualifier, expected, put, this.#opts(ctx, wait)),
+        t.regions.checkAndPut(row, family, qualifier, expected, put, this.#opts(ctx, wait)),
       checkAndDelete: ([t, row, family, qualifier, expected, del, wait], ctx) =>
-        t.region.checkAndDelete(row, family, qualifier, expected, del, this.#opts(ctx, wait)),
-      increment: ([t, inc, wait], ctx) => t.region.increment(inc, this.#opts(ctx, wait)),
+        t.regions.checkAndDelete(row, family, qualifier, expected, del, this.#opts(ctx, wait)),
+      increment: ([t, inc, wait], ctx) => t.regions.increment(inc, this.#opts(ctx, wait)),
       mutateRow: ([t, mutations, wait], ctx) =>
-        t.region.mutateRow(mutations, this.#opts(ctx, wait)),
+        t.regions.mutateRow(mutations, this.#opts(ctx, wait)),
       mutateRows: ([t, mutations, wait], ctx) =>
-        t.region.mutateRows(mutations, this.#opts(ctx, wait)),
-      batch: ([t, mutations, wait], ctx) => t.region.batch(mutations, this.#opts(ctx, wait)),
+        t.regions.mutateRows(mutations, this.#opts(ctx, wait)),
+      batch: ([t, mutations, wait], ctx) => t.regions.batch(mutations, this.#opts(ctx, wait)),
       openScanner: ([t, scan, count], ctx) => {
-        const scanner = this.#scanners.open(ctx.session, t.name, t.region.scan(scan));
+        const scanner = this.#scanners.open(ctx.session, t.name, t.regions.scan(scan));
         return this.#nextRows(scanner.id, count, ctx).then(({ rows, more }) => ({
           scanner: more ? scanner.id : null,
           rows,
@@ -130,12 +130,14 @@ export class Dispatcher {
       lockRow: (args, ctx) => this.#lockRow(args, ctx),
       tryLockRow: async ([t, row, renew], ctx) => {
         this.#checkLockRoom(ctx.session);
-        const lock = await t.region.tryLockRow(row, { owner: ctx.session, renew });
+        const lock = await t.regions.tryLockRow(row, { owner: ctx.session, renew });
         return lock === null ? null : this.#hold(ctx, t.name, lock);
       },
       unlockRow: ([t, lockId], ctx) => {
+        // The decoder checked that the session holds it (on this table).
+        const { lock } = ctx.session.locks.get(lockId) as { lock: RowLock };
         ctx.session.removeLock(lockId);
-        const unlocked = t.region.unlockRow(lockId);
+        const unlocked = t.regions.unlockRow(lock);
         const records = this.#records;
         if (records === undefined) return unlocked;
         // An unlock is answered once it is recorded: one the client saw done stays done. The
@@ -143,7 +145,8 @@ export class Dispatcher {
         ctx.waiting();
         return unlocked.then(() => records.released(lockId));
       },
-      renewLease: ([t, lockId]) => t.region.renewLease(lockId),
+      renewLease: ([t, lockId], ctx) =>
+        t.regions.renewLease((ctx.session.locks.get(lockId) as { lock: RowLock }).lock),
       closeScanner: ([id], ctx) => {
         const scanner = this.#scanners.get(ctx.session, id);
         if (scanner !== undefined) this.#scanners.close(scanner);
@@ -189,7 +192,7 @@ export class Dispatcher {
     if (scope === undefined) {
       const owned = (table: string, lockId: unknown) => this.#owned(table, lockId, session);
       scope = {
-        table: (name) => ({ name: name as string, region: this.#catalog.region(name) }),
+        table: (name) => ({ name: name as string, regions: this.#catalog.regions(name) }),
         owned,
         locks: (table) => (lockId) => ({ lockId: owned(table, lockId) }),
       };
@@ -250,7 +253,7 @@ export class Dispatcher {
     session.lockCalls++;
     let granted: Promise<RowLock>;
     try {
-      granted = t.region.lockRow(row, options);
+      granted = t.regions.lockRow(row, options);
     } catch (err) {
       session.lockCalls--;
       throw err;

@@ -3,7 +3,7 @@ import { open, readdir, readFile, rename, rm, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LockIOError, TableError } from '../core/errors.js';
 import type { TableCatalogStore } from '../rows/table-catalog-store.js';
-import { checkTableDescriptor, type TableDescriptor } from '../rows/table-descriptor.js';
+import { descriptorFromJson, type TableDescriptor } from '../rows/table-descriptor.js';
 
 /** The suffix of a descriptor file: `<name>.table.json`. */
 export const DESCRIPTOR = '.table.json';
@@ -31,10 +31,7 @@ export class FileCatalogStore implements TableCatalogStore {
       const file = join(this.#dir, entry);
       let descriptor: TableDescriptor;
       try {
-        const raw = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
-        descriptor = checkTableDescriptor(raw.name, raw.families, {
-          timestampOnArrival: raw.timestampOnArrival,
-        });
+        descriptor = descriptorFromJson(await readFile(file, 'utf8'));
       } catch (err) {
         throw new LockIOError(`Unreadable table descriptor ${file}: ${(err as Error).message}`, {
           cause: err,

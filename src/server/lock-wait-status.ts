@@ -1,9 +1,9 @@
 import { toStringBinary } from '../rows/bytes.js';
-import type { Region } from '../rows/region.js';
 import type { RowLockOwner } from '../rows/row-lock-manager.js';
 import { describeOwner } from '../rows/wait-for-graph.js';
 import { Session } from './session.js';
 import { WAITS_LISTED } from './status-lists.js';
+import type { TableRegions } from './table-regions.js';
 
 /** Who waits or holds, as a status page names it: a session by its label, never its id. */
 export interface OwnerLabel {
@@ -49,15 +49,15 @@ function label(owner: RowLockOwner | undefined): OwnerLabel | null {
  * name; the session id stays secret). At most `limit` waits are listed; `waiting` counts all.
  */
 export function lockWaitStatus(
-  tables: Iterable<[string, { region: Region }]>,
+  tables: Iterable<[string, { regions: TableRegions }]>,
   limit = WAITS_LISTED,
 ): LockWaitStatus {
   const waits: LockWaitEntry[] = [];
   let waiting = 0;
   let detected = 0;
   let last: LockWaitStatus['deadlocks']['last'] = null;
-  for (const [table, { region }] of tables) {
-    const activity = region.rowLockActivity(Math.max(0, limit - waits.length));
+  for (const [table, { regions }] of tables) {
+    const activity = regions.rowLockActivity(Math.max(0, limit - waits.length));
     waiting += activity.waiting;
     detected += activity.deadlocks;
     for (const w of activity.waits) {

@@ -45,6 +45,21 @@ export interface TableStatus {
   families: string[];
   rows: number;
   cells: number;
+  /** How many regions its rows are split into (1 unless created with split keys). */
+  regions: number;
+}
+
+/** One region of a table: the rows from `startKey` (inclusive) to `endKey` (exclusive). */
+export interface RegionStatus {
+  table: string;
+  /** The region's first row, as HBase prints keys; `''` for a table's first region. */
+  startKey: string;
+  /** The next region's first row; `''` for a table's last region. */
+  endKey: string;
+  /** `host:port` of the server serving it. */
+  server: string;
+  rows: number;
+  cells: number;
 }
 
 /**
@@ -61,6 +76,8 @@ export interface ServerStatus extends LockWaitStatus {
   sockets: number;
   unsentBytes: number;
   tables: TableStatus[];
+  /** Every region of every table, tables by name and each table's regions in key order. */
+  regions: RegionStatus[];
   sessions: SessionStatus[];
   sessionsOpen: number;
   locks: HeldLockStatus[];

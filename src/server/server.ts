@@ -321,8 +321,9 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
         listedLocks.offer({ session, held, leftMs: renews ? sessionLeftMs : lockLeftMs, renews });
       }
     }
-    const regions = data === undefined ? [] : [...data.catalog.entries()].map(([, t]) => t.region);
-    const waitingOf = (s: Session) => regions.reduce((n, r) => n + r.rowLockWaiting(s), 0);
+    const tableRegions =
+      data === undefined ? [] : [...data.catalog.entries()].map(([, t]) => t.regions);
+    const waitingOf = (s: Session) => tableRegions.reduce((n, r) => n + r.rowLockWaiting(s), 0);
     const sessions = listedSessions.list().map((s) => ({
       session: s.label,
       client: s.client,
@@ -337,12 +338,30 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     const tables =
       data === undefined
         ? []
-        : [...data.catalog.entries()].map(([name, { descriptor, region }]) => ({
+        : [...data.catalog.entries()].map(([name, { descriptor, regions }]) => ({
             name,
             families: descriptor.families.map((f) => f.name),
-            rows: region.rowCount,
-            cells: region.cellCount,
+            rows: regions.rowCount,
+            cells: regions.cellCount,
+            regions: regions.size,
           }));
+    const ha = this.#haStatus();
+    const regions =
+      data === undefined
+        ? []
+        : data.catalog.list().flatMap((table) =>
+            data.catalog
+              .regions(table)
+              .ranges()
+              .map(({ startKey, endKey, region }) => ({
+                table,
+                startKey: toStringBinary(startKey),
+                endKey: toStringBinary(endKey),
+                server: ha.address,
+                rows: region.rowCount,
+                cells: region.cellCount,
+              })),
+          );
     const locks = listedLocks.list().map(({ session, held: { table, lock }, leftMs, renews }) => ({
       table,
       row: toStringBinary(lock.row.toString('latin1')),
@@ -367,6 +386,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       sockets: this.#admission.size,
       unsentBytes: this.#output.total,
       tables,
+      regions,
       sessions,
       sessionsOpen: registry?.size ?? 0,
       locks,
@@ -380,7 +400,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       },
       rates: this.calls.rates(),
       ...lockWaitStatus(data?.catalog.entries() ?? []),
-      ha: this.#haStatus(),
+      ha,
     };
   }
 
@@ -404,8 +424,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     for (const s of data?.sessions.all() ?? []) {
       locksHeld += s.locks.size;
     }
-    for (const [, { region }] of data?.catalog.entries() ?? [])
-      lockWaiters += region.rowLockWaiting();
+    for (const [, { regions }] of data?.catalog.entries() ?? [])
+      lockWaiters += regions.rowLockWaiting();
     const lane = (l: Lane) => ({
       lane: l.name,
       size: l.size,

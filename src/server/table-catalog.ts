@@ -10,6 +10,7 @@ import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { TableCatalogStore } from '../rows/table-catalog-store.js';
 import type { TableDescriptor } from '../rows/table-descriptor.js';
 import { DESCRIPTOR, FileCatalogStore } from './file-catalog-store.js';
+import { TableRegions } from './table-regions.js';
 
 /** What the server passes to every region it opens. */
 export interface CatalogRegionOptions {
@@ -32,7 +33,17 @@ export interface CatalogMastership {
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 
 /**
- * The server's tables: one {@link Region} each, under `<data>/tables/<name>/`, described in a
+ * The directories of a table's regions below `<data>/tables`: `<name>` for the first (where a
+ * table of one region has always lived), `<name>@<i>` for the region after its i-th split key
+ * (`@` is not a table name's character, so no table's directory is another's region's).
+ */
+export function regionDirectories(descriptor: TableDescriptor): string[] {
+  return [descriptor.name, ...descriptor.splits.map((_, i) => `${descriptor.name}@${i + 1}`)];
+}
+
+/**
+ * The server's tables: their regions ({@link TableRegions}; one {@link Region} each, under
+ * `<data>/tables/<name>/` and `<name>@<i>/` for a table split in regions), described in a
  * {@link TableCatalogStore} (`<data>/tables/<name>.table.json` files unless the region storage
  * keeps the catalog, see `OpenRegionStorage.openCatalog`). Recording the descriptor is the
  * commit point: it happens before the region is created, and its removal before the region's
@@ -47,7 +58,7 @@ export class TableCatalog {
   readonly #store: TableCatalogStore;
   readonly #regionOptions: CatalogRegionOptions;
   readonly #mastership: CatalogMastership;
-  readonly #tables = new Map<string, { descriptor: TableDescriptor; region: Region }>();
+  readonly #tables = new Map<string, { descriptor: TableDescriptor; regions: TableRegions }>();
   #admin: Promise<unknown> = Promise.resolve();
   #closed = false;
 
@@ -99,13 +110,13 @@ export class TableCatalog {
     return this.#tables.size;
   }
 
-  /** The region of a table, or `TABLE_NOT_FOUND`. */
-  region(name: unknown): Region {
+  /** The regions of a table, or `TABLE_NOT_FOUND`. */
+  regions(name: unknown): TableRegions {
     const entry = typeof name === 'string' ? this.#tables.get(name) : undefined;
     if (entry === undefined) {
       throw new TableError('TABLE_NOT_FOUND', `No table named ${describeValue(name)}`);
     }
-    return entry.region;
+    return entry.regions;
   }
 
   describe(name: unknown): TableDescriptor {
@@ -121,7 +132,7 @@ export class TableCatalog {
     return [...this.#tables.keys()].sort();
   }
 
-  entries(): IterableIterator<[string, { descriptor: TableDescriptor; region: Region }]> {
+  entries(): IterableIterator<[string, { descriptor: TableDescriptor; regions: TableRegions }]> {
     return this.#tables.entries();
   }
 
@@ -131,15 +142,17 @@ export class TableCatalog {
       if (this.#tables.has(descriptor.name)) {
         throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
       }
-      // A directory (or a region in another storage) left by a crash between an earlier
-      // drop's steps goes first; recording the descriptor is the commit point.
-      await rm(join(this.#dir, descriptor.name), { recursive: true, force: true });
-      await this.#destroyStored(descriptor.name);
+      // Directories (or regions in another storage) left by a crash between an earlier
+      // drop's steps go first; recording the descriptor is the commit point.
+      for (const dir of regionDirectories(descriptor)) {
+        await rm(join(this.#dir, dir), { recursive: true, force: true });
+        await this.#destroyStored(dir);
+      }
       await this.#store.add(descriptor);
       try {
         this.#tables.set(descriptor.name, {
           descriptor,
-          region: await this.#openRegion(descriptor),
+          regions: await this.#openRegions(descriptor),
         });
       } catch (err) {
         await this.#store.remove(descriptor.name).catch(() => undefined);
@@ -152,15 +165,20 @@ export class TableCatalog {
   drop(name: unknown): Promise<void> {
     return this.#serially(async () => {
       this.#mastership.check();
-      const region = this.region(name);
-      const table = name as string;
-      this.#tables.delete(table);
-      await region.close();
-      await this.#store.remove(table);
-      await this.#destroyStored(table);
-      const doomed = join(this.#dir, `.dropped-${randomBytes(6).toString('hex')}`);
-      await rename(join(this.#dir, table), doomed);
-      await rm(doomed, { recursive: true, force: true });
+      const regions = this.regions(name);
+      const { descriptor } = this.#tables.get(name as string) as { descriptor: TableDescriptor };
+      this.#tables.delete(descriptor.name);
+      await regions.close();
+      await this.#store.remove(descriptor.name);
+      for (const dir of regionDirectories(descriptor)) {
+        await this.#destroyStored(dir);
+        const doomed = join(this.#dir, `.dropped-${randomBytes(6).toString('hex')}`);
+        await rename(join(this.#dir, dir), doomed).catch((err: NodeJS.ErrnoException) => {
+          // A storage that keeps a region elsewhere may never have made its directory.
+          if (err.code !== 'ENOENT') throw err;
+        });
+        await rm(doomed, { recursive: true, force: true });
+      }
     });
   }
 
@@ -169,9 +187,9 @@ export class TableCatalog {
     if (this.#closed) return;
     this.#closed = true;
     await this.#admin.catch(() => undefined);
-    const regions = [...this.#tables.values()].map((t) => t.region);
+    const tables = [...this.#tables.values()].map((t) => t.regions);
     this.#tables.clear();
-    await Promise.allSettled(regions.map((r) => r.close()));
+    await Promise.allSettled(tables.map((t) => t.close()));
     await this.#store.close().catch(() => undefined);
   }
 
@@ -183,21 +201,37 @@ export class TableCatalog {
     }
     const described = new Set<string>();
     for (const descriptor of await this.#store.load()) {
-      described.add(descriptor.name);
-      this.#tables.set(descriptor.name, { descriptor, region: await this.#openRegion(descriptor) });
+      for (const dir of regionDirectories(descriptor)) described.add(dir);
+      this.#tables.set(descriptor.name, {
+        descriptor,
+        regions: await this.#openRegions(descriptor),
+      });
     }
     for (const entry of await readdir(this.#dir)) {
       if (entry.endsWith(DESCRIPTOR) || entry.endsWith('.tmp') || described.has(entry)) continue;
-      // A table directory whose descriptor is gone: a drop that crashed half way.
+      // A region directory whose descriptor is gone: a drop that crashed half way.
       await rm(join(this.#dir, entry), { recursive: true, force: true });
     }
   }
 
-  async #openRegion(descriptor: TableDescriptor): Promise<Region> {
+  /** Opens (recovering) a table's regions one after the other; all or none. */
+  async #openRegions(descriptor: TableDescriptor): Promise<TableRegions> {
+    const opened: Region[] = [];
+    try {
+      for (const dir of regionDirectories(descriptor))
+        opened.push(await this.#openRegion(descriptor, dir));
+    } catch (err) {
+      await Promise.allSettled(opened.map((r) => r.close()));
+      throw err;
+    }
+    return new TableRegions(['', ...descriptor.splits], opened);
+  }
+
+  async #openRegion(descriptor: TableDescriptor, dir: string): Promise<Region> {
     const { leasePeriodMs, rowLockWaitMs, durability, clock, openStorage } = this.#regionOptions;
     return Region.open({
       families: descriptor.families,
-      dir: join(this.#dir, descriptor.name),
+      dir: join(this.#dir, dir),
       durability,
       leasePeriodMs,
       rowLockWaitMs,
@@ -209,11 +243,11 @@ export class TableCatalog {
   }
 
   /** What a storage keeps outside the table's directory (see `OpenRegionStorage.destroy`). */
-  async #destroyStored(table: string): Promise<void> {
+  async #destroyStored(dir: string): Promise<void> {
     const destroy = this.#regionOptions.openStorage?.destroy;
     if (destroy === undefined) return;
     const { epoch } = this.#mastership;
-    await destroy(join(this.#dir, table), epoch > 0 ? { epoch } : {});
+    await destroy(join(this.#dir, dir), epoch > 0 ? { epoch } : {});
   }
 
   #serially<T>(work: () => Promise<T>): Promise<T> {

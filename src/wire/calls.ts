@@ -2,7 +2,6 @@ import { InvalidArgumentError, type LocksmithError, ProtocolError } from '../cor
 import { describeValue } from '../core/options.js';
 import type { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
 import type { Get, Scan } from '../rows/query.js';
-import type { Region } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import type { BatchStatus } from '../rows/table.js';
 import {
@@ -12,6 +11,7 @@ import {
   type TableDescriptor,
 } from '../rows/table-descriptor.js';
 import type { ServerStatus } from '../server/server-status.js';
+import type { TableRegions } from '../server/table-regions.js';
 import {
   bytes,
   decodeDelete,
@@ -58,7 +58,7 @@ import { fromWireError, toWireError } from './wire-error.js';
 /** A table an argument names, found by the server. */
 export interface TableArg {
   readonly name: string;
-  readonly region: Region;
+  readonly regions: TableRegions;
 }
 
 /** What the server's argument decoders ask of the calling session and the server. */
@@ -278,7 +278,11 @@ function description(value: unknown): TableDescription {
     typeof d.name !== 'string' ||
     !Array.isArray(d.families) ||
     typeof d.timestampOnArrival !== 'boolean' ||
-    !d.families.every((f) => typeof f?.name === 'string' && typeof f.maxVersions === 'number')
+    !d.families.every((f) => typeof f?.name === 'string' && typeof f.maxVersions === 'number') ||
+    !(
+      d.splits === undefined ||
+      (Array.isArray(d.splits) && d.splits.every((k) => k instanceof Uint8Array))
+    )
   ) {
     throw malformed('table description');
   }
@@ -286,6 +290,8 @@ function description(value: unknown): TableDescription {
     name: d.name,
     families: d.families.map((f) => ({ name: f.name, maxVersions: f.maxVersions })),
     timestampOnArrival: d.timestampOnArrival,
+    // A server from before regions sends none: its tables are one region.
+    splits: (d.splits ?? []).map((k) => Buffer.from(k.buffer, k.byteOffset, k.byteLength)),
   };
 }
 
@@ -595,7 +601,7 @@ export const CALLS = {
   closeSession: noArgs<void, void>('priority', false, nil, nothing),
   createTable: spec({
     lane: 'priority',
-    shape: '[name, [family | {name, maxVersions}, ...], {timestampOnArrival?}?]',
+    shape: '[name, [family | {name, maxVersions}, ...], {timestampOnArrival?, splits?}?]',
     resend: false,
     late: 'drop',
     encodeArgs: (name: string, families: readonly unknown[], options: object) => [

@@ -163,6 +163,7 @@ test('put, get, scan print cells as HBase does; --values shows them, bytes as to
       { name: 'g', maxVersions: 3 },
     ],
     timestampOnArrival: false,
+    splits: [],
   });
   // kubectl's -o json is --json here, and the error says so.
   const dashO = await rows('get', 'cells', 'r1', '-o', 'json');

@@ -7,10 +7,12 @@
  * server's), so a test can use in-process hooks (`rowsInternals`, `readPoint`, `flush`) on
  * either; closing the table closes everything opened for it (client, server, directory).
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ColumnFamilySpec, Region, type Table } from '../../src/rows/index.js';
+import type { RegionRange } from '../../src/server/table-regions.js';
 import { client, startServer } from '../server/server-fixture.js';
 
 /** What a table under test is opened with: the options both places understand. */
@@ -71,7 +73,7 @@ async function openRemote(options: TableOptions = {}): Promise<TableUnderTest> {
       return closing;
     };
     return Object.assign(table, {
-      backing: server.catalog.region('t'),
+      backing: (server.catalog.regions('t').ranges()[0] as RegionRange).region,
       close,
       [Symbol.asyncDispose]: close,
     });

@@ -4,10 +4,12 @@
  * (which runs on the priority lane anyway). Nor does a write waiting for its log batch's fsync:
  * a handler held through the fsync would cap each group commit at the number of handlers.
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Get, Put } from '../../src/rows/index.js';
 import { rowsInternals } from '../../src/rows/internals.js';
+import type { RegionRange } from '../../src/server/table-regions.js';
 import { client, startServer } from './server-fixture.js';
 
 describe('server handlers', () => {
@@ -60,7 +62,8 @@ describe('server handlers', () => {
     await using c = await client(server);
     await c.createTable('t', ['f']);
     const stats = () =>
-      server.catalog.region('t')[rowsInternals].storageStats as {
+      (server.catalog.regions('t').ranges()[0] as RegionRange).region[rowsInternals]
+        .storageStats as {
         records: number;
         batches: number;
       };
