@@ -9,13 +9,16 @@
  *
  * Lines: it prints `listening <port>` once ready; on `mem` it collects garbage (when run with
  * --expose-gc) and prints `mem <rss> <heapUsed>` (bytes); on `sessions` it prints
- * `sessions <count>`; stdin closing ends it.
+ * `sessions <count>`; on `cpu` the CPU time it used so far, `cpu <µs>`; stdin closing ends it.
+ * Its options are the server's, plus `pgStorage: {database, tablePrefix}` for tables kept in
+ * PostgreSQL.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { postgresRegionStorage } from '../src/rows/postgres-region-storage.js';
 import { LocksmithServer, type ServerOptions } from '../src/server/server.js';
 import { decode, encodeFrame } from '../src/wire/codec.js';
 import { FrameReader } from '../src/wire/frame.js';
@@ -70,8 +73,12 @@ async function main(): Promise<void> {
     close = () => new Promise((resolve) => server.close(() => resolve()));
   } else {
     const dataDir = mkdtempSync(join(tmpdir(), 'locksmith-bench-server-'));
-    const options = JSON.parse(json) as Partial<ServerOptions>;
-    const server = await LocksmithServer.listen({ port: 0, ...options, dataDir });
+    const { pgStorage, ...options } = JSON.parse(json) as Partial<ServerOptions> & {
+      pgStorage?: { database: string; tablePrefix: string };
+    };
+    const openStorage =
+      pgStorage === undefined ? undefined : postgresRegionStorage({ ...pgStorage, root: dataDir });
+    const server = await LocksmithServer.listen({ port: 0, ...options, openStorage, dataDir });
     port = server.port;
     sessions = () => server.sessions.size;
     close = async () => {
@@ -88,6 +95,9 @@ async function main(): Promise<void> {
       gc?.();
       const { rss, heapUsed } = process.memoryUsage();
       process.stdout.write(`mem ${rss} ${heapUsed}\n`);
+    } else if (line === 'cpu') {
+      const { user, system } = process.cpuUsage();
+      process.stdout.write(`cpu ${user + system}\n`);
     } else if (line === 'sessions') {
       process.stdout.write(`sessions ${sessions()}\n`);
     }

@@ -53,6 +53,12 @@ export class ServerChild {
     return { rss: rss as number, heapUsed: heapUsed as number };
   }
 
+  /** The CPU time (user + system, µs) the child has used so far. */
+  async cpuMicros(): Promise<number> {
+    this.#child.send('cpu');
+    return Number(await this.#child.expect('cpu', 60_000));
+  }
+
   async sessions(): Promise<number> {
     this.#child.send('sessions');
     return Number(await this.#child.expect('sessions', 60_000));
@@ -135,11 +141,13 @@ export interface Subject {
 
 /**
  * Steps per second: `depth` workers per connection loop over `step` without pause; the count
- * is taken over {@link SECONDS} after {@link WARMUP_MS} of the same load.
+ * is taken over {@link SECONDS} after {@link WARMUP_MS} of the same load. `window` is told
+ * when that count starts and ends (to sample CPU time over it).
  */
 export async function measureRate(
   cell: Cell,
   open: (conns: number) => Promise<Subject>,
+  window?: { start(): Promise<void>; end(): Promise<void> },
 ): Promise<number> {
   const subject = await open(cell.conns);
   let count = 0;
@@ -163,11 +171,13 @@ export async function measureRate(
     }
   }
   await sleep(WARMUP_MS);
+  await window?.start();
   const c0 = count;
   const t0 = performance.now();
   await sleep(SECONDS * 1000);
   const c1 = count;
   const t1 = performance.now();
+  await window?.end();
   stop = true;
   await Promise.all(workers);
   await subject.close();
