@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../core/clock.js';
-import { TableError } from '../core/errors.js';
+import { InvalidArgumentError, TableError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { Region } from '../rows/region.js';
@@ -34,16 +34,24 @@ const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 
 /**
  * The directories of a table's regions below `<data>/tables`: `<name>` for the first (where a
- * table of one region has always lived), `<name>@<i>` for the region after its i-th split key
- * (`@` is not a table name's character, so no table's directory is another's region's).
+ * table of one region has always lived), `<name>@<16 hex digits>` for the others, named by
+ * their first row (its SHA-256's first 64 bits: a key may be 32 KiB, a file name not), so that
+ * a region keeps its directory whatever is split around it. `@` is not a table name's
+ * character: no table's directory is another's region's.
  */
 export function regionDirectories(descriptor: TableDescriptor): string[] {
-  return [descriptor.name, ...descriptor.splits.map((_, i) => `${descriptor.name}@${i + 1}`)];
+  return [
+    descriptor.name,
+    ...descriptor.splits.map(
+      (key) =>
+        `${descriptor.name}@${createHash('sha256').update(key, 'latin1').digest('hex').slice(0, 16)}`,
+    ),
+  ];
 }
 
 /**
  * The server's tables: their regions ({@link TableRegions}; one {@link Region} each, under
- * `<data>/tables/<name>/` and `<name>@<i>/` for a table split in regions), described in a
+ * `<data>/tables/<name>/`, and `<name>@<hash>/` for the other regions of a split table), described in a
  * {@link TableCatalogStore} (`<data>/tables/<name>.table.json` files unless the region storage
  * keeps the catalog, see `OpenRegionStorage.openCatalog`). Recording the descriptor is the
  * commit point: it happens before the region is created, and its removal before the region's
@@ -142,9 +150,16 @@ export class TableCatalog {
       if (this.#tables.has(descriptor.name)) {
         throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
       }
+      const dirs = regionDirectories(descriptor);
+      if (new Set(dirs).size !== dirs.length) {
+        // Two split keys whose hashes share 64 bits: found on purpose, never by chance.
+        throw new InvalidArgumentError(
+          'Two split keys would share a region directory (their SHA-256 digests start alike)',
+        );
+      }
       // Directories (or regions in another storage) left by a crash between an earlier
       // drop's steps go first; recording the descriptor is the commit point.
-      for (const dir of regionDirectories(descriptor)) {
+      for (const dir of dirs) {
         await rm(join(this.#dir, dir), { recursive: true, force: true });
         await this.#destroyStored(dir);
       }
