@@ -89,6 +89,10 @@ interface Scenario {
   locked?: boolean;
   /** Under `locked`, how long a client works between its read and its put (`--hold`). */
   holdMs?: number;
+  /** Each server on a data directory of its own (tables in PostgreSQL: `--storage`). */
+  separateData?: boolean;
+  /** The table's split keys (default: one region). */
+  splits?: string[];
 }
 
 interface Outcome {
@@ -105,6 +109,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     dataDir: join(dataDir, 'data'),
     args: scenario.ha,
     ...(scenario.program === undefined ? {} : { program: scenario.program }),
+    ...(scenario.separateData === true ? { separateData: true } : {}),
   });
   const durationMs = scenario.durationMs ?? DURATION_MS;
   const tokens = new Set<number | undefined>();
@@ -114,7 +119,11 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
   servers.add(first.index);
   {
     await using client = await connect(first.url);
-    await client.createTable('chaos', ['f']);
+    await client.createTable(
+      'chaos',
+      ['f'],
+      scenario.splits === undefined ? {} : { splits: scenario.splits },
+    );
   }
   const names = Array.from({ length: scenario.clients ?? CLIENTS }, (_, i) => `w${i}`);
   const common = [
@@ -230,6 +239,34 @@ async function leaseDatabaseChaos(
   }
 }
 
+/**
+ * `chaos` on servers without a shared directory: each on its own `--data`, their tables in a
+ * private PostgreSQL server (`--storage`), their lease in the same one; its crash and restart
+ * is the `database` fault. The table is split into 5 regions (counters and registers spread
+ * over them).
+ */
+async function storageChaos(
+  t: TestContext,
+  dir: string,
+  scenario: Omit<Scenario, 'ha' | 'database' | 'separateData'>,
+): Promise<Outcome> {
+  const database = await PrivateDatabaseServer.create('postgres');
+  try {
+    return await chaos(t, dir, {
+      splits: ['ctr-1', 'ctr-3', 'reg-w1', 'reg-w3'],
+      ...scenario,
+      ha: [
+        ...['--storage', database.url, '--ha', 'lease-database', '--db', database.url],
+        ...['--lease', `${LEASE_MS}ms`, '--renew', '500ms'],
+      ],
+      separateData: true,
+      database,
+    });
+  } finally {
+    await database[Symbol.asyncDispose]();
+  }
+}
+
 /** Sessions resumed and lost, summed over the workload clients' last lines. */
 function sessionCounts(output: string): { resumed: number; lost: number } {
   let resumed = 0;
@@ -307,6 +344,44 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     t.diagnostic(`sessions resumed ${sessions.resumed}, lost ${sessions.lost}`);
     assert.ok(sessions.resumed >= 3, `sessions were not resumed: ${outcome.output}`);
     assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
+  });
+
+  it('tables in PostgreSQL (--storage, a private server; no shared directory; 5 regions): kill -9, SIGSTOP past the lease, PostgreSQL crash; histories are linearizable, every session resumed', {
+    timeout: 180_000,
+    skip: postgresMissing,
+  }, async (t) => {
+    using dir = tempDir();
+    const outcome = await storageChaos(t, dir.path, {
+      faults: ['kill', 'pause', 'database'],
+      ...LEASE_FAULTS,
+      locked: true,
+      holdMs: 10,
+    });
+    assertLinearizable(outcome, 3);
+    const sessions = sessionCounts(outcome.output);
+    t.diagnostic(`sessions resumed ${sessions.resumed}, lost ${sessions.lost}`);
+    assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
+  });
+
+  it('tables in PostgreSQL with the fence of its writes broken (a test server acknowledges what PostgreSQL refused): the checker reports violations', {
+    timeout: 180_000,
+    skip: postgresMissing,
+  }, async (t) => {
+    using dir = tempDir();
+    const outcome = await storageChaos(t, dir.path, {
+      faults: ['pause'],
+      ...LEASE_FAULTS,
+      settleMs: 500,
+      clients: 8,
+      opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
+      program: fixture('unfenced-serve'),
+    });
+    for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
+      t.diagnostic(line);
+    assert.ok(
+      outcome.result.violations.length > 0,
+      `broken fencing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
+    );
   });
 
   it('recovered locks that guard nothing (a test server puts each recovered lock on a shadow row): the checker reports violations (conformance M8)', {

@@ -28,8 +28,13 @@ export interface Member {
 export interface ClusterOptions {
   /** How many servers (default 3). */
   size?: number;
-  /** The data directory they share. */
+  /** The data directory they share; with `separateData`, the parent of their own. */
   dataDir: string;
+  /**
+   * Each member on a data directory of its own, `<dataDir>/member-<index>`: servers whose
+   * tables are in a database (`--storage`), sharing no directory.
+   */
+  separateData?: boolean;
   /** Arguments of every member after its `--data --host --port --http-port`: `--ha …`. */
   args?: readonly string[];
   /** More arguments for one member (its holder id, …). */
@@ -128,7 +133,9 @@ export class Cluster implements AsyncDisposable {
       this.#options.program ?? cliPath,
       'serve',
       '--data',
-      this.#options.dataDir,
+      this.#options.separateData === true
+        ? join(this.#options.dataDir, `member-${index}`)
+        : this.#options.dataDir,
       '--host',
       '127.0.0.1',
       '--port',
