@@ -269,6 +269,15 @@ const ACTIONS = {
       return 0;
     };
   },
+  split: (p: Parsed): Action => {
+    const [table, key] = positionals(p, ['<table>', '<row>']) as [string, string];
+    if (key === '') throw p.misuse('<row>: an empty split key');
+    const row = bytesArgument(key);
+    return async (client) => {
+      process.stdout.write(`split ${describeLine(await client.splitTable(table, row))}`);
+      return 0;
+    };
+  },
   describe: (p: Parsed): Action => {
     const [table] = positionals(p, ['<table>']) as [string];
     return async (client) => {

@@ -114,6 +114,13 @@ export const ROWS_SUBCOMMANDS: Record<string, SubcommandUsage> = {
     options: [],
     flags: {},
   },
+  split: {
+    synopsis: 'split <table> <row>',
+    summary:
+      'Splits a live table at <row> (\\xNN for a byte): the region holding it ends there, a new region holds the rows from <row> on, with their locks.',
+    options: [],
+    flags: {},
+  },
   describe: {
     synopsis: 'describe <table> [--json]',
     summary: 'Prints the column families of a table and how its timestamps are read.',

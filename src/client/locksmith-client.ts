@@ -16,7 +16,7 @@ import {
 } from '../core/option-spec.js';
 import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
 import type { ColumnFamilySpec } from '../rows/column-family.js';
-import type { BytesInput } from '../rows/row-input.js';
+import { type BytesInput, checkRow } from '../rows/row-input.js';
 import type { TableDescription } from '../rows/table-descriptor.js';
 import type { ServerStatus } from '../server/server-status.js';
 import type { CallArgs, CallResult } from '../wire/calls.js';
@@ -261,6 +261,19 @@ export class LocksmithClient
     await this.#admin('dropTable', [name], options);
   }
 
+  /**
+   * Splits table `name` at row `key`, live: the region holding `key` ends there and a new
+   * region holds the rows from `key` on (with their row locks). Refused (`INVALID_ARGUMENT`)
+   * if the table is split at `key` already. Resolves with the table's new description.
+   */
+  async splitTable(
+    name: string,
+    key: BytesInput,
+    options?: AdminCallOptions,
+  ): Promise<TableDescription> {
+    return this.#admin('splitTable', [name, checkRow(key, 'split key')], options);
+  }
+
   /** The server's status (what `GET /status` serves). */
   async status(options?: AdminCallOptions): Promise<ServerStatus> {
     return this.#admin('status', [], options);
@@ -273,7 +286,14 @@ export class LocksmithClient
 
   /** An administrative call with its options checked: a signal and a timeout, as every call. */
   #admin<
-    M extends 'createTable' | 'listTables' | 'describeTable' | 'dropTable' | 'status' | 'ping',
+    M extends
+      | 'createTable'
+      | 'listTables'
+      | 'describeTable'
+      | 'dropTable'
+      | 'splitTable'
+      | 'status'
+      | 'ping',
   >(method: M, args: CallArgs<M>, options: AdminCallOptions | undefined): Promise<CallResult<M>> {
     const opts = checkOptionsObject(options ?? {}, `${method} options`);
     for (const key of Object.keys(opts)) {

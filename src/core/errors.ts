@@ -33,6 +33,7 @@ export type LocksmithErrorCode =
   | 'TABLE_EXISTS'
   | 'FENCED'
   | 'NOT_MASTER'
+  | 'NOT_SERVING_REGION'
   | 'MASTER_CHANGED'
   | 'INTERNAL';
 
@@ -50,6 +51,7 @@ const RETRYABLE_CODES: ReadonlySet<LocksmithErrorCode> = new Set<LocksmithErrorC
   'DEADLOCK',
   'LIMIT_EXCEEDED',
   'NOT_MASTER',
+  'NOT_SERVING_REGION',
 ]);
 
 /**
@@ -294,6 +296,18 @@ export class NotMasterError extends LocksmithError {
 }
 
 /**
+ * The region called does not hold the row (`NOT_SERVING_REGION`, HBase's
+ * `NotServingRegionException`): the region was split (or moved) while the call was on its way
+ * or waiting for a row lock. Nothing of the call was applied; a server sends it again to the
+ * region that holds the row now, so a client sees it only where it cannot.
+ */
+export class NotServingRegionError extends LocksmithError {
+  constructor(message: string, options?: LocksmithErrorOptions) {
+    super('NOT_SERVING_REGION', message, options);
+  }
+}
+
+/**
  * The one class of each code: what {@link errorFromCode} makes, and what every local throw
  * of that code uses (a test checks both), so `instanceof` answers the same for an error from a
  * server as for one raised in this process.
@@ -329,6 +343,7 @@ const ERROR_CLASSES: {
   TABLE_EXISTS: (m, o) => new TableError('TABLE_EXISTS', m, o),
   FENCED: (m, o) => new FencedError(m, o),
   NOT_MASTER: (m, o) => new NotMasterError(m, o),
+  NOT_SERVING_REGION: (m, o) => new NotServingRegionError(m, o),
   INTERNAL: (m, o) => new InternalError(m, o),
 };
 

@@ -23,6 +23,7 @@ export {
   LockTimeoutError,
   LockViolationError,
   NotMasterError,
+  NotServingRegionError,
   ProtocolError,
   TableError,
   UnauthenticatedError,

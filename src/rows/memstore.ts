@@ -320,6 +320,49 @@ export class Memstore {
     this.#keys.prune(this.#hasRow);
   }
 
+  /**
+   * The cells of the rows of `[from, to)` (`to` `''`: no end) as {@link cells} yields them
+   * (the order that rebuilds them): what a region split hands to the region that takes those
+   * rows over. Linear in those rows' cells plus a search for the first.
+   */
+  cellsBetween(from: string, to: string): Cell[] {
+    const out: Cell[] = [];
+    for (const key of this.#keysBetween(from, to)) {
+      const row = this.#rows.get(key);
+      if (row === undefined) continue;
+      for (const family of row.families.values()) {
+        out.push(...family.familyDeletes);
+        for (const { versions } of family.columns.values()) {
+          for (let i = versions.length - 1; i >= 0; i--) out.push(versions[i] as Cell);
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Forgets the rows of `[from, to)` (`to` `''`: no end): a split moved them elsewhere. */
+  dropRows(from: string, to: string): void {
+    for (const key of this.#keysBetween(from, to)) {
+      const row = this.#rows.get(key);
+      if (row === undefined) continue;
+      for (const family of row.families.values()) {
+        this.#cellCount -= family.familyDeletes.length;
+        for (const { versions } of family.columns.values()) this.#cellCount -= versions.length;
+      }
+      this.#rows.delete(key);
+    }
+    if (this.#rows.size === 0) this.#keys.clear();
+  }
+
+  *#keysBetween(from: string, to: string): Generator<string> {
+    const keys = this.#keys.sorted(this.#hasRow);
+    for (let at = lowerBound(keys, from); at < keys.length; at++) {
+      const key = keys[at] as string;
+      if (to !== '' && key >= to) return;
+      yield key;
+    }
+  }
+
   /** Every cell, row by row, each column oldest write first (the order that rebuilds it). */
   *cells(): Generator<Cell> {
     for (const key of this.#keys.sorted(this.#hasRow)) {

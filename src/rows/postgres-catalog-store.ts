@@ -110,6 +110,29 @@ export class PostgresCatalogStore implements TableCatalogStore {
     if (inserted !== 1) throw this.#fenced(`table ${descriptor.name} not created`);
   }
 
+  async replace(descriptor: TableDescriptor): Promise<void> {
+    const { regions, tables } = this.#tables;
+    let updated: number;
+    try {
+      updated =
+        (
+          await this.#client.query(
+            `WITH r AS (UPDATE ${regions} SET generation = generation WHERE region = $1 AND epoch = $2 AND generation = $3 RETURNING 1) UPDATE ${tables} SET descriptor = $5 WHERE name = $4 AND EXISTS (SELECT 1 FROM r)`,
+            [
+              CATALOG_REGION,
+              this.#epoch,
+              this.#generation,
+              descriptor.name,
+              JSON.stringify(descriptor),
+            ],
+          )
+        ).rowCount ?? 0;
+    } catch (err) {
+      throw this.#ioError(`recording table ${descriptor.name}`, err);
+    }
+    if (updated !== 1) throw this.#fenced(`table ${descriptor.name} not changed`);
+  }
+
   async remove(name: string): Promise<void> {
     const { regions, tables } = this.#tables;
     let owned: number;

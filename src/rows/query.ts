@@ -93,3 +93,11 @@ export class Scan extends Query {
       options.stopRow === undefined ? undefined : checkRow(options.stopRow, 'stop row');
   }
 }
+
+/**
+ * The same scan over `[startRow, stopRow)` (checked keys; `stopRow` undefined: no end): what a
+ * table split into regions asks of each region. Shares the original's column selection.
+ */
+export function scanBetween(scan: Scan, startRow: string, stopRow: string | undefined): Scan {
+  return Object.assign(Object.create(Scan.prototype) as Scan, scan, { startRow, stopRow });
+}

@@ -1,10 +1,27 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { decodeCells, forEachFamily } from './cell-codec.js';
+import type { Cell } from './cell.js';
+import { decodeCells, type EncodableCell, forEachFamily } from './cell-codec.js';
 import type { ColumnFamily } from './column-family.js';
 import { Memstore } from './memstore.js';
 import type { CheckedRegionOptions } from './region-options.js';
 import type { Recovered, RegionStorage } from './region-storage.js';
 import { type RowLockTokenStore, TokenReservation } from './row-lock-tokens.js';
+
+/**
+ * Where a region of a server's table sits (internal; see `Region.open`): the rows it holds,
+ * `[startKey, endKey)` in latin1 (`''`: no bound), and, for a region a split makes, what it
+ * starts with.
+ */
+export interface RegionPlacement {
+  readonly startKey: string;
+  readonly endKey: string;
+  readonly split?: {
+    /** The rows it takes over from its parent, as `Memstore.cellsBetween` gives them. */
+    readonly cells: readonly Cell[];
+    /** Its parent's token ceiling: every token it hands out is larger. */
+    readonly tokensAbove: number;
+  };
+}
 
 /** What a region starts from: its cells, its last write number, and its storage if any. */
 export interface RegionRecovery {
@@ -25,7 +42,10 @@ export interface RegionRecovery {
  * logged mutation stays one MVCC write). On any failure after the storage opened, the storage
  * is closed again and the error rethrown. Without `dir`, an empty in-memory start.
  */
-export async function recoverRegion(options: CheckedRegionOptions): Promise<RegionRecovery> {
+export async function recoverRegion(
+  options: CheckedRegionOptions,
+  placement?: RegionPlacement,
+): Promise<RegionRecovery> {
   const { families, dir, durability, epoch, openStorage } = options;
   const memstore = new Memstore();
   if (dir === undefined) return { memstore, seq: 0, storage: undefined, tokens: undefined };
@@ -37,15 +57,28 @@ export async function recoverRegion(options: CheckedRegionOptions): Promise<Regi
   const { storage, recovered } = await openStorage(dir, storageOptions, accept);
   try {
     let seq = 0;
-    const replay = (record: Uint8Array, each: boolean) => {
-      const { cells } = decodeCells(record);
+    // A region ends where a split cut it: its storage may still hold the rows after the cut
+    // (until its next checkpoint), which now belong to the region the split made.
+    const start = placement?.startKey ?? '';
+    const end = placement?.endKey ?? '';
+    const mine = (cell: EncodableCell) => cell.row >= start && (end === '' || cell.row < end);
+    const bounded = start !== '' || end !== '';
+    const replay = (cells: readonly EncodableCell[], each: boolean) => {
       if (!each) seq++;
-      memstore.insert(cells.map((cell) => ({ ...cell, seq: each ? ++seq : seq })));
+      const kept = bounded ? cells.filter(mine) : cells;
+      memstore.insert(kept.map((cell) => ({ ...cell, seq: each ? ++seq : seq })));
     };
-    for (const record of recovered.snapshot) replay(record, true);
-    for (const record of recovered.log) replay(record, false);
+    for (const record of recovered.snapshot) replay(decodeCells(record).cells, true);
+    for (const record of recovered.log) replay(decodeCells(record).cells, false);
+    if (placement?.split !== undefined) replay(placement.split.cells, true);
     memstore.compact((f) => families.get(f)?.maxVersions ?? 1, seq);
-    const wall = options.clock.wall();
+    // A split's region starts above its parent's tokens: its rows' holders keep theirs, and a
+    // new grant of one of those rows must be larger (the wall clock in µs is the other floor).
+    const above = placement?.split?.tokensAbove;
+    const wall =
+      above === undefined
+        ? options.clock.wall()
+        : Math.max(options.clock.wall(), (above + 3) / 1000);
     const tokens =
       storage.openTokens !== undefined
         ? await storage.openTokens(wall)

@@ -5,6 +5,7 @@ import { RowFencing } from './row-fencing.js';
 import {
   markRowLockLost,
   markRowLockReleased,
+  moveRowLock,
   RowLock,
   type RowLockControl,
   tellOwnerOfLoss,
@@ -161,6 +162,42 @@ export class RegionRowLocks {
 
   releaseImplicit(grant: RowLockGrant): void {
     this.#manager.releaseImplicit(grant);
+  }
+
+  /** See `RowLockManager.failWaits`. */
+  failWaits(reason: Error): void {
+    this.#manager.failWaits(reason);
+  }
+
+  /** The explicit locks on rows `>= from`, given up for another region to adopt (a split). */
+  detachFrom(from: string): { lock: RowLock; owner: RowLockOwner | undefined; renew: boolean }[] {
+    return this.#manager.detachFrom(from).map(({ grant, renew }) => ({
+      lock: grant.handle as RowLock,
+      owner: grant.owner,
+      renew,
+    }));
+  }
+
+  /**
+   * Holds `lock` (detached from the region that held its row before a split) here: the same
+   * handle, id and token, a full lease from now unless it renews itself.
+   */
+  adopt(lock: RowLock, owner: RowLockOwner | undefined, renew: boolean): void {
+    const grant = this.#manager.restoreRowLock(
+      lock.row.toString('latin1'),
+      lock.lockId,
+      lock.token,
+      owner,
+      renew,
+    );
+    this.#fencing.granted(grant.row, grant.token);
+    lock[moveRowLock](this.#control);
+    grant.handle = lock;
+  }
+
+  /** See `RowLockManager.tokenCeiling`. */
+  get tokenCeiling(): number {
+    return this.#manager.tokenCeiling;
   }
 
   /** Fails waiters, and ends the locks still held: their holders learn it from their signal. */

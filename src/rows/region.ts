@@ -5,9 +5,11 @@ import {
   FencedError,
   InvalidArgumentError,
   LockIOError,
+  NotServingRegionError,
 } from '../core/errors.js';
 import { checkCallback, checkOptionsObject } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
+import { toStringBinary } from './bytes.js';
 import {
   type CallOptions,
   type CheckedCallOptions,
@@ -32,14 +34,14 @@ import {
 } from './mutation-checks.js';
 import { MutationRunner } from './mutation-runner.js';
 import { Mvcc } from './mvcc.js';
-import { Get, Scan } from './query.js';
+import { Get, Scan, scanBetween } from './query.js';
 import {
   type CheckedRegionOptions,
   checkRegionOptions,
   type RegionOptions,
 } from './region-options.js';
 import { RegionReads } from './region-reads.js';
-import { type RegionRecovery, recoverRegion } from './region-recovery.js';
+import { type RegionPlacement, type RegionRecovery, recoverRegion } from './region-recovery.js';
 import { RegionRowLocks } from './region-row-locks.js';
 import type { RegionStorage } from './region-storage.js';
 import { Result } from './result.js';
@@ -54,6 +56,7 @@ import { WritePath } from './write-path.js';
 /** What {@link Region.tryLockRow} accepts. */
 export type { CallOptions, LockRowOptions, TryLockOptions } from './call-options.js';
 export type { RegionOptions } from './region-options.js';
+export type { RegionPlacement } from './region-recovery.js';
 export type { BatchStatus } from './table.js';
 
 /** The events a {@link Region} emits. */
@@ -93,9 +96,20 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   readonly #writes: WritePath;
   readonly #cells: MutationCells;
   #closing: Promise<void> | undefined;
+  /** The rows this region holds: `[#startKey, #endKey)`, `''` for no bound (see placement). */
+  readonly #startKey: string;
+  #endKey: string;
+  readonly #rowLockWaitMs: number;
 
-  private constructor(options: CheckedRegionOptions, recovery: RegionRecovery) {
+  private constructor(
+    options: CheckedRegionOptions,
+    recovery: RegionRecovery,
+    placement: RegionPlacement | undefined,
+  ) {
     super();
+    this.#startKey = placement?.startKey ?? '';
+    this.#endKey = placement?.endKey ?? '';
+    this.#rowLockWaitMs = options.rowLockWaitMs;
     const { clock } = options;
     const { memstore, storage, tokens } = recovery;
     const mvcc = new Mvcc(recovery.seq);
@@ -138,10 +152,15 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
    * changes: a refused open (`INVALID_ARGUMENT`, or `LOCK_OBTAIN_FAILED` when the directory
    * is open elsewhere, or `FENCED` when it carries a larger epoch than `options.epoch`) leaves
    * the directory byte for byte as it was.
+   *
+   * `placement` (internal: a server's table split into regions) bounds the rows the region
+   * holds: recovery keeps only those, and a call for another row is refused with
+   * `NOT_SERVING_REGION` (HBase's `NotServingRegionException`); a split's new region also
+   * gets the rows it takes over and starts its tokens above its parent's.
    */
-  static async open(options: RegionOptions): Promise<Region> {
+  static async open(options: RegionOptions, placement?: RegionPlacement): Promise<Region> {
     const checked = checkRegionOptions(options);
-    return new Region(checked, await recoverRegion(checked));
+    return new Region(checked, await recoverRegion(checked, placement), placement);
   }
 
   /** Test hooks (see internals.ts); not part of the public API. */
@@ -185,6 +204,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     const key = checkRow(row);
     const checked = checkLockRowOptions(options, 'lockRow');
     this.#checkOpen();
+    this.#checkRange(key);
     return this.#locks.lockRow(key, checked);
   }
 
@@ -193,6 +213,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     const key = checkRow(row);
     const { owner, renew } = checkTryLockOptions(options);
     this.#checkOpen();
+    this.#checkRange(key);
     return this.#locks.tryLockRow(key, owner, renew);
   }
 
@@ -213,6 +234,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     if (fn === undefined) throw new InvalidArgumentError('withRowLock needs a function');
     const checked = checkLockRowOptions(options, 'withRowLock');
     this.#checkOpen();
+    this.#checkRange(key);
     return withHandle(await this.#locks.lockRow(key, checked), fn, this.#locks.heldLockOf(key));
   }
 
@@ -228,6 +250,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   ): RowLock {
     const key = checkRow(row);
     this.#checkOpen();
+    this.#checkRange(key);
     return this.#locks.restoreRowLock(
       key,
       recorded.lockId,
@@ -272,6 +295,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     const { signal } = checkCallOptions(options, 'get');
     if (signal?.aborted) throw new AbortedError('get was aborted', { cause: signal.reason });
     this.#schema.checkQuery(get);
+    this.#checkRange(get.row);
     if (get.rowLock !== undefined) this.#locks.use(get.rowLock, get.row);
     return this.#reads.get(get);
   }
@@ -285,7 +309,13 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     this.#checkOpen(true);
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
     this.#schema.checkQuery(scan);
-    yield* this.#reads.scan(scan);
+    const start = scan.startRow < this.#startKey ? this.#startKey : scan.startRow;
+    const end = this.#endKey;
+    const stop =
+      end !== '' && (scan.stopRow === undefined || scan.stopRow > end) ? end : scan.stopRow;
+    yield* this.#reads.scan(
+      start === scan.startRow && stop === scan.stopRow ? scan : scanBetween(scan, start, stop),
+    );
   }
 
   // ---- mutations -------------------------------------------------------------------------
@@ -297,6 +327,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
       if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
       const checked = checkCallOptions(options, 'put');
       this.#schema.checkPut(put);
+      this.#checkRange(put.row);
       return this.#runner.mutate(put.row, put.rowLock, put.token, checked, (now) => ({
         cells: this.#cells.of(put, now),
         result: undefined,
@@ -310,6 +341,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
     const checked = checkCallOptions(options, 'delete');
     this.#schema.checkDelete(del);
+    this.#checkRange(del.row);
     await this.#runner.mutate(del.row, del.rowLock, del.token, checked, (now) => ({
       cells: this.#cells.of(del, now),
       result: undefined,
@@ -359,6 +391,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
       throw new InvalidArgumentError('increment() takes an Increment');
     const checked = checkCallOptions(options, 'increment');
     this.#schema.checkIncrement(inc);
+    this.#checkRange(inc.row);
     return this.#runner.mutate(inc.row, inc.rowLock, inc.token, checked, (now) => {
       const cells = this.#cells.increment(inc, now);
       // The write number is internal; a result's cells carry 0.
@@ -391,6 +424,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
       throw new InvalidArgumentError('mutateRow() takes RowMutations');
     const checked = checkCallOptions(options, 'mutateRow');
     const { rowLock, token } = checkRowMutations(this.#schema, mutations);
+    this.#checkRange(mutations.row);
     await this.#runner.mutate(mutations.row, rowLock, token, checked, (now) => ({
       cells: mutations.mutations.flatMap((m) => this.#cells.of(m, now)),
       result: undefined,
@@ -407,6 +441,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     const checked = checkCallOptions(options, 'mutateRows');
     this.#checkOpen();
     checkMutateRows(this.#schema, mutations);
+    for (const m of mutations) this.#checkRange(m.row);
     return this.#runner.mutateRows(mutations, checked, this.#cells.of);
   }
 
@@ -432,6 +467,67 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     return settled.map((s) =>
       s.status === 'fulfilled' ? { ok: true } : { ok: false, error: s.reason },
     );
+  }
+
+  // ---- splits (internal: a server's table split into regions) --------------------------
+
+  /** The rows this region holds, `[startKey, endKey)` (`''`: no bound). */
+  get range(): { readonly startKey: string; readonly endKey: string } {
+    return { startKey: this.#startKey, endKey: this.#endKey };
+  }
+
+  /**
+   * @internal First step of a split: fails every wait for a row lock here with
+   * `NOT_SERVING_REGION` (the server sends those calls again, to the row's region after the
+   * split), then waits for the writes in flight and a checkpoint under way. The server stops
+   * routing calls here before, so that nothing is in flight once this resolves.
+   */
+  async quiesce(): Promise<void> {
+    this.#checkOpen();
+    this.#locks.failWaits(
+      new NotServingRegionError(
+        `This region (rows ${this.#describeRange()}) is being split; the call is sent again`,
+      ),
+    );
+    await this.#runner.settled();
+    await this.#writes.checkpoints.settled();
+  }
+
+  /** How long a wait for a row lock lasts when a call does not say (`rowLockWaitMs`). */
+  get rowLockWaitMs(): number {
+    return this.#rowLockWaitMs;
+  }
+
+  /** @internal The highest row-lock token this region may have handed out. */
+  get tokenCeiling(): number {
+    return this.#locks.tokenCeiling;
+  }
+
+  /**
+   * @internal The cells of rows `>= key` (every version and delete marker, in the order that
+   * rebuilds them), for the region a split makes. Nothing changes here.
+   */
+  cellsFrom(key: string): Cell[] {
+    return this.#memstore.cellsBetween(key, this.#endKey);
+  }
+
+  /**
+   * @internal Last step of a split, after it is recorded: this region ends at `key`. Its rows
+   * from `key` on leave the memstore (the storage still holds them until the next checkpoint;
+   * recovery drops them, see placement), and their explicit locks are handed back for the new
+   * region to {@link adoptRowLock}, unended.
+   */
+  splitAt(key: string): { lock: RowLock; owner: RowLockOwner | undefined; renew: boolean }[] {
+    this.#checkRange(key);
+    this.#endKey = key;
+    this.#memstore.dropRows(key, '');
+    return this.#locks.detachFrom(key);
+  }
+
+  /** @internal Holds a lock that a split moved here (see {@link splitAt}). */
+  adoptRowLock(lock: RowLock, owner: RowLockOwner | undefined, renew: boolean): void {
+    this.#checkRange(lock.row.toString('latin1'));
+    this.#locks.adopt(lock, owner, renew);
   }
 
   // ---- lifecycle -------------------------------------------------------------------------
@@ -486,6 +582,19 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     }
   }
 
+  #checkRange(key: string): void {
+    if (key < this.#startKey || (this.#endKey !== '' && key >= this.#endKey)) {
+      throw new NotServingRegionError(
+        `Row ${toStringBinary(key)} is not in this region (rows ${this.#describeRange()})`,
+      );
+    }
+  }
+
+  #describeRange(): string {
+    const end = this.#endKey === '' ? 'end' : toStringBinary(this.#endKey);
+    return `${this.#startKey === '' ? 'start' : toStringBinary(this.#startKey)} to ${end}`;
+  }
+
   async #checkAndMutate(
     row: BytesInput,
     family: string,
@@ -496,6 +605,7 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   ): Promise<boolean> {
     const want = checkExpectation(this.#schema, row, family, qualifier, expected, mutation);
     const { row: key, qualifier: q, expected: value } = want;
+    this.#checkRange(key);
     return this.#runner.mutate(key, mutation.rowLock, mutation.token, options, (now) => {
       const cells = this.#cells.ifExpected(key, family, q, value, mutation, now);
       return { cells: cells ?? [], result: cells !== undefined };

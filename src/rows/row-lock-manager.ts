@@ -4,6 +4,7 @@ import {
   AbortedError,
   AlreadyClosedError,
   DeadlockError,
+  InternalError,
   InvalidArgumentError,
   LockTimeoutError,
   UnknownRowLockError,
@@ -650,6 +651,51 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
   /** Whether `grant` still holds its row (not released, expired, or closed). */
   isHeld(grant: RowLockGrant): boolean {
     return grant instanceof Hold && grant.state === HELD && grant.manager === this;
+  }
+
+  /**
+   * Rejects every pending wait with `reason` (explicit and implicit, on every row): a split
+   * moves rows to another region, and their waits start again there. Holders keep their rows.
+   */
+  failWaits(reason: Error): void {
+    this.#checkOpen();
+    for (const hold of this.#rows.values()) {
+      const queue = hold.queue;
+      hold.queue = undefined;
+      for (let waiter = queue?.head; waiter !== undefined; waiter = queue?.head) {
+        this.#finishWait(waiter);
+        waiter.reject(reason);
+      }
+    }
+  }
+
+  /**
+   * Gives up the explicit locks on rows `>= from` without ending them (no `expired`, no
+   * release): a split hands them to the region that takes those rows over, which puts them
+   * back with {@link restoreRowLock}. Call after {@link failWaits} and once no implicit lock is
+   * held on those rows (the region's writes settled): one left there is a bug, refused.
+   */
+  detachFrom(from: string): { grant: RowLockGrant; renew: boolean }[] {
+    this.#checkOpen();
+    const moving = [...this.#rows.values()].filter((hold) => hold.row >= from);
+    const implicit = moving.find((hold) => hold.lockId === undefined);
+    if (implicit !== undefined) {
+      throw new InternalError(
+        `A write still holds row=${toStringBinary(implicit.row)} while its region is split`,
+      );
+    }
+    for (const hold of moving) {
+      this.#rows.delete(hold.row);
+      this.#ids.delete(hold.lockId as string);
+      hold.state = RELEASED;
+      if (hold.deadline !== Number.POSITIVE_INFINITY) this.#leases.remove();
+    }
+    return moving.map((grant) => ({ grant, renew: grant.deadline === Number.POSITIVE_INFINITY }));
+  }
+
+  /** The highest token this manager may have handed out (its durable ceiling, if kept). */
+  get tokenCeiling(): number {
+    return Number.isFinite(this.#tokenCeiling) ? this.#tokenCeiling : (this.#lastToken ?? 0);
   }
 
   /**

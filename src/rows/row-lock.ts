@@ -15,6 +15,8 @@ export interface RowLockControl {
 /** Internal entry points of a {@link RowLock}, reachable only through these symbols. */
 export const markRowLockLost: unique symbol = Symbol('locksmith.rows.markRowLockLost');
 export const markRowLockReleased: unique symbol = Symbol('locksmith.rows.markRowLockReleased');
+/** Hands a held lock's handle to the region that took its row over (a split). */
+export const moveRowLock: unique symbol = Symbol('locksmith.rows.moveRowLock');
 /**
  * @internal An owner (the `owner` of `lockRow`) with a method under this symbol hears of the
  * loss of each of its locks (lease expired, region closed) right after the handle's `lost`
@@ -56,7 +58,7 @@ export function tellOwnerOfLoss(owner: unknown, lock: RowLock, reason: LockLostE
 export class RowLock extends LockHandleBase {
   readonly lockId: string;
   readonly #key: string;
-  readonly #control: RowLockControl;
+  #control: RowLockControl;
 
   /** @internal Made by the region; user code gets these from `lockRow`/`tryLockRow`. */
   constructor(key: string, lockId: string, token: number, control: RowLockControl) {
@@ -104,6 +106,11 @@ export class RowLock extends LockHandleBase {
   /** @internal The lease ran out or the region closed. */
   [markRowLockLost](reason: LockLostError): void {
     this.markLost(reason);
+  }
+
+  /** @internal Its row now belongs to another region (a split): the same lock, held there. */
+  [moveRowLock](control: RowLockControl): void {
+    this.#control = control;
   }
 
   /** @internal Unlocked through `region.unlockRow`. */

@@ -18,5 +18,7 @@ export interface TableCatalogStore {
   add(descriptor: TableDescriptor): Promise<void>;
   /** Forgets a table. */
   remove(name: string): Promise<void>;
+  /** Records a recorded table's new descriptor (a split added a key): all or nothing. */
+  replace(descriptor: TableDescriptor): Promise<void>;
   close(): Promise<void>;
 }

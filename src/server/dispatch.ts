@@ -159,6 +159,7 @@ export class Dispatcher {
       listTables: () => this.#catalog.list(),
       describeTable: ([name]) => this.#catalog.describe(name),
       dropTable: ([name]) => this.#catalog.drop(name),
+      splitTable: ([name, key]) => this.#catalog.split(name, key),
       status: () => this.#status(),
     };
   }

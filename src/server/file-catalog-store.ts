@@ -71,6 +71,26 @@ export class FileCatalogStore implements TableCatalogStore {
     await this.#syncDir();
   }
 
+  async replace(descriptor: TableDescriptor): Promise<void> {
+    const file = join(this.#dir, descriptor.name + DESCRIPTOR);
+    const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+    const handle = await open(temp, 'wx', 0o644);
+    try {
+      await handle.writeFile(`${JSON.stringify(descriptor, null, 2)}\n`);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      // rename(2) replaces the old file at once: a crash leaves one descriptor or the other.
+      await rename(temp, file);
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw err;
+    }
+    await this.#syncDir();
+  }
+
   async remove(name: string): Promise<void> {
     await unlink(join(this.#dir, name + DESCRIPTOR));
     await this.#syncDir();

@@ -2,13 +2,15 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../core/clock.js';
-import { InvalidArgumentError, TableError } from '../core/errors.js';
+import { InvalidArgumentError, LockIOError, TableError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
-import { Region } from '../rows/region.js';
+import { toStringBinary } from '../rows/bytes.js';
+import { Region, type RegionPlacement } from '../rows/region.js';
 import type { OpenRegionStorage } from '../rows/region-storage.js';
+import { type BytesInput, checkRow } from '../rows/row-input.js';
 import type { TableCatalogStore } from '../rows/table-catalog-store.js';
-import type { TableDescriptor } from '../rows/table-descriptor.js';
+import { checkSplits, type TableDescriptor } from '../rows/table-descriptor.js';
 import { DESCRIPTOR, FileCatalogStore } from './file-catalog-store.js';
 import { TableRegions } from './table-regions.js';
 
@@ -42,11 +44,19 @@ const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 export function regionDirectories(descriptor: TableDescriptor): string[] {
   return [
     descriptor.name,
-    ...descriptor.splits.map(
-      (key) =>
-        `${descriptor.name}@${createHash('sha256').update(key, 'latin1').digest('hex').slice(0, 16)}`,
-    ),
+    ...descriptor.splits.map((key) => regionDirectory(descriptor.name, key)),
   ];
+}
+
+/** The directory of table `name`'s region that starts at split key `key` (see above). */
+function regionDirectory(name: string, key: string): string {
+  return `${name}@${createHash('sha256').update(key, 'latin1').digest('hex').slice(0, 16)}`;
+}
+
+/** A table as the catalog serves it: its descriptor (a split changes it) and its regions. */
+interface TableEntry {
+  descriptor: TableDescriptor;
+  readonly regions: TableRegions;
 }
 
 /**
@@ -66,7 +76,7 @@ export class TableCatalog {
   readonly #store: TableCatalogStore;
   readonly #regionOptions: CatalogRegionOptions;
   readonly #mastership: CatalogMastership;
-  readonly #tables = new Map<string, { descriptor: TableDescriptor; regions: TableRegions }>();
+  readonly #tables = new Map<string, TableEntry>();
   #admin: Promise<unknown> = Promise.resolve();
   #closed = false;
 
@@ -140,7 +150,7 @@ export class TableCatalog {
     return [...this.#tables.keys()].sort();
   }
 
-  entries(): IterableIterator<[string, { descriptor: TableDescriptor; regions: TableRegions }]> {
+  entries(): IterableIterator<[string, Readonly<TableEntry>]> {
     return this.#tables.entries();
   }
 
@@ -174,6 +184,87 @@ export class TableCatalog {
         throw err;
       }
       return descriptor;
+    });
+  }
+
+  /**
+   * Splits the region of table `name` that holds row `key` in two, live (HBase's region split):
+   * the rows from `key` to that region's end move to a new region (`<name>@<hash of key>`),
+   * with their explicit locks (same handles, ids and tokens; held on). Meanwhile calls that
+   * would write or lock those rows wait (see `TableRegions.split`); the moment lasts as long
+   * as writing the moved rows' snapshot and recording the new descriptor.
+   *
+   * Steps: the region is paused and its writes settle; the new region is created holding the
+   * rows from `key` on and made durable (a snapshot), its tokens above the old region's; the
+   * descriptor with `key` among its splits is recorded — the commit point; then the old region
+   * ends at `key`, its rows from `key` on and their locks go to the new one, and routing
+   * changes, all at once. A crash before the commit leaves the table as it was (the new
+   * region's storage is cleared at the next start or split); after it, the old region's
+   * storage may still hold the moved rows until its next checkpoint, and recovery ignores them.
+   */
+  split(name: unknown, key: unknown): Promise<TableDescriptor> {
+    return this.#serially(async () => {
+      this.#mastership.check();
+      const regions = this.regions(name);
+      const entry = this.#tables.get(name as string) as TableEntry;
+      const { descriptor } = entry;
+      const row = checkRow(key as BytesInput, 'split key');
+      if (descriptor.splits.includes(row)) {
+        throw new InvalidArgumentError(
+          `Table ${descriptor.name} is already split at ${toStringBinary(row)}`,
+        );
+      }
+      const next: TableDescriptor = {
+        ...descriptor,
+        splits: checkSplits([...descriptor.splits, row]),
+      };
+      const dirs = regionDirectories(next);
+      if (new Set(dirs).size !== dirs.length) {
+        throw new InvalidArgumentError(
+          `Split key ${toStringBinary(row)} would share a region directory with another (their SHA-256 digests start alike)`,
+        );
+      }
+      const dir = regionDirectory(next.name, row);
+      let recording = false;
+      try {
+        const { parent } = await regions.split(row, async (parent) => {
+          // What a crash before an earlier split's commit left of this region goes first.
+          await rm(join(this.#dir, dir), { recursive: true, force: true });
+          await this.#destroyStored(dir);
+          const daughter = await this.#openRegion(next, dir, {
+            startKey: row,
+            endKey: parent.range.endKey,
+            split: { cells: parent.cellsFrom(row), tokensAbove: parent.tokenCeiling },
+          });
+          try {
+            await daughter.flush();
+            this.#mastership.check();
+            recording = true;
+            await this.#store.replace(next);
+            recording = false;
+          } catch (err) {
+            // Its data stays: if the descriptor was recorded after all, the next start finds it.
+            await daughter.close();
+            throw err;
+          }
+          return daughter;
+        });
+        entry.descriptor = next;
+        // The old region's storage still holds the moved rows; its next checkpoint drops them.
+        parent.flush().catch(() => undefined);
+        return next;
+      } catch (err) {
+        if (!recording) throw err;
+        // Whether the descriptor was recorded is unknown when its write failed: the old region
+        // must not take writes for rows its next start would ignore. The table closes; a
+        // restart serves it as recorded.
+        this.#tables.delete(descriptor.name);
+        await regions.close();
+        throw new LockIOError(
+          `The split of table ${descriptor.name} at ${toStringBinary(row)} may or may not be recorded (${(err as Error).message}): the table is closed until the server restarts; no acknowledged write is lost`,
+          { cause: err },
+        );
+      }
     });
   }
 
@@ -232,29 +323,39 @@ export class TableCatalog {
   /** Opens (recovering) a table's regions one after the other; all or none. */
   async #openRegions(descriptor: TableDescriptor): Promise<TableRegions> {
     const opened: Region[] = [];
+    const starts = ['', ...descriptor.splits];
     try {
-      for (const dir of regionDirectories(descriptor))
-        opened.push(await this.#openRegion(descriptor, dir));
+      for (const [i, dir] of regionDirectories(descriptor).entries()) {
+        const placement = { startKey: starts[i] as string, endKey: starts[i + 1] ?? '' };
+        opened.push(await this.#openRegion(descriptor, dir, placement));
+      }
     } catch (err) {
       await Promise.allSettled(opened.map((r) => r.close()));
       throw err;
     }
-    return new TableRegions(['', ...descriptor.splits], opened);
+    return new TableRegions(starts, opened);
   }
 
-  async #openRegion(descriptor: TableDescriptor, dir: string): Promise<Region> {
+  async #openRegion(
+    descriptor: TableDescriptor,
+    dir: string,
+    placement: RegionPlacement,
+  ): Promise<Region> {
     const { leasePeriodMs, rowLockWaitMs, durability, clock, openStorage } = this.#regionOptions;
-    return Region.open({
-      families: descriptor.families,
-      dir: join(this.#dir, dir),
-      durability,
-      leasePeriodMs,
-      rowLockWaitMs,
-      timestampOnArrival: descriptor.timestampOnArrival,
-      clock,
-      ...(this.#mastership.epoch > 0 ? { epoch: this.#mastership.epoch } : {}),
-      ...(openStorage === undefined ? {} : { openStorage }),
-    });
+    return Region.open(
+      {
+        families: descriptor.families,
+        dir: join(this.#dir, dir),
+        durability,
+        leasePeriodMs,
+        rowLockWaitMs,
+        timestampOnArrival: descriptor.timestampOnArrival,
+        clock,
+        ...(this.#mastership.epoch > 0 ? { epoch: this.#mastership.epoch } : {}),
+        ...(openStorage === undefined ? {} : { openStorage }),
+      },
+      placement,
+    );
   }
 
   /** What a storage keeps outside the table's directory (see `OpenRegionStorage.destroy`). */

@@ -1,8 +1,8 @@
-import { InvalidArgumentError } from '../core/errors.js';
+import { InternalError, InvalidArgumentError, NotServingRegionError } from '../core/errors.js';
 import { toStringBinary } from '../rows/bytes.js';
 import { Delete, type Increment, Put, type RowMutations } from '../rows/mutation.js';
 import { cellCount } from '../rows/mutation-checks.js';
-import type { Get, Scan } from '../rows/query.js';
+import { type Get, type Scan, scanBetween } from '../rows/query.js';
 import type { CallOptions, LockRowOptions, Region, TryLockOptions } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import { type BytesInput, checkCellCount, checkRow } from '../rows/row-input.js';
@@ -30,15 +30,71 @@ export interface RegionRange {
  * What a region does not share with the others: its wait-for graph (a deadlock whose cycle
  * crosses regions, or tables, is not detected: its waits end at their timeout) and its
  * fencing tokens (they increase per region, so per row, as the lock contract asks).
+ *
+ * A live split ({@link split}, driven by the catalog) pauses the region it cuts: calls for its
+ * rows that would write or lock wait until the split is done (reads go on), and a call the
+ * region refused with `NOT_SERVING_REGION` because the split came first (a wait for a row
+ * lock there is failed so) is sent again to the row's region, with what is left of its wait.
  */
 export class TableRegions {
-  readonly #starts: string[];
-  readonly #regions: Region[];
+  #starts: string[];
+  #regions: Region[];
+  /** The region a split is cutting, and the end of that split. */
+  #paused: { region: Region; done: Promise<void> } | undefined;
+  /** Counts the splits: a `NOT_SERVING_REGION` from before the last one is sent again. */
+  #generation = 0;
 
   /** `starts[0]` is `''`; the others ascend (a descriptor's `splits`). */
   constructor(starts: readonly string[], regions: readonly Region[]) {
     this.#starts = [...starts];
     this.#regions = [...regions];
+  }
+
+  /** The table's split keys now (the starts of every region but the first). */
+  get splits(): readonly string[] {
+    return this.#starts.slice(1);
+  }
+
+  /**
+   * Cuts the region holding `key` in two (see `TableCatalog.split`): `prepare` runs while that
+   * region is paused, after its waits were failed and its writes settled, and returns the new
+   * region (rows `[key, end)`, holding their cells) once the split is recorded; then the old
+   * region gives up those rows and their locks to it, and the paused calls go on. If `prepare`
+   * throws, nothing changes.
+   */
+  async split(
+    key: string,
+    prepare: (parent: Region) => Promise<Region>,
+  ): Promise<{ parent: Region; daughter: Region }> {
+    if (this.#paused !== undefined) {
+      throw new InternalError('One split at a time (the catalog runs them one after the other)');
+    }
+    const index = this.#indexOf(key);
+    const parent = this.#regions[index] as Region;
+    let resume = () => {};
+    const done = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    this.#paused = { region: parent, done };
+    try {
+      await parent.quiesce();
+      const daughter = await prepare(parent);
+      // From here on nothing awaits: the rows, their locks and the routing change at once.
+      for (const { lock, owner, renew } of parent.splitAt(key)) {
+        daughter.adoptRowLock(lock, owner, renew);
+      }
+      this.#starts = [...this.#starts.slice(0, index + 1), key, ...this.#starts.slice(index + 1)];
+      this.#regions = [
+        ...this.#regions.slice(0, index + 1),
+        daughter,
+        ...this.#regions.slice(index + 1),
+      ];
+      this.#generation++;
+      return { parent, daughter };
+    } finally {
+      this.#paused = undefined;
+      resume();
+    }
   }
 
   get size(): number {
@@ -75,31 +131,73 @@ export class TableRegions {
     return regions[this.#indexOf(key)] as Region;
   }
 
-  /** The region of a row as callers give it (checked as every region checks it). */
-  #ofRow(row: BytesInput): Region {
-    return this.#regions.length === 1 ? (this.#regions[0] as Region) : this.#of(checkRow(row));
+  /**
+   * Runs `call` on the region of `key` (a row as the region keys it), after a split of that
+   * region if one is under way; sends it again where a split made the region refuse it
+   * (`NOT_SERVING_REGION`), with `options` whose `waitMs` is what is left of the first's.
+   */
+  #route<O extends { waitMs?: number | undefined } | undefined, T>(
+    key: unknown,
+    options: O,
+    call: (region: Region, options: O) => Promise<T>,
+    began = -1,
+    retry: (since: number) => Promise<T> = (since) => this.#route(key, options, call, since),
+  ): Promise<T> {
+    const region = this.#of(key);
+    const paused = this.#paused;
+    if (paused !== undefined && paused.region === region) {
+      const since = began < 0 ? performance.now() : began;
+      return paused.done.then(() => retry(since));
+    }
+    const generation = this.#generation;
+    const sent = began < 0 ? options : this.#rest(region, options, began);
+    return call(region, sent).catch((err: unknown) => {
+      if (!(err instanceof NotServingRegionError)) throw err;
+      const since = began < 0 ? performance.now() : began;
+      const again = this.#paused;
+      if (again !== undefined) return again.done.then(() => retry(since));
+      if (generation !== this.#generation) return retry(since);
+      throw err;
+    });
   }
 
-  /** The region of a mutation or query: by its row, the first one if it has none. */
-  #ofObject(object: unknown): Region {
-    return this.#of((object as { row?: unknown } | null)?.row);
+  /** `options` with what is left of their wait since `began` (performance.now()). */
+  #rest<O extends { waitMs?: number | undefined } | undefined>(
+    region: Region,
+    options: O,
+    began: number,
+  ): O {
+    const waitMs = options?.waitMs ?? region.rowLockWaitMs;
+    if (waitMs === Number.POSITIVE_INFINITY) return options;
+    const left = Math.max(0, waitMs - (performance.now() - began));
+    return { ...options, waitMs: left } as O;
   }
 
   // ---- locks ---------------------------------------------------------------------------
 
   lockRow(row: BytesInput, options?: LockRowOptions): Promise<RowLock> {
-    return this.#ofRow(row).lockRow(row, options);
+    try {
+      return this.#route(checkRow(row), options, (region, o) => region.lockRow(row, o));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   tryLockRow(row: BytesInput, options?: TryLockOptions): Promise<RowLock | null> {
-    return this.#ofRow(row).tryLockRow(row, options);
+    try {
+      const key = checkRow(row);
+      // No wait to shorten: the options go as they are.
+      return this.#route(key, undefined, (region) => region.tryLockRow(row, options));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   restoreRowLock(
     row: Buffer,
     recorded: { lockId: string; token: number; owner?: RowLockOwner | undefined; renew: boolean },
   ): RowLock {
-    return this.#ofRow(row).restoreRowLock(row, recorded);
+    return this.#of(checkRow(row)).restoreRowLock(row, recorded);
   }
 
   /** Releases a lock this table granted (its row names its region). */
@@ -153,36 +251,50 @@ export class TableRegions {
   // ---- reads ---------------------------------------------------------------------------
 
   get(get: Get, options?: CallOptions): Promise<Result> {
-    return this.#ofObject(get).get(get, options);
+    return this.#route(rowOf(get), options, (region, o) => region.get(get, o));
   }
 
   /**
-   * The scan's rows in key order: each region from the one holding `startRow` up to the one
-   * before `stopRow`, one after the other (each at its own read point, as HBase's scanners
-   * move from region to region).
+   * The scan's rows in key order, region after region (each at its own read point, as HBase's
+   * scanners move from region to region). A region split while it is scanned hands over its
+   * rows: the scan goes on in the new region from the first row it has not returned, so no row
+   * is returned twice or skipped.
    */
   async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
-    const regions = this.#regions;
     const start = (scan as { startRow?: unknown } | null)?.startRow;
-    if (regions.length === 1 || typeof start !== 'string') {
-      yield* (regions[0] as Region).scan(scan);
+    if (typeof start !== 'string') {
+      // Not a Scan: the region refuses it.
+      yield* (this.#regions[0] as Region).scan(scan);
       return;
     }
+    let from: string = start;
     const stop = scan.stopRow;
-    for (let i = start === '' ? 0 : this.#indexOf(start); i < regions.length; i++) {
-      if (i > 0 && stop !== undefined && (this.#starts[i] as string) >= stop) return;
-      yield* (regions[i] as Region).scan(scan);
+    for (;;) {
+      const region = this.#regions[this.#indexOf(from)] as Region;
+      let last: string | undefined;
+      for await (const result of region.scan(
+        from === scan.startRow ? scan : scanBetween(scan, from, stop),
+      )) {
+        last = result.row.toString('latin1');
+        yield result;
+      }
+      // Its end now: earlier than when it began if a split cut it meanwhile.
+      const end = region.range.endKey;
+      if (end === '') return;
+      const next = last !== undefined && last >= end ? `${last}\0` : end;
+      if (stop !== undefined && next >= stop) return;
+      from = next;
     }
   }
 
   // ---- writes --------------------------------------------------------------------------
 
   put(put: Put, options?: CallOptions): Promise<void> {
-    return this.#ofObject(put).put(put, options);
+    return this.#route(rowOf(put), options, (region, o) => region.put(put, o));
   }
 
   delete(del: Delete, options?: CallOptions): Promise<void> {
-    return this.#ofObject(del).delete(del, options);
+    return this.#route(rowOf(del), options, (region, o) => region.delete(del, o));
   }
 
   checkAndPut(
@@ -193,7 +305,13 @@ export class TableRegions {
     put: Put,
     options?: CallOptions,
   ): Promise<boolean> {
-    return this.#ofRow(row).checkAndPut(row, family, qualifier, expected, put, options);
+    try {
+      return this.#route(checkRow(row), options, (region, o) =>
+        region.checkAndPut(row, family, qualifier, expected, put, o),
+      );
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   checkAndDelete(
@@ -204,27 +322,44 @@ export class TableRegions {
     del: Delete,
     options?: CallOptions,
   ): Promise<boolean> {
-    return this.#ofRow(row).checkAndDelete(row, family, qualifier, expected, del, options);
+    try {
+      return this.#route(checkRow(row), options, (region, o) =>
+        region.checkAndDelete(row, family, qualifier, expected, del, o),
+      );
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   increment(inc: Increment, options?: CallOptions): Promise<Result> {
-    return this.#ofObject(inc).increment(inc, options);
+    return this.#route(rowOf(inc), options, (region, o) => region.increment(inc, o));
   }
 
   mutateRow(mutations: RowMutations, options?: CallOptions): Promise<void> {
-    return this.#ofObject(mutations).mutateRow(mutations, options);
+    return this.#route(rowOf(mutations), options, (region, o) => region.mutateRow(mutations, o));
   }
 
   /**
    * Atomic within one region only: rows in two regions are refused (`INVALID_ARGUMENT`), as
    * HBase refuses them, since no single log record could commit both.
    */
-  async mutateRows(mutations: readonly (Put | Delete)[], options?: CallOptions): Promise<void> {
-    const regions = this.#regions;
-    if (regions.length === 1 || !Array.isArray(mutations) || mutations.length === 0)
-      return (regions[0] as Region).mutateRows(mutations, options);
+  mutateRows(mutations: readonly (Put | Delete)[], options?: CallOptions): Promise<void> {
+    try {
+      return this.#mutateRows(mutations, options, -1);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  #mutateRows(
+    mutations: readonly (Put | Delete)[],
+    options: CallOptions | undefined,
+    began: number,
+  ): Promise<void> {
     // What is not a Put or Delete goes with the rest, for the region's own check to refuse.
-    const rows = mutations.filter((m) => m instanceof Put || m instanceof Delete).map((m) => m.row);
+    const rows = Array.isArray(mutations)
+      ? mutations.filter((m) => m instanceof Put || m instanceof Delete).map((m) => m.row)
+      : [];
     const first = rows[0] ?? '';
     const index = this.#indexOf(first);
     for (const key of rows) {
@@ -235,15 +370,25 @@ export class TableRegions {
         );
       }
     }
-    return (regions[index] as Region).mutateRows(mutations, options);
+    // Sent again as a whole: a split may have put its rows in two regions meanwhile.
+    return this.#route(
+      first,
+      options,
+      (region, o) => region.mutateRows(mutations, o),
+      began,
+      (since) => this.#mutateRows(mutations, options, since),
+    );
   }
 
-  /** Each entry in its row's region; the statuses come back in the entries' order. */
+  /**
+   * Each entry in its row's region; the statuses come back in the entries' order. An entry a
+   * split made its region refuse is sent again to its row's region.
+   */
   async batch(mutations: readonly (Put | Delete)[], options?: CallOptions): Promise<BatchStatus[]> {
     const regions = this.#regions;
-    if (regions.length === 1 || !Array.isArray(mutations))
-      return (regions[0] as Region).batch(mutations, options);
+    if (!Array.isArray(mutations)) return (regions[0] as Region).batch(mutations, options);
     checkCellCount(cellCount(mutations), 'A batch');
+    const generation = this.#generation;
     const parts = new Map<number, { at: number[]; mutations: (Put | Delete)[] }>();
     mutations.forEach((m, at) => {
       const i = m instanceof Put || m instanceof Delete ? this.#indexOf(m.row) : 0;
@@ -258,12 +403,30 @@ export class TableRegions {
     const out: BatchStatus[] = new Array(mutations.length);
     await Promise.all(
       [...parts].map(async ([i, part]) => {
-        const statuses = await (regions[i] as Region).batch(part.mutations, options);
+        const region = regions[i] as Region;
+        const paused = this.#paused;
+        const statuses =
+          paused !== undefined && paused.region === region
+            ? await paused.done.then(() => this.batch(part.mutations, options))
+            : await region.batch(part.mutations, options);
         statuses.forEach((s, k) => {
           out[part.at[k] as number] = s;
         });
       }),
     );
+    const refused = out.flatMap((s, at) =>
+      !s.ok && s.error instanceof NotServingRegionError ? [at] : [],
+    );
+    if (refused.length === 0 || (generation === this.#generation && this.#paused === undefined))
+      return out;
+    await this.#paused?.done;
+    const again = await this.batch(
+      refused.map((at) => mutations[at] as Put | Delete),
+      options,
+    );
+    again.forEach((s, k) => {
+      out[refused[k] as number] = s;
+    });
     return out;
   }
 
@@ -277,4 +440,9 @@ export class TableRegions {
   async close(): Promise<void> {
     await Promise.allSettled(this.#regions.map((r) => r.close()));
   }
+}
+
+/** The row of a mutation or query (checked when it was made); anything else goes to the first region, which refuses it. */
+function rowOf(object: unknown): unknown {
+  return (object as { row?: unknown } | null)?.row;
 }

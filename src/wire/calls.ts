@@ -616,6 +616,17 @@ export const CALLS = {
   listTables: noArgs('priority', true, (names: string[]) => names, tableList),
   describeTable: tableAdmin(true, describeTable, description),
   dropTable: tableAdmin<void, void>(false, nil, nothing),
+  splitTable: spec({
+    lane: 'priority',
+    shape: '[name, key]',
+    // Not resent: a second split at the same key is refused (it is a split already).
+    resend: false,
+    late: 'drop',
+    encodeArgs: (name: string, key: string) => [name, latin1(key)],
+    decodeArgs: (raw, scope): [string, Bytes] => [scope.table(raw[0]).name, bytes(raw[1], 'key')],
+    encodeResult: describeTable,
+    decodeResult: description,
+  }),
   status: noArgs('priority', true, (s: ServerStatus) => s, serverStatus),
 } as const;
 

@@ -22,6 +22,7 @@ import {
   LockTimeoutError,
   LockViolationError,
   NotMasterError,
+  NotServingRegionError,
   ProtocolError,
   StaleTokenError,
   TableError,
@@ -61,10 +62,17 @@ const EXPECTED: Record<LocksmithErrorCode, abstract new (...args: never[]) => Lo
   TABLE_EXISTS: TableError,
   FENCED: FencedError,
   NOT_MASTER: NotMasterError,
+  NOT_SERVING_REGION: NotServingRegionError,
   INTERNAL: InternalError,
 };
 
-const RETRYABLE = new Set(['LOCK_TIMEOUT', 'DEADLOCK', 'LIMIT_EXCEEDED', 'NOT_MASTER']);
+const RETRYABLE = new Set([
+  'LOCK_TIMEOUT',
+  'DEADLOCK',
+  'LIMIT_EXCEEDED',
+  'NOT_MASTER',
+  'NOT_SERVING_REGION',
+]);
 
 function* sources(dir: string): Generator<[string, string]> {
   for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {

@@ -1,0 +1,370 @@
+// Issue 23, live splits: `splitTable` / `rows split TABLE KEY` cuts the region holding KEY in two
+// while clients write and hold locks, on the directory storage and on PostgreSQL. No write is
+// lost or doubled, a held lock stays held (same handle, id and token), a waiter keeps waiting,
+// an open scan returns every row once, and a crash right after the split (the old region's
+// storage still holding the moved rows) serves each row once after the restart.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import pg from 'pg';
+import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
+import { Get, Increment, Put, Scan } from '../../src/rows/index.js';
+import { postgresRegionStorage } from '../../src/rows/postgres-region-storage.js';
+import { Region } from '../../src/rows/region.js';
+import { LocksmithServer, type ServerOptions } from '../../src/server/server.js';
+import { POSTGRES_URL } from '../fixtures/db-servers.js';
+import { cliPath, exitOf, orphanProof, run, tempDir, waitForLine } from '../helpers.js';
+
+const dirs = tempDir('locksmith-split-');
+let dirCount = 0;
+const prefixes: string[] = [];
+
+after(async () => {
+  dirs[Symbol.dispose]();
+  if (prefixes.length === 0) return;
+  const c = new pg.Client({ connectionString: POSTGRES_URL });
+  await c.connect();
+  try {
+    for (const p of prefixes) {
+      await c.query(
+        `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables`,
+      );
+    }
+  } finally {
+    await c.end();
+  }
+});
+
+/** A server in this process on a data directory of its own (kept across `restart`). */
+async function serverOn(storage: 'files' | 'postgres') {
+  const dataDir = join(dirs.path, `server-${dirCount++}`);
+  mkdirSync(dataDir);
+  const prefix = `lsm_${randomBytes(4).toString('hex')}`;
+  if (storage === 'postgres') prefixes.push(prefix);
+  const options: Partial<ServerOptions> & { dataDir: string } = {
+    dataDir,
+    port: 0,
+    durability: 'fsync',
+    ...(storage === 'postgres'
+      ? {
+          openStorage: postgresRegionStorage({
+            database: POSTGRES_URL,
+            root: dataDir,
+            tablePrefix: prefix,
+          }),
+        }
+      : {}),
+  };
+  let server = await LocksmithServer.listen(options);
+  const clients: LocksmithClient[] = [];
+  return {
+    dataDir,
+    get server() {
+      return server;
+    },
+    async client(): Promise<LocksmithClient> {
+      const c = await connect(`locksmith://127.0.0.1:${server.port}`);
+      clients.push(c);
+      return c;
+    },
+    async restart(): Promise<void> {
+      await Promise.allSettled(clients.splice(0).map((c) => c.close()));
+      await server.close();
+      server = await LocksmithServer.listen(options);
+    },
+    async [Symbol.asyncDispose](): Promise<void> {
+      await Promise.allSettled(clients.splice(0).map((c) => c.close()));
+      await server.close();
+    },
+  };
+}
+
+const text = (v: Uint8Array | undefined) =>
+  v === undefined ? undefined : Buffer.from(v).toString();
+
+async function scanRows(c: LocksmithClient): Promise<string[]> {
+  const rows: string[] = [];
+  for await (const r of c.table('t').scan(new Scan())) {
+    rows.push(Buffer.from(r.row).toString('latin1'));
+  }
+  return rows;
+}
+
+/** [startKey, endKey, rows] of each region of table t, as `status` lists them. */
+async function regionsOf(c: LocksmithClient): Promise<[string, string, number][]> {
+  return (await c.status()).regions
+    .filter((r) => r.table === 't')
+    .map((r) => [r.startKey, r.endKey, r.rows] as [string, string, number]);
+}
+
+const ROWS = Array.from({ length: 26 }, (_, i) => String.fromCharCode(97 + i)); // a..z
+
+for (const storage of ['files', 'postgres'] as const) {
+  describe(`a live split (${storage} storage)`, () => {
+    it('moves the rows from the key on to a new region; every row once, before and after a restart', async () => {
+      await using s = await serverOn(storage);
+      const c = await s.client();
+      await c.createTable('t', ['f']);
+      const t = c.table('t');
+      for (const row of ROWS) await t.put(new Put(row).add('f', 'q', `v-${row}`));
+      const described = await c.splitTable('t', 'm');
+      assert.deepEqual(
+        described.splits.map((k) => k.toString('latin1')),
+        ['m'],
+      );
+      assert.deepEqual(await regionsOf(c), [
+        ['', 'm', 12],
+        ['m', '', 14],
+      ]);
+      await c.splitTable('t', Buffer.from('t'));
+      await c.splitTable('t', 'c');
+      assert.deepEqual(await regionsOf(c), [
+        ['', 'c', 2],
+        ['c', 'm', 10],
+        ['m', 't', 7],
+        ['t', '', 7],
+      ]);
+      assert.deepEqual(await scanRows(c), ROWS);
+      for (const row of ROWS) {
+        assert.equal(text((await t.get(new Get(row))).getValue('f', 'q')), `v-${row}`);
+      }
+      await t.put(new Put('p').add('f', 'q', 'after the split'));
+      await s.restart();
+      const c2 = await s.client();
+      assert.deepEqual(
+        (await c2.describeTable('t')).splits.map((k) => k.toString('latin1')),
+        ['c', 'm', 't'],
+      );
+      assert.deepEqual(await scanRows(c2), ROWS, 'each row once after a restart');
+      assert.deepEqual(await regionsOf(c2), [
+        ['', 'c', 2],
+        ['c', 'm', 10],
+        ['m', 't', 7],
+        ['t', '', 7],
+      ]);
+      assert.equal(
+        text((await c2.table('t').get(new Get('p'))).getValue('f', 'q')),
+        'after the split',
+      );
+    });
+
+    it('a lock held on a moved row stays held (same token), a waiter keeps waiting; new grants have larger tokens', async () => {
+      await using s = await serverOn(storage);
+      const a = await s.client();
+      const b = await s.client();
+      await a.createTable('t', ['f']);
+      const held = await a.table('t').lockRow('p');
+      const waiting = b.table('t').lockRow('p', { waitMs: 60_000 });
+      const kept = await a.table('t').lockRow('b');
+      // Let b's wait reach the server before the split.
+      for (let i = 0; i < 100 && (await a.status()).waiting === 0; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal((await a.status()).waiting, 1, 'b waits for p');
+      await a.splitTable('t', 'm');
+      assert.equal(held.signal.aborted, false, 'the lock on p is held across the split');
+      held.ensureValid();
+      await a.table('t').put(new Put('p', { rowLock: held }).add('f', 'q', 'under the lock'));
+      assert.equal((await a.status()).waiting, 1, 'b still waits, now in the new region');
+      await held.close();
+      const next = await waiting;
+      assert.ok(next.token > held.token, `${next.token} > ${held.token}`);
+      await b.table('t').put(new Put('p', { rowLock: next }).add('f', 'q', 'b'));
+      await next.close();
+      // A fresh grant in the new region is above every token of the old one.
+      const fresh = await a.table('t').lockRow('q');
+      assert.ok(fresh.token > next.token);
+      await fresh.close();
+      assert.equal(kept.signal.aborted, false);
+      await kept.close();
+      assert.equal(text((await a.table('t').get(new Get('p'))).getValue('f', 'q')), 'b');
+    });
+
+    it('under write load: no increment lost or doubled, no call fails', async () => {
+      await using s = await serverOn(storage);
+      const admin = await s.client();
+      await admin.createTable('t', ['f']);
+      const counters = Array.from({ length: 10 }, (_, i) => `c${i}`);
+      const acknowledged = new Map<string, number>(counters.map((r) => [r, 0]));
+      let running = true;
+      const failures: unknown[] = [];
+      const clients = await Promise.all(Array.from({ length: 6 }, () => s.client()));
+      const workers = clients.map(async (c, w) => {
+        for (let n = 0; running; n++) {
+          const row = counters[(w * 7 + n) % counters.length] as string;
+          try {
+            await c.table('t').increment(new Increment(row).addColumn('f', 'n', 1));
+            acknowledged.set(row, (acknowledged.get(row) ?? 0) + 1);
+          } catch (err) {
+            failures.push(err);
+            // A failing call must not spin this loop without yielding.
+            await new Promise((r) => setImmediate(r));
+          }
+        }
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      await admin.splitTable('t', 'c3');
+      await new Promise((r) => setTimeout(r, 200));
+      await admin.splitTable('t', 'c7');
+      await admin.splitTable('t', 'c5');
+      await new Promise((r) => setTimeout(r, 300));
+      running = false;
+      await Promise.all(workers);
+      assert.deepEqual(failures, []);
+      for (const row of counters) {
+        const value = (await admin.table('t').get(new Get(row))).getValue('f', 'n');
+        const count = value === undefined ? 0 : Number(Buffer.from(value).readBigInt64BE(0));
+        assert.equal(count, acknowledged.get(row), `counter ${row}`);
+      }
+      assert.ok([...acknowledged.values()].reduce((a, b) => a + b, 0) > 100);
+      assert.deepEqual(
+        (await regionsOf(admin)).map(([start]) => start),
+        ['', 'c3', 'c5', 'c7'],
+      );
+    });
+
+    it('an open scan goes on in the new region: every row once, in order', async () => {
+      await using s = await serverOn(storage);
+      const c = await s.client();
+      await c.createTable('t', ['f']);
+      const rows = Array.from({ length: 300 }, (_, i) => `r${String(i).padStart(3, '0')}`);
+      await c.table('t').batch(rows.map((r) => new Put(r).add('f', 'q', r)));
+      const regions = s.server.catalog.regions('t');
+      for (const [at, key] of [
+        [10, 'r050'],
+        [60, 'r040'],
+        [120, 'r200'],
+      ] as const) {
+        const seen: string[] = [];
+        const scan = regions.scan(new Scan());
+        for await (const r of scan) {
+          seen.push(r.row.toString('latin1'));
+          if (seen.length === at) await s.server.catalog.split('t', key);
+        }
+        assert.deepEqual(seen, rows, `split at ${key} after ${at} rows`);
+      }
+    });
+
+    it('hostile split keys are refused with a code, and nothing changes', async () => {
+      await using s = await serverOn(storage);
+      const c = await s.client();
+      await c.createTable('t', ['f'], { splits: ['m'] });
+      await c.table('t').put(new Put('x').add('f', 'q', 'x'));
+      const refusals: [unknown, unknown, string][] = [
+        ['nope', 'k', 'TABLE_NOT_FOUND'],
+        ['t', 'm', 'INVALID_ARGUMENT'],
+        ['t', '', 'INVALID_ARGUMENT'],
+        ['t', 'k'.repeat(40_000), 'INVALID_ARGUMENT'],
+        ['t', 42, 'INVALID_ARGUMENT'],
+        ['t', { row: 'k' }, 'INVALID_ARGUMENT'],
+      ];
+      for (const [table, key, code] of refusals) {
+        await assert.rejects(
+          c.splitTable(table as string, key as string),
+          (err: { code?: string }) => err.code === code,
+          `${String(table)} at ${String(key).slice(0, 10)}`,
+        );
+      }
+      assert.deepEqual(
+        (await c.describeTable('t')).splits.map((k) => k.toString('latin1')),
+        ['m'],
+      );
+      assert.deepEqual(await scanRows(c), ['x']);
+    });
+  });
+}
+
+describe('a region bounded by a split', () => {
+  it('recovers only its own rows (its storage may still hold the moved ones) and refuses calls for others with NOT_SERVING_REGION', async () => {
+    const dir = join(dirs.path, `region-${dirCount++}`);
+    {
+      await using region = await Region.open({ families: ['f'], dir });
+      for (const row of ROWS) await region.put(new Put(row).add('f', 'q', row));
+    }
+    await using low = await Region.open({ families: ['f'], dir }, { startKey: '', endKey: 'm' });
+    assert.equal(low.rowCount, 12);
+    const refused = (err: { code?: string }) => err.code === 'NOT_SERVING_REGION';
+    await assert.rejects(low.get(new Get('p')), refused);
+    await assert.rejects(low.put(new Put('p').add('f', 'q', 'x')), refused);
+    await assert.rejects(low.lockRow('m'), refused);
+    await assert.rejects(low.increment(new Increment('z').addColumn('f', 'n', 1)), refused);
+    const scanned: string[] = [];
+    for await (const r of low.scan(new Scan({ startRow: 'k' }))) {
+      scanned.push(r.row.toString('latin1'));
+    }
+    assert.deepEqual(scanned, ['k', 'l'], 'a scan stops at the region end');
+    assert.equal(text((await low.get(new Get('l'))).getValue('f', 'q')), 'l');
+  });
+});
+
+describe('a live split with real processes', () => {
+  /** A real `locksmith serve` on the data directory, in a child process. */
+  async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+    const child = orphanProof(
+      spawn(process.execPath, [cliPath, 'serve', '--data', dataDir, '--port', '0'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      }),
+    );
+    const line = await waitForLine(child, /listening on locksmith:\/\//);
+    return { child, url: /(locksmith:\/\/[^ ]+)/.exec(line)?.[1] as string };
+  }
+  const rows = (url: string, ...args: string[]) =>
+    run([cliPath, 'rows', ...args.slice(0, 1), '--server', url, ...args.slice(1)], {
+      timeoutMs: 30_000,
+    });
+
+  it('rows split, then kill -9 before the old region compacts: each row once after the restart; a stale region directory is cleared first', async () => {
+    const dataDir = join(dirs.path, `cli-${dirCount++}`);
+    let server = await serve(dataDir);
+    try {
+      assert.equal((await rows(server.url, 'create-table', 't', 'f')).code, 0);
+      const c = await connect(server.url);
+      try {
+        await c.table('t').batch(ROWS.map((r) => new Put(r).add('f', 'q', `v-${r}`)));
+      } finally {
+        await c.close();
+      }
+      // What a split that crashed before its commit left (a directory named as the new
+      // region's will be): its rows must never come back.
+      const stale = join(
+        dataDir,
+        'tables',
+        `t@${createHash('sha256').update('m', 'latin1').digest('hex').slice(0, 16)}`,
+      );
+      mkdirSync(stale, { recursive: true });
+      writeFileSync(join(stale, 'junk'), 'not a region');
+      const split = await rows(server.url, 'split', 't', 'm');
+      assert.equal(split.code, 0, split.stderr);
+      assert.match(split.stdout, /^split table t: .*2 regions, split at m/);
+      assert.ok(!existsSync(join(stale, 'junk')));
+      const bad = await rows(server.url, 'split', 't', 'm');
+      assert.equal(bad.code, 1);
+      assert.match(bad.stderr, /already split at m.*INVALID_ARGUMENT/);
+      server.child.kill('SIGKILL');
+      await exitOf(server.child);
+      server = await serve(dataDir);
+      const scan = await rows(server.url, 'scan', 't', '--json');
+      assert.equal(scan.code, 0, scan.stderr);
+      const scanned = scan.stdout
+        .trim()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l).row as string);
+      assert.deepEqual(scanned, ROWS);
+      const describe = await rows(server.url, 'describe', 't');
+      assert.match(describe.stdout, /2 regions, split at m/);
+      assert.deepEqual(
+        readdirSync(join(dataDir, 'tables'))
+          .filter((e) => e.startsWith('t@'))
+          .map((e) => e.length),
+        [18],
+      );
+    } finally {
+      server.child.kill('SIGKILL');
+      await exitOf(server.child);
+    }
+  });
+});
