@@ -309,7 +309,9 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     this.#checkOpen(true);
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
     this.#schema.checkQuery(scan);
-    const start = scan.startRow < this.#startKey ? this.#startKey : scan.startRow;
+    // Row keys are strings: the later of the two starts, in byte order.
+    let start = scan.startRow;
+    if (start < this.#startKey) start = this.#startKey;
     const end = this.#endKey;
     const stop =
       end !== '' && (scan.stopRow === undefined || scan.stopRow > end) ? end : scan.stopRow;
