@@ -21,9 +21,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import pg from 'pg';
 import { connect, type LocksmithClient } from '../src/client/locksmith-client.js';
 import { Get, Put } from '../src/rows/index.js';
+import { dropStoragePrefix, postgresAnswers } from './pg-support.js';
 import {
   type Cell,
   cellName,
@@ -145,36 +145,8 @@ const SETUPS: Setup[] = [
   { name: 'PostgreSQL, 8 regions', storage: 'postgres', regions: 8 },
 ];
 
-async function postgresAnswers(): Promise<string | undefined> {
-  const c = new pg.Client({ connectionString: PG, connectionTimeoutMillis: 5000 });
-  try {
-    await c.connect();
-    const { rows } = await c.query(
-      "SELECT version() AS v, current_setting('synchronous_commit') AS sc, current_setting('fsync') AS f",
-    );
-    const r = rows[0] as { v: string; sc: string; f: string };
-    return `${r.v.split(' on ')[0]} (synchronous_commit ${r.sc}, fsync ${r.f})`;
-  } catch {
-    return undefined;
-  } finally {
-    await c.end().catch(() => undefined);
-  }
-}
-
-async function dropPrefix(prefix: string): Promise<void> {
-  const c = new pg.Client({ connectionString: PG });
-  await c.connect();
-  try {
-    await c.query(
-      `DROP TABLE IF EXISTS ${prefix}_schema, ${prefix}_regions, ${prefix}_log, ${prefix}_snapshots, ${prefix}_tables`,
-    );
-  } finally {
-    await c.end();
-  }
-}
-
 async function main(): Promise<void> {
-  const postgres = await postgresAnswers();
+  const postgres = await postgresAnswers(PG);
   const load = await machineHeader([`PostgreSQL: ${postgres ?? `not answering at ${PG}`}`]);
   say();
   if (postgres === undefined) {
@@ -199,7 +171,7 @@ async function main(): Promise<void> {
       }
     } finally {
       await server.close();
-      if (setup.storage === 'postgres') await dropPrefix(prefix);
+      if (setup.storage === 'postgres') await dropStoragePrefix(PG, prefix);
     }
   }
 

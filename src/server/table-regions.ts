@@ -32,7 +32,7 @@ export interface RegionRange {
  * fencing tokens (they increase per region, so per row, as the lock contract asks).
  *
  * A live split ({@link split}, driven by the catalog) pauses the region it cuts: calls for its
- * rows that would write or lock wait until the split is done (reads go on), and a call the
+ * rows that would write or lock wait until the split is done (gets and scans go on), and a call the
  * region refused with `NOT_SERVING_REGION` because the split came first (a wait for a row
  * lock there is failed so) is sent again to the row's region, with what is left of its wait.
  */
@@ -250,8 +250,16 @@ export class TableRegions {
 
   // ---- reads ---------------------------------------------------------------------------
 
+  /** Reads go on during a split: the region being split holds all its rows until it ends. */
   get(get: Get, options?: CallOptions): Promise<Result> {
-    return this.#route(rowOf(get), options, (region, o) => region.get(get, o));
+    const generation = this.#generation;
+    return this.#of(rowOf(get))
+      .get(get, options)
+      .catch((err: unknown) => {
+        if (err instanceof NotServingRegionError && generation !== this.#generation)
+          return this.get(get, options);
+        throw err;
+      });
   }
 
   /**
