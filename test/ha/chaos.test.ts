@@ -43,7 +43,7 @@ const LEASE_MS = 2_000;
 const CLIENTS = 4;
 const DURATION_MS = 20_000;
 
-type Fault = 'kill' | 'pause' | 'database' | 'etcd' | 'etcd-kill';
+type Fault = 'kill' | 'pause' | 'database' | 'etcd' | 'etcd-kill' | 'split';
 
 /**
  * How long the `etcd` fault keeps the raft leader stopped, and the `etcd-kill` fault keeps it
@@ -93,9 +93,13 @@ interface Scenario {
   separateData?: boolean;
   /** The table's split keys (default: one region). */
   splits?: string[];
+  /** Keys the `split` fault splits the live table at, one per fault, in turn. */
+  liveSplits?: string[];
 }
 
 interface Outcome {
+  /** The table's split keys at the end, as the last master describes it. */
+  splitKeys: string[];
   result: CheckResult;
   /** Distinct master tokens seen, minus one. */
   failovers: number;
@@ -141,6 +145,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     ]),
   );
   const faults: string[] = [];
+  const liveSplits = [...(scenario.liveSplits ?? [])];
   const end = Date.now() + durationMs - 2_000;
   await sleep(1_500);
   for (let n = 0; Date.now() < end; n++) {
@@ -148,8 +153,9 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     const master = await cluster.master(30_000);
     tokens.add(master.token);
     servers.add(master.index);
+    const key = fault === 'split' ? liveSplits.shift() : undefined;
     faults.push(
-      `${fault} ${fault.startsWith('etcd') ? 'leader' : master.index} (token ${master.token})`,
+      `${fault}${key === undefined ? '' : ` at ${key}`} ${fault.startsWith('etcd') ? 'leader' : master.index} (token ${master.token})`,
     );
     if (fault === 'kill') {
       await cluster.kill9(master.index);
@@ -168,6 +174,16 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
       leader.pause();
       await sleep(ETCD_LEADER_DOWN_MS);
       leader.resume();
+    } else if (fault === 'split' && key !== undefined) {
+      // A split of the live table under the clients' load. It may fail with the master's
+      // change under it (the next fault's), or be refused if a split whose answer was lost
+      // is recorded already: the checker judges the data either way.
+      try {
+        await using client = await connect(master.url);
+        await client.splitTable('chaos', key);
+      } catch (err) {
+        faults.push(`(split at ${key}: ${(err as { code?: string }).code})`);
+      }
     } else if (fault === 'etcd-kill' && scenario.etcd !== undefined) {
       const leader = await scenario.etcd.leader();
       await leader.kill9();
@@ -178,6 +194,11 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
   }
   const outputs = await Promise.all(clients);
   const last = await cluster.master(30_000);
+  let splitKeys: string[] = [];
+  {
+    await using client = await connect(last.url);
+    splitKeys = (await client.describeTable('chaos')).splits.map((k) => k.toString('latin1'));
+  }
   tokens.add(last.token);
   servers.add(last.index);
   const finalFile = join(dataDir, 'final.jsonl');
@@ -187,6 +208,7 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
     requireFinalReads: true,
   });
   const outcome = {
+    splitKeys,
     result,
     failovers: tokens.size - 1,
     faults,
@@ -346,18 +368,24 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
   });
 
-  it('tables in PostgreSQL (--storage, a private server; no shared directory; 5 regions): kill -9, SIGSTOP past the lease, PostgreSQL crash; histories are linearizable, every session resumed', {
+  it('tables in PostgreSQL (--storage, a private server; no shared directory; 5 regions, split live under the load): kill -9, SIGSTOP past the lease, PostgreSQL crash; histories are linearizable, every session resumed', {
     timeout: 180_000,
     skip: postgresMissing,
   }, async (t) => {
     using dir = tempDir();
     const outcome = await storageChaos(t, dir.path, {
-      faults: ['kill', 'pause', 'database'],
+      faults: ['kill', 'split', 'pause', 'split', 'database', 'split'],
+      liveSplits: ['mutex-2', 'ctr-2', 'reg-w5', 'mutex-1', 'ctr-0'],
       ...LEASE_FAULTS,
       locked: true,
       holdMs: 10,
     });
-    assertLinearizable(outcome, 3);
+    assertLinearizable(outcome, 2);
+    t.diagnostic(`split keys at the end: ${outcome.splitKeys.join(', ')}`);
+    assert.ok(
+      outcome.splitKeys.length > 4,
+      `no live split landed: ${outcome.faults.join(', ')}`,
+    );
     const sessions = sessionCounts(outcome.output);
     t.diagnostic(`sessions resumed ${sessions.resumed}, lost ${sessions.lost}`);
     assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
