@@ -382,10 +382,7 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     });
     assertLinearizable(outcome, 2);
     t.diagnostic(`split keys at the end: ${outcome.splitKeys.join(', ')}`);
-    assert.ok(
-      outcome.splitKeys.length > 4,
-      `no live split landed: ${outcome.faults.join(', ')}`,
-    );
+    assert.ok(outcome.splitKeys.length > 4, `no live split landed: ${outcome.faults.join(', ')}`);
     const sessions = sessionCounts(outcome.output);
     t.diagnostic(`sessions resumed ${sessions.resumed}, lost ${sessions.lost}`);
     assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
