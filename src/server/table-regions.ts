@@ -144,16 +144,16 @@ export class TableRegions {
     retry: (since: number) => Promise<T> = (since) => this.#route(key, options, call, since),
   ): Promise<T> {
     const region = this.#of(key);
+    // When the call began: a call sent again waits only for what is left of its wait.
+    const since = began < 0 ? performance.now() : began;
     const paused = this.#paused;
     if (paused !== undefined && paused.region === region) {
-      const since = began < 0 ? performance.now() : began;
       return paused.done.then(() => retry(since));
     }
     const generation = this.#generation;
     const sent = began < 0 ? options : this.#rest(region, options, began);
     return call(region, sent).catch((err: unknown) => {
       if (!(err instanceof NotServingRegionError)) throw err;
-      const since = began < 0 ? performance.now() : began;
       const again = this.#paused;
       if (again !== undefined) return again.done.then(() => retry(since));
       if (generation !== this.#generation) return retry(since);
@@ -396,6 +396,8 @@ export class TableRegions {
     const regions = this.#regions;
     if (!Array.isArray(mutations)) return (regions[0] as Region).batch(mutations, options);
     checkCellCount(cellCount(mutations), 'A batch');
+    const began = performance.now();
+    const rest = () => this.#rest(regions[0] as Region, options, began);
     const generation = this.#generation;
     const parts = new Map<number, { at: number[]; mutations: (Put | Delete)[] }>();
     mutations.forEach((m, at) => {
@@ -415,7 +417,7 @@ export class TableRegions {
         const paused = this.#paused;
         const statuses =
           paused !== undefined && paused.region === region
-            ? await paused.done.then(() => this.batch(part.mutations, options))
+            ? await paused.done.then(() => this.batch(part.mutations, rest()))
             : await region.batch(part.mutations, options);
         statuses.forEach((s, k) => {
           out[part.at[k] as number] = s;
@@ -430,7 +432,7 @@ export class TableRegions {
     await this.#paused?.done;
     const again = await this.batch(
       refused.map((at) => mutations[at] as Put | Delete),
-      options,
+      rest(),
     );
     again.forEach((s, k) => {
       out[refused[k] as number] = s;

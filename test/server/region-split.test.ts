@@ -183,6 +183,68 @@ for (const storage of ['files', 'postgres'] as const) {
       assert.equal(text((await a.table('t').get(new Get('p'))).getValue('f', 'q')), 'b');
     });
 
+    it('calls waiting for a row of the region being split: writes go on in the new region, a mutateRows the split separated is refused, a wait keeps its bound', async () => {
+      await using s = await serverOn(storage);
+      const a = await s.client();
+      const b = await s.client();
+      await a.createTable('t', ['f']);
+      const t = b.table('t');
+      const p = await a.table('t').lockRow('p');
+      const c = await a.table('t').lockRow('c');
+      const outcome = (call: Promise<unknown>) =>
+        call.then(
+          (v) => (Array.isArray(v) ? v.map((x) => (x.ok ? 'ok' : x.error.code)) : 'ok'),
+          (err: { code?: string }) => err.code,
+        );
+      const put = outcome(t.put(new Put('p').add('f', 'q', 'put'), { waitMs: 30_000 }));
+      const putLow = outcome(t.put(new Put('c').add('f', 'q', 'put'), { waitMs: 30_000 }));
+      const rows = outcome(
+        t.mutateRows(
+          [
+            new Put('a').add('f', 'q', '1'),
+            new Put('c').add('f', 'q', '2'),
+            new Put('q').add('f', 'q', '3'),
+          ],
+          {
+            waitMs: 30_000,
+          },
+        ),
+      );
+      const batch = outcome(
+        t.batch([new Put('p').add('f', 'q', 'batch'), new Put('d').add('f', 'q', 'batch')], {
+          waitMs: 30_000,
+        }),
+      );
+      for (let i = 0; i < 200 && (await a.status()).waiting < 4; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal((await a.status()).waiting, 4);
+      await a.splitTable('t', 'm');
+      assert.equal(await rows, 'INVALID_ARGUMENT', 'rows a, c and q are in two regions now');
+      await p.close();
+      await c.close();
+      assert.equal(await put, 'ok');
+      assert.equal(await putLow, 'ok');
+      assert.deepEqual(await batch, ['ok', 'ok']);
+      assert.equal(text((await t.get(new Get('p'))).getValue('f', 'q')), 'batch');
+      assert.equal(
+        (await t.get(new Get('a'))).isEmpty,
+        true,
+        'the refused mutateRows wrote nothing',
+      );
+      // A wait that a split sends again ends at its first bound, not a second one: sent again
+      // after 2 s with a fresh 3 s wait, it would end after 5 s.
+      const x = await a.table('t').lockRow('x');
+      const began = performance.now();
+      const wait = outcome(t.lockRow('x', { waitMs: 3000 }));
+      await new Promise((r) => setTimeout(r, 2000));
+      await a.splitTable('t', 'w');
+      assert.equal(await wait, 'LOCK_TIMEOUT');
+      const waited = performance.now() - began;
+      assert.ok(waited < 3000 + 1500, `waited ${Math.round(waited)} ms for a 3000 ms wait`);
+      await x.close();
+    });
+
     it('under write load: no increment lost or doubled, no call fails', async () => {
       await using s = await serverOn(storage);
       const admin = await s.client();
