@@ -378,6 +378,74 @@ describe('a live split with real processes', () => {
       timeoutMs: 30_000,
     });
 
+  it('kill -9 at any moment of a split: after the restart the table is split or not, every row once with its value, a held lock restored', {
+    timeout: 240_000,
+  }, async (t) => {
+    const rowsOf = (n: number) =>
+      Array.from({ length: n }, (_, i) => `r${String(i).padStart(6, '0')}`);
+    const all = rowsOf(30_000);
+    for (const delayMs of [0, 40, 120, 400]) {
+      const dataDir = join(dirs.path, `kill-${dirCount++}`);
+      let server = await serve(dataDir);
+      try {
+        {
+          const c = await connect(server.url);
+          await c.createTable('t', ['f']);
+          for (let i = 0; i < all.length; i += 1000) {
+            await c
+              .table('t')
+              .batch(all.slice(i, i + 1000).map((r) => new Put(r).add('f', 'q', r)));
+          }
+          // A lock on a row that moves (durable sessions keep it across the restart).
+          const held = await c.table('t').lockRow('r020000');
+          const split = c.splitTable('t', 'r015000').then(
+            () => 'split',
+            (err: { code?: string }) => err.code,
+          );
+          await new Promise((r) => setTimeout(r, delayMs));
+          server.child.kill('SIGKILL');
+          await exitOf(server.child);
+          await split;
+          void held;
+          c.close().catch(() => undefined);
+        }
+        server = await serve(dataDir);
+        const c = await connect(server.url);
+        try {
+          const splits = (await c.describeTable('t')).splits.map((k) => k.toString('latin1'));
+          assert.ok(
+            splits.length === 0 || (splits.length === 1 && splits[0] === 'r015000'),
+            `${splits}`,
+          );
+          const seen: string[] = [];
+          for await (const r of c.table('t').scan(new Scan())) {
+            const row = Buffer.from(r.row).toString('latin1');
+            assert.equal(text(r.getValue('f', 'q')), row);
+            seen.push(row);
+          }
+          assert.deepEqual(seen, all, `kill after ${delayMs} ms (splits ${splits})`);
+          t.diagnostic(
+            `kill -9 ${delayMs} ms into the split: ${splits.length === 0 ? 'not split' : 'split'}`,
+          );
+          // The dead client's lock is still recorded, so the row is held: a try fails.
+          assert.equal(
+            await c.table('t').tryLockRow('r020000'),
+            null,
+            'the held lock was restored',
+          );
+          const free = await c.table('t').lockRow('r025000');
+          await c.table('t').put(new Put('r025000', { rowLock: free }).add('f', 'q', 'r025000'));
+          await free.close();
+        } finally {
+          await c.close();
+        }
+      } finally {
+        server.child.kill('SIGKILL');
+        await exitOf(server.child);
+      }
+    }
+  });
+
   it('rows split, then kill -9 before the old region compacts: each row once after the restart; a stale region directory is cleared first', async () => {
     const dataDir = join(dirs.path, `cli-${dirCount++}`);
     let server = await serve(dataDir);
