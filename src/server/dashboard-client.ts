@@ -50,7 +50,15 @@ interface Status {
   uptimeMs?: number;
   connections?: number;
   scanners?: number;
-  tables?: { name: string; families?: string[]; rows?: number; cells?: number }[];
+  tables?: { name: string; families?: string[]; regions?: number; rows?: number; cells?: number }[];
+  regions?: {
+    table?: string;
+    startKey?: string;
+    endKey?: string;
+    server?: string;
+    rows?: number;
+    cells?: number;
+  }[];
   sessions?: {
     client?: string;
     session?: string;
@@ -340,6 +348,7 @@ function renderTables(s: Status): void {
   const rows = arr(s.tables).map((t) => [
     t.name,
     arr(t.families).join(', '),
+    num(t.regions),
     num(t.rows),
     num(t.cells),
   ]);
@@ -350,6 +359,7 @@ function renderTables(s: Status): void {
           [
             { title: 'table' },
             { title: 'families' },
+            { title: 'regions', num: true },
             { title: 'rows', num: true },
             { title: 'cells', num: true },
           ],
@@ -360,6 +370,34 @@ function renderTables(s: Status): void {
             ? 'A slave serves no tables until it becomes master.'
             : 'No tables.',
         ),
+  );
+}
+
+/** Every region, each table's in key order, with its key range (as HBase prints keys). */
+function renderRegions(s: Status): void {
+  const rows = arr(s.regions).map((r) => [
+    r.table,
+    r.startKey === '' ? '(start)' : r.startKey,
+    r.endKey === '' ? '(end)' : r.endKey,
+    r.server,
+    num(r.rows),
+    num(r.cells),
+  ]);
+  put(
+    'regions',
+    rows.length
+      ? table(
+          [
+            { title: 'table' },
+            { title: 'first row', wrap: true },
+            { title: 'up to (not incl.)', wrap: true },
+            { title: 'served by' },
+            { title: 'rows', num: true },
+            { title: 'cells', num: true },
+          ],
+          rows,
+        )
+      : empty('No regions: no tables.'),
   );
 }
 
@@ -721,6 +759,7 @@ function clearBoard(): void {
     'rates',
     'handlers',
     'tables',
+    'regions',
     'sessions',
     'locks',
     'waits',
@@ -752,6 +791,7 @@ function render(s: Status): void {
   renderOverview(s, now, since);
   renderServers(s, now);
   renderTables(s);
+  renderRegions(s);
   renderSessions(s);
   renderLocks(s);
   renderWaits(s);

@@ -19,6 +19,7 @@ const CARDS = [
   card('rates', 'Requests <span id="rates-now" class="aside"></span>', true),
   card('handlers', 'Handlers and lanes', false),
   card('tables', 'Tables', false),
+  card('regions', 'Regions', true),
   card('sessions', 'Sessions', true),
   card('locks', 'Held row locks', true),
   card(

@@ -79,6 +79,8 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     await using h = await client(server, { name: hostile });
     await h.listTables();
     await a.createTable('accounts', ['balance', 'audit']);
+    await a.createTable('events', ['f'], { splits: ['m'] });
+    await a.splitTable('events', 't');
     const accounts = a.table('accounts');
     for (let i = 0; i < 20; i++) await accounts.put(new Put(`user${i}`).add('balance', 'v', '1'));
     const held = await accounts.lockRow('alice');
@@ -102,6 +104,10 @@ describe('dashboard in headless Chromium', { skip: missing }, () => {
     const tables = await text(page, '#tables');
     assert.match(tables, /accounts/);
     assert.match(tables, /balance, audit|audit, balance/);
+    const regions = await text(page, '#regions');
+    assert.match(regions, /events\s*\(start\)\s*m\b/);
+    assert.match(regions, /events\s*m\s*t\b/);
+    assert.match(regions, /events\s*t\s*\(end\)/);
     const locks = await text(page, '#locks');
     assert.match(locks, /alice/);
     assert.match(locks, /holder-app/);
