@@ -40,6 +40,24 @@ export class RegionReads {
     return this.#scanners.oldest(this.#mvcc.readPoint);
   }
 
+  /**
+   * Holds the current read point open, as a scanner does, until `release`: pruning keeps every
+   * cell a reader there could see, and drops no newer one (a split copies in two steps).
+   */
+  pin(): { readPoint: number; release: () => void } {
+    const readPoint = this.#mvcc.readPoint;
+    this.#scanners.open(readPoint);
+    let released = false;
+    return {
+      readPoint,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.#scanners.close(readPoint);
+      },
+    };
+  }
+
   get(get: Get): Result {
     return new Result(
       get.row,

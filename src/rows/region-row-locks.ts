@@ -195,6 +195,11 @@ export class RegionRowLocks {
     grant.handle = lock;
   }
 
+  /** See `RowLockManager.raiseTokens`. */
+  raiseTokens(floor: number): void {
+    this.#manager.raiseTokens(floor);
+  }
+
   /** See `RowLockManager.tokenCeiling`. */
   get tokenCeiling(): number {
     return this.#manager.tokenCeiling;

@@ -25,7 +25,7 @@ import { FamilySchema } from './family-schema.js';
 import { RegionTestHooks, rowsInternals } from './internals.js';
 import type { Memstore } from './memstore.js';
 import { Delete, Increment, Put, RowMutations } from './mutation.js';
-import { MutationCells } from './mutation-cells.js';
+import { type Draft, MutationCells } from './mutation-cells.js';
 import {
   cellCount,
   checkExpectation,
@@ -51,7 +51,7 @@ import type { RowLockActivity, RowLockOwner } from './row-lock-manager.js';
 import type { RowLockTokenStore } from './row-lock-tokens.js';
 import type { BatchStatus, RowLockRef, Table, TableRowLock } from './table.js';
 import { TimestampAllocator } from './timestamp-allocator.js';
-import { WritePath } from './write-path.js';
+import { INSERT_CHUNK, WritePath } from './write-path.js';
 
 /** What {@link Region.tryLockRow} accepts. */
 export type { CallOptions, LockRowOptions, TryLockOptions } from './call-options.js';
@@ -506,11 +506,46 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   }
 
   /**
-   * @internal The cells of rows `>= key` (every version and delete marker, in the order that
-   * rebuilds them), for the region a split makes. Nothing changes here.
+   * @internal Pins the read point now (see `RegionReads.pin`): a split copies the rows it moves
+   * as of it, then, paused, only what was written after it.
    */
-  cellsFrom(key: string): Cell[] {
-    return this.#memstore.cellsBetween(key, this.#endKey);
+  pinReadPoint(): { readPoint: number; release: () => void } {
+    return this.#reads.pin();
+  }
+
+  /**
+   * @internal The cells of rows `>= key` (every version and delete marker, in the order that
+   * rebuilds them) whose write numbers are in `(after, upTo]`, for the region a split makes.
+   * Nothing changes here.
+   */
+  cellsFrom(key: string, after = 0, upTo = Number.POSITIVE_INFINITY): Cell[] {
+    return this.#memstore
+      .cellsBetween(key, this.#endKey)
+      .filter((cell) => cell.seq > after && cell.seq <= upTo);
+  }
+
+  /**
+   * @internal Applies cells a split took from the region it cut (written there after the
+   * rows' copy), write by write in their order, each durable here before this resolves. Only
+   * before the region serves: nothing else writes meanwhile.
+   */
+  async absorb(cells: readonly Cell[]): Promise<void> {
+    const writes = new Map<number, Draft[]>();
+    for (const { seq, ...draft } of [...cells].sort((a, b) => a.seq - b.seq)) {
+      const list = writes.get(seq);
+      if (list === undefined) writes.set(seq, [draft]);
+      else list.push(draft);
+    }
+    // Started in order (each takes its write number at once) and synced together; a large one
+    // inserts over several turns before its record is queued, so the next waits for it (the
+    // log must hold them in their order).
+    const started: Promise<void>[] = [];
+    for (const drafts of writes.values()) {
+      const applied = this.#writes.apply(drafts);
+      started.push(applied);
+      if (drafts.length >= INSERT_CHUNK) await applied;
+    }
+    await Promise.all(started);
   }
 
   /**
@@ -524,6 +559,11 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     this.#endKey = key;
     this.#memstore.dropRows(key, '');
     return this.#locks.detachFrom(key);
+  }
+
+  /** @internal Every later row-lock token here is larger than `floor` (see `raiseTokens`). */
+  raiseTokens(floor: number): void {
+    this.#locks.raiseTokens(floor);
   }
 
   /** @internal Holds a lock that a split moved here (see {@link splitAt}). */

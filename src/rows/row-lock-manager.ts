@@ -693,6 +693,18 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     return moving.map((grant) => ({ grant, renew: grant.deadline === Number.POSITIVE_INFINITY }));
   }
 
+  /**
+   * Makes every later token larger than `floor` (a split: the rows this manager takes over
+   * were granted up to their old region's ceiling), reserving durably past it if needed.
+   */
+  raiseTokens(floor: number): void {
+    this.#checkOpen();
+    if (this.#lastToken !== undefined && floor <= this.#lastToken) return;
+    this.#lastToken = floor;
+    if (floor > this.#tokenCeiling)
+      this.#tokenCeiling = (this.#reserveTokens as (from: number) => number)(floor);
+  }
+
   /** The highest token this manager may have handed out (its durable ceiling, if kept). */
   get tokenCeiling(): number {
     return Number.isFinite(this.#tokenCeiling) ? this.#tokenCeiling : (this.#lastToken ?? 0);

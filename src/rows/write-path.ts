@@ -13,7 +13,7 @@ import type { RegionStorage } from './region-storage.js';
  */
 export type InsertPace = (cellIndex: number) => Promise<void> | undefined;
 
-const INSERT_CHUNK = 1024;
+export const INSERT_CHUNK = 1024;
 
 const RESOLVED: Promise<void> = Promise.resolve();
 

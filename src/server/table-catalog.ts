@@ -190,17 +190,19 @@ export class TableCatalog {
   /**
    * Splits the region of table `name` that holds row `key` in two, live (HBase's region split):
    * the rows from `key` to that region's end move to a new region (`<name>@<hash of key>`),
-   * with their explicit locks (same handles, ids and tokens; held on). Meanwhile calls that
-   * would write or lock those rows wait (see `TableRegions.split`); the moment lasts as long
-   * as writing the moved rows' snapshot and recording the new descriptor.
+   * with their explicit locks (same handles, ids and tokens; held on).
    *
-   * Steps: the region is paused and its writes settle; the new region is created holding the
-   * rows from `key` on and made durable (a snapshot), its tokens above the old region's; the
-   * descriptor with `key` among its splits is recorded — the commit point; then the old region
-   * ends at `key`, its rows from `key` on and their locks go to the new one, and routing
-   * changes, all at once. A crash before the commit leaves the table as it was (the new
-   * region's storage is cleared at the next start or split); after it, the old region's
-   * storage may still hold the moved rows until its next checkpoint, and recovery ignores them.
+   * Steps (see `TableRegions.split`): while the region serves on, the new region is created
+   * holding the rows from `key` on as of a pinned read point, its tokens above the old
+   * region's, and made durable (a snapshot). Then the region pauses (calls that would write or
+   * lock its rows wait; gets and scans go on), takes in what was written since that read
+   * point, and the descriptor with `key` among its splits is recorded — the commit point; then
+   * the old region ends at `key`, its rows from `key` on and their locks go to the new one, and
+   * routing changes, all at once. The pause lasts as long as the late writes and the record.
+   *
+   * A crash before the commit leaves the table as it was (the new region's storage is cleared
+   * at the next start or split); after it, the old region's storage may still hold the moved
+   * rows until its next checkpoint, and recovery ignores them.
    */
   split(name: unknown, key: unknown): Promise<TableDescriptor> {
     return this.#serially(async () => {
@@ -226,34 +228,39 @@ export class TableCatalog {
       }
       const dir = regionDirectory(next.name, row);
       let recording = false;
+      let daughter: Region | undefined;
       try {
-        const { parent } = await regions.split(row, async (parent) => {
-          // What a crash before an earlier split's commit left of this region goes first.
-          await rm(join(this.#dir, dir), { recursive: true, force: true });
-          await this.#destroyStored(dir);
-          const daughter = await this.#openRegion(next, dir, {
-            startKey: row,
-            endKey: parent.range.endKey,
-            split: { cells: parent.cellsFrom(row), tokensAbove: parent.tokenCeiling },
-          });
-          try {
+        const { parent } = await regions.split(
+          row,
+          async (parent, readPoint) => {
+            // What a crash before an earlier split's commit left of this region goes first.
+            await rm(join(this.#dir, dir), { recursive: true, force: true });
+            await this.#destroyStored(dir);
+            daughter = await this.#openRegion(next, dir, {
+              startKey: row,
+              endKey: parent.range.endKey,
+              split: {
+                cells: parent.cellsFrom(row, 0, readPoint),
+                tokensAbove: parent.tokenCeiling,
+              },
+            });
             await daughter.flush();
+            return daughter;
+          },
+          async () => {
             this.#mastership.check();
             recording = true;
             await this.#store.replace(next);
             recording = false;
-          } catch (err) {
-            // Its data stays: if the descriptor was recorded after all, the next start finds it.
-            await daughter.close();
-            throw err;
-          }
-          return daughter;
-        });
+          },
+        );
         entry.descriptor = next;
         // The old region's storage still holds the moved rows; its next checkpoint drops them.
         parent.flush().catch(() => undefined);
         return next;
       } catch (err) {
+        // Its data stays: if the descriptor was recorded after all, the next start finds it.
+        await daughter?.close();
         if (!recording) throw err;
         // Whether the descriptor was recorded is unknown when its write failed: the old region
         // must not take writes for rows its next start would ignore. The table closes; a

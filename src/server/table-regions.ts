@@ -56,29 +56,41 @@ export class TableRegions {
   }
 
   /**
-   * Cuts the region holding `key` in two (see `TableCatalog.split`): `prepare` runs while that
-   * region is paused, after its waits were failed and its writes settled, and returns the new
-   * region (rows `[key, end)`, holding their cells) once the split is recorded; then the old
-   * region gives up those rows and their locks to it, and the paused calls go on. If `prepare`
-   * throws, nothing changes.
+   * Cuts the region holding `key` in two (see `TableCatalog.split`), in two steps:
+   *
+   * 1. While the region serves on, `open` makes the new region (rows `[key, end)`) from the
+   *    cells written up to a read point the region keeps pinned (nothing it could see is
+   *    pruned meanwhile).
+   * 2. The region pauses: its lock waits fail (their calls are sent again after the split),
+   *    its writes settle, and the new region absorbs what was written after that read point;
+   *    `commit` records the split. Then the old region gives up those rows and their locks to
+   *    the new one, and routing changes, at once; the paused calls go on.
+   *
+   * If anything throws, nothing changes here (the caller closes the new region).
    */
   async split(
     key: string,
-    prepare: (parent: Region) => Promise<Region>,
+    open: (parent: Region, readPoint: number) => Promise<Region>,
+    commit: (daughter: Region) => Promise<void>,
   ): Promise<{ parent: Region; daughter: Region }> {
     if (this.#paused !== undefined) {
       throw new InternalError('One split at a time (the catalog runs them one after the other)');
     }
     const index = this.#indexOf(key);
     const parent = this.#regions[index] as Region;
+    const pin = parent.pinReadPoint();
     let resume = () => {};
-    const done = new Promise<void>((resolve) => {
-      resume = resolve;
-    });
-    this.#paused = { region: parent, done };
     try {
+      const daughter = await open(parent, pin.readPoint);
+      const done = new Promise<void>((resolve) => {
+        resume = resolve;
+      });
+      this.#paused = { region: parent, done };
       await parent.quiesce();
-      const daughter = await prepare(parent);
+      await daughter.absorb(parent.cellsFrom(key, pin.readPoint));
+      // The old region may have granted locks on these rows since the new one opened.
+      daughter.raiseTokens(parent.tokenCeiling);
+      await commit(daughter);
       // From here on nothing awaits: the rows, their locks and the routing change at once.
       for (const { lock, owner, renew } of parent.splitAt(key)) {
         daughter.adoptRowLock(lock, owner, renew);
@@ -94,6 +106,7 @@ export class TableRegions {
     } finally {
       this.#paused = undefined;
       resume();
+      pin.release();
     }
   }
 
