@@ -425,7 +425,7 @@ describe('a live split with real processes', () => {
     const rowsOf = (n: number) =>
       Array.from({ length: n }, (_, i) => `r${String(i).padStart(6, '0')}`);
     const all = rowsOf(30_000);
-    for (const delayMs of [0, 40, 120, 400]) {
+    for (const delayMs of [0, 40, 120, 400, 1500]) {
       const dataDir = join(dirs.path, `kill-${dirCount++}`);
       let server = await serve(dataDir);
       try {
