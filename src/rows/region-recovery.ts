@@ -7,6 +7,11 @@ import type { CheckedRegionOptions } from './region-options.js';
 import type { Recovered, RegionStorage } from './region-storage.js';
 import { type RowLockTokenStore, TokenReservation } from './row-lock-tokens.js';
 
+/** Cells a split's region inserts per turn of the event loop. */
+const SPLIT_INSERT_STEP = 1024;
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /**
  * Where a region of a server's table sits (internal; see `Region.open`): the rows it holds,
  * `[startKey, endKey)` in latin1 (`''`: no bound), and, for a region a split makes, what it
@@ -70,7 +75,12 @@ export async function recoverRegion(
     };
     for (const record of recovered.snapshot) replay(decodeCells(record).cells, true);
     for (const record of recovered.log) replay(decodeCells(record).cells, false);
-    if (placement?.split !== undefined) replay(placement.split.cells, true);
+    if (placement?.split !== undefined) {
+      // A split's rows come while the region they leave serves on: inserted a step per turn
+      // of the event loop, so that its calls are not held up behind them.
+      const cells = placement.split.cells.map((cell) => ({ ...cell, seq: ++seq }));
+      for (const _ of memstore.insertSteps(cells, SPLIT_INSERT_STEP)) await nextTurn();
+    }
     memstore.compact((f) => families.get(f)?.maxVersions ?? 1, seq);
     // A split's region starts above its parent's tokens: its rows' holders keep theirs, and a
     // new grant of one of those rows must be larger (the wall clock in µs is the other floor).
