@@ -85,20 +85,13 @@ export class PostgresCatalogStore implements TableCatalogStore {
   }
 
   async add(descriptor: TableDescriptor): Promise<void> {
-    const { regions, tables } = this.#tables;
     let inserted: number;
     try {
       inserted =
         (
-          await this.#client.query(
-            `WITH r AS (UPDATE ${regions} SET generation = generation WHERE region = $1 AND epoch = $2 AND generation = $3 RETURNING 1) INSERT INTO ${tables} (name, descriptor) SELECT $4, $5 FROM r`,
-            [
-              CATALOG_REGION,
-              this.#epoch,
-              this.#generation,
-              descriptor.name,
-              JSON.stringify(descriptor),
-            ],
+          await this.#asOwner(
+            `INSERT INTO ${this.#tables.tables} (name, descriptor) SELECT $4, $5 FROM r`,
+            [descriptor.name, JSON.stringify(descriptor)],
           )
         ).rowCount ?? 0;
     } catch (err) {
@@ -111,20 +104,13 @@ export class PostgresCatalogStore implements TableCatalogStore {
   }
 
   async replace(descriptor: TableDescriptor): Promise<void> {
-    const { regions, tables } = this.#tables;
     let updated: number;
     try {
       updated =
         (
-          await this.#client.query(
-            `WITH r AS (UPDATE ${regions} SET generation = generation WHERE region = $1 AND epoch = $2 AND generation = $3 RETURNING 1) UPDATE ${tables} SET descriptor = $5 WHERE name = $4 AND EXISTS (SELECT 1 FROM r)`,
-            [
-              CATALOG_REGION,
-              this.#epoch,
-              this.#generation,
-              descriptor.name,
-              JSON.stringify(descriptor),
-            ],
+          await this.#asOwner(
+            `UPDATE ${this.#tables.tables} SET descriptor = $5 WHERE name = $4 AND EXISTS (SELECT 1 FROM r)`,
+            [descriptor.name, JSON.stringify(descriptor)],
           )
         ).rowCount ?? 0;
     } catch (err) {
@@ -134,14 +120,13 @@ export class PostgresCatalogStore implements TableCatalogStore {
   }
 
   async remove(name: string): Promise<void> {
-    const { regions, tables } = this.#tables;
     let owned: number;
     try {
       owned = Number(
         (
-          await this.#client.query(
-            `WITH r AS (UPDATE ${regions} SET generation = generation WHERE region = $1 AND epoch = $2 AND generation = $3 RETURNING 1), d AS (DELETE FROM ${tables} WHERE name = $4 AND EXISTS (SELECT 1 FROM r) RETURNING 1) SELECT (SELECT count(*) FROM r) AS owned`,
-            [CATALOG_REGION, this.#epoch, this.#generation, name],
+          await this.#asOwner(
+            `, d AS (DELETE FROM ${this.#tables.tables} WHERE name = $4 AND EXISTS (SELECT 1 FROM r) RETURNING 1) SELECT (SELECT count(*) FROM r) AS owned`,
+            [name],
           )
         ).rows[0]?.owned,
       );
@@ -153,6 +138,19 @@ export class PostgresCatalogStore implements TableCatalogStore {
 
   async close(): Promise<void> {
     await this.#client.end().catch(() => undefined);
+  }
+
+  /**
+   * Runs `statement` after `WITH r AS (...)`, the catalog row's update that succeeds (one row
+   * in `r`) only while this owner's epoch and generation are still the catalog's: the fence,
+   * in the same statement as the change. `$1`–`$3` are taken; `args` are `$4` on.
+   */
+  #asOwner(statement: string, args: unknown[]): Promise<pg.QueryResult> {
+    const { regions } = this.#tables;
+    return this.#client.query(
+      `WITH r AS (UPDATE ${regions} SET generation = generation WHERE region = $1 AND epoch = $2 AND generation = $3 RETURNING 1) ${statement}`,
+      [CATALOG_REGION, this.#epoch, this.#generation, ...args],
+    );
   }
 
   #fenced(what: string): FencedError {

@@ -479,10 +479,11 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
   }
 
   /**
-   * @internal First step of a split: fails every wait for a row lock here with
-   * `NOT_SERVING_REGION` (the server sends those calls again, to the row's region after the
-   * split), then waits for the writes in flight and a checkpoint under way. The server stops
-   * routing calls here before, so that nothing is in flight once this resolves.
+   * @internal The pause of a split, after the moved rows were copied: fails every wait for a
+   * row lock here with `NOT_SERVING_REGION` (the server sends those calls again, to the row's
+   * region after the split), then waits for the writes in flight and a checkpoint under way.
+   * The server stops routing calls here before, so that nothing is in flight once this
+   * resolves.
    */
   async quiesce(): Promise<void> {
     this.#checkOpen();
@@ -542,6 +543,8 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     const started: Promise<void>[] = [];
     for (const drafts of writes.values()) {
       const applied = this.#writes.apply(drafts);
+      // Awaited below; an earlier one failing while a large one is awaited is not unhandled.
+      applied.catch(() => undefined);
       started.push(applied);
       if (drafts.length >= INSERT_CHUNK) await applied;
     }

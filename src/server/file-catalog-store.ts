@@ -46,16 +46,7 @@ export class FileCatalogStore implements TableCatalogStore {
   }
 
   async add(descriptor: TableDescriptor): Promise<void> {
-    const file = join(this.#dir, descriptor.name + DESCRIPTOR);
-    const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-    const handle = await open(temp, 'wx', 0o644);
-    try {
-      await handle.writeFile(`${JSON.stringify(descriptor, null, 2)}\n`);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    try {
+    await this.#write(descriptor, async (file) => {
       await open(file, 'r').then(
         async (h) => {
           await h.close();
@@ -63,15 +54,19 @@ export class FileCatalogStore implements TableCatalogStore {
         },
         () => undefined,
       );
-      await rename(temp, file);
-    } catch (err) {
-      await rm(temp, { force: true });
-      throw err;
-    }
-    await this.#syncDir();
+    });
   }
 
   async replace(descriptor: TableDescriptor): Promise<void> {
+    // rename(2) replaces the old file at once: a crash leaves one descriptor or the other.
+    await this.#write(descriptor, async () => undefined);
+  }
+
+  /**
+   * Writes the descriptor to a synced temporary file, runs `check` on the final path, renames
+   * the temporary file over it and syncs the directory; the temporary file goes on failure.
+   */
+  async #write(descriptor: TableDescriptor, check: (file: string) => Promise<void>): Promise<void> {
     const file = join(this.#dir, descriptor.name + DESCRIPTOR);
     const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
     const handle = await open(temp, 'wx', 0o644);
@@ -82,7 +77,7 @@ export class FileCatalogStore implements TableCatalogStore {
       await handle.close();
     }
     try {
-      // rename(2) replaces the old file at once: a crash leaves one descriptor or the other.
+      await check(file);
       await rename(temp, file);
     } catch (err) {
       await rm(temp, { force: true });

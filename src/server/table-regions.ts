@@ -50,11 +50,6 @@ export class TableRegions {
     this.#regions = [...regions];
   }
 
-  /** The table's split keys now (the starts of every region but the first). */
-  get splits(): readonly string[] {
-    return this.#starts.slice(1);
-  }
-
   /**
    * Cuts the region holding `key` in two (see `TableCatalog.split`), in two steps:
    *

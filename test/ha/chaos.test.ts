@@ -221,6 +221,30 @@ async function chaos(t: TestContext, dataDir: string, scenario: Scenario): Promi
   return outcome;
 }
 
+/** A negative control's verdict: the checker must report what the broken server did. */
+function assertCaught(t: TestContext, outcome: Outcome, what: string): void {
+  for (const line of formatViolations(outcome.result.violations, 5).split('\n')) t.diagnostic(line);
+  assert.ok(
+    outcome.result.violations.length > 0,
+    `${what} went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
+  );
+}
+
+/**
+ * The broken-fencing run (the `unfenced-serve` test server): pauses only, as many as fit, since
+ * the ex-master resuming mid-write is what fencing is for. More clients, so that the master has
+ * calls in flight when it stops, and a timeout longer than the pause, so that they still wait
+ * for the answer when it resumes.
+ */
+const BROKEN_FENCING = {
+  faults: ['pause'] as Fault[],
+  ...LEASE_FAULTS,
+  settleMs: 500,
+  clients: 8,
+  opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
+  program: fixture('unfenced-serve'),
+};
+
 function assertLinearizable(outcome: Outcome, minFailovers: number): void {
   const { result, failovers } = outcome;
   assert.deepEqual(
@@ -393,20 +417,7 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     skip: postgresMissing,
   }, async (t) => {
     using dir = tempDir();
-    const outcome = await storageChaos(t, dir.path, {
-      faults: ['pause'],
-      ...LEASE_FAULTS,
-      settleMs: 500,
-      clients: 8,
-      opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
-      program: fixture('unfenced-serve'),
-    });
-    for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
-      t.diagnostic(line);
-    assert.ok(
-      outcome.result.violations.length > 0,
-      `broken fencing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
-    );
+    assertCaught(t, await storageChaos(t, dir.path, BROKEN_FENCING), 'broken fencing');
   });
 
   it('recovered locks that guard nothing (a test server puts each recovered lock on a shadow row): the checker reports violations (conformance M8)', {
@@ -431,34 +442,13 @@ describe('linearizability through failovers', { concurrency: false }, () => {
       holdMs: 250,
       program: fixture('unrestored-locks-serve'),
     });
-    for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
-      t.diagnostic(line);
-    assert.ok(
-      outcome.result.violations.length > 0,
-      `recovered locks that guard nothing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
-    );
+    assertCaught(t, outcome, 'recovered locks that guard nothing');
   });
 
   it('broken fencing (a test server: no loss reported, fenced writes acknowledged): the checker reports violations (conformance M8)', {
     timeout: 180_000,
   }, async (t) => {
     using dir = tempDir();
-    // Pauses only, as many as fit: the ex-master resuming mid-write is what fencing is for.
-    // More clients, so that the master has calls in flight when it stops, and a timeout longer
-    // than the pause, so that they still wait for the answer when it resumes.
-    const outcome = await leaseDatabaseChaos(t, dir.path, {
-      faults: ['pause'],
-      ...LEASE_FAULTS,
-      settleMs: 500,
-      clients: 8,
-      opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
-      program: fixture('unfenced-serve'),
-    });
-    for (const line of formatViolations(outcome.result.violations, 5).split('\n'))
-      t.diagnostic(line);
-    assert.ok(
-      outcome.result.violations.length > 0,
-      `broken fencing went unnoticed: ${summarize(outcome.result)}\n${outcome.output}`,
-    );
+    assertCaught(t, await leaseDatabaseChaos(t, dir.path, BROKEN_FENCING), 'broken fencing');
   });
 });

@@ -130,6 +130,11 @@ describe('server protocol: malformed input', () => {
       ['createTable', ['ok', []], 'INVALID_ARGUMENT'],
       ['createTable', ['t', ['f']], 'TABLE_EXISTS'],
       ['dropTable', ['missing'], 'TABLE_NOT_FOUND'],
+      ['splitTable', ['missing', Buffer.from('k')], 'TABLE_NOT_FOUND'],
+      ['splitTable', ['t', 42], 'INVALID_ARGUMENT'],
+      ['splitTable', ['t', Buffer.alloc(0)], 'INVALID_ARGUMENT'],
+      ['splitTable', ['t', Buffer.alloc(40_000, 1)], 'INVALID_ARGUMENT'],
+      ['splitTable', ['t'], 'INVALID_ARGUMENT'],
       // Every method's argument count is its documented shape's: too few or too many is refused.
       ['put', ['t'], 'INVALID_ARGUMENT'],
       ['put', ['t', [Buffer.from('r'), null, null, []], null, 'extra'], 'INVALID_ARGUMENT'],
@@ -156,6 +161,7 @@ describe('server protocol: malformed input', () => {
     assert.equal(await raw.call('ping', []), null);
     assert.deepEqual(await good.listTables(), ['t']);
     assert.equal((await good.table('t').get(new Get('r'))).isEmpty, true, 'nothing was written');
+    assert.deepEqual((await good.describeTable('t')).splits, [], 'no split was made');
   });
 
   it('a connection that sends no HELLO is dropped after the handshake timeout (conformance V14)', async () => {

@@ -5,82 +5,19 @@
 // storage still holding the moved rows) serves each row once after the restart.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import pg from 'pg';
 import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
 import { Delete, Get, Increment, Put, Scan } from '../../src/rows/index.js';
-import { postgresRegionStorage } from '../../src/rows/postgres-region-storage.js';
 import { Region } from '../../src/rows/region.js';
-import { LocksmithServer, type ServerOptions } from '../../src/server/server.js';
-import { POSTGRES_URL } from '../fixtures/db-servers.js';
-import { cliPath, exitOf, orphanProof, run, tempDir, waitForLine } from '../helpers.js';
+import { cliPath, exitOf, orphanProof, run, waitForLine } from '../helpers.js';
+import { type Storage, StorageServers } from './storage-servers.js';
 
-const dirs = tempDir('locksmith-split-');
-let dirCount = 0;
-const prefixes: string[] = [];
-
-after(async () => {
-  dirs[Symbol.dispose]();
-  if (prefixes.length === 0) return;
-  const c = new pg.Client({ connectionString: POSTGRES_URL });
-  await c.connect();
-  try {
-    for (const p of prefixes) {
-      await c.query(
-        `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables`,
-      );
-    }
-  } finally {
-    await c.end();
-  }
-});
-
-/** A server in this process on a data directory of its own (kept across `restart`). */
-async function serverOn(storage: 'files' | 'postgres') {
-  const dataDir = join(dirs.path, `server-${dirCount++}`);
-  mkdirSync(dataDir);
-  const prefix = `lsm_${randomBytes(4).toString('hex')}`;
-  if (storage === 'postgres') prefixes.push(prefix);
-  const options: Partial<ServerOptions> & { dataDir: string } = {
-    dataDir,
-    port: 0,
-    durability: 'fsync',
-    ...(storage === 'postgres'
-      ? {
-          openStorage: postgresRegionStorage({
-            database: POSTGRES_URL,
-            root: dataDir,
-            tablePrefix: prefix,
-          }),
-        }
-      : {}),
-  };
-  let server = await LocksmithServer.listen(options);
-  const clients: LocksmithClient[] = [];
-  return {
-    dataDir,
-    get server() {
-      return server;
-    },
-    async client(): Promise<LocksmithClient> {
-      const c = await connect(`locksmith://127.0.0.1:${server.port}`);
-      clients.push(c);
-      return c;
-    },
-    async restart(): Promise<void> {
-      await Promise.allSettled(clients.splice(0).map((c) => c.close()));
-      await server.close();
-      server = await LocksmithServer.listen(options);
-    },
-    async [Symbol.asyncDispose](): Promise<void> {
-      await Promise.allSettled(clients.splice(0).map((c) => c.close()));
-      await server.close();
-    },
-  };
-}
+const servers = new StorageServers('locksmith-split-');
+after(() => servers.dispose());
+const serverOn = (storage: Storage) => servers.serverOn(storage);
 
 const text = (v: Uint8Array | undefined) =>
   v === undefined ? undefined : Buffer.from(v).toString();
@@ -382,7 +319,7 @@ for (const storage of ['files', 'postgres'] as const) {
 
 describe('a region bounded by a split', () => {
   it('recovers only its own rows (its storage may still hold the moved ones) and refuses calls for others with NOT_SERVING_REGION', async () => {
-    const dir = join(dirs.path, `region-${dirCount++}`);
+    const dir = servers.dir('region');
     {
       await using region = await Region.open({ families: ['f'], dir });
       for (const row of ROWS) await region.put(new Put(row).add('f', 'q', row));
@@ -426,7 +363,7 @@ describe('a live split with real processes', () => {
       Array.from({ length: n }, (_, i) => `r${String(i).padStart(6, '0')}`);
     const all = rowsOf(30_000);
     for (const delayMs of [0, 40, 120, 400, 1500]) {
-      const dataDir = join(dirs.path, `kill-${dirCount++}`);
+      const dataDir = servers.dir('kill');
       let server = await serve(dataDir);
       try {
         {
@@ -488,7 +425,7 @@ describe('a live split with real processes', () => {
   });
 
   it('rows split, then kill -9 before the old region compacts: each row once after the restart; a stale region directory is cleared first', async () => {
-    const dataDir = join(dirs.path, `cli-${dirCount++}`);
+    const dataDir = servers.dir('cli');
     let server = await serve(dataDir);
     try {
       assert.equal((await rows(server.url, 'create-table', 't', 'f')).code, 0);

@@ -3,82 +3,20 @@
 // storage and on PostgreSQL. Every call reaches the region of its row; scans cross regions in
 // key order; mutateRows is refused across regions; a restart and a drop handle every region.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
-import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
+import type { LocksmithClient } from '../../src/client/locksmith-client.js';
 import { Delete, Get, Increment, Put, RowMutations, Scan } from '../../src/rows/index.js';
-import { postgresRegionStorage } from '../../src/rows/postgres-region-storage.js';
 import { MAX_SPLITS } from '../../src/rows/table-descriptor.js';
-import { LocksmithServer, type ServerOptions } from '../../src/server/server.js';
 import { POSTGRES_URL } from '../fixtures/db-servers.js';
-import { cliPath, run, tempDir } from '../helpers.js';
+import { cliPath, run } from '../helpers.js';
+import { type Storage, StorageServers } from './storage-servers.js';
 
-const dirs = tempDir('locksmith-regions-');
-let dirCount = 0;
-const prefixes: string[] = [];
-
-after(async () => {
-  dirs[Symbol.dispose]();
-  const c = new pg.Client({ connectionString: POSTGRES_URL });
-  await c.connect();
-  try {
-    for (const p of prefixes) {
-      await c.query(
-        `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables`,
-      );
-    }
-  } finally {
-    await c.end();
-  }
-});
-
-/** A server on a data directory of its own (kept across `restart`), on one of the storages. */
-async function serverOn(storage: 'files' | 'postgres') {
-  const dataDir = join(dirs.path, `server-${dirCount++}`);
-  mkdirSync(dataDir);
-  const prefix = `lsm_${randomBytes(4).toString('hex')}`;
-  if (storage === 'postgres') prefixes.push(prefix);
-  const options: Partial<ServerOptions> & { dataDir: string } = {
-    dataDir,
-    port: 0,
-    durability: 'fsync',
-    ...(storage === 'postgres'
-      ? {
-          openStorage: postgresRegionStorage({
-            database: POSTGRES_URL,
-            root: dataDir,
-            tablePrefix: prefix,
-          }),
-        }
-      : {}),
-  };
-  let server = await LocksmithServer.listen(options);
-  const clients: LocksmithClient[] = [];
-  return {
-    dataDir,
-    prefix,
-    get server() {
-      return server;
-    },
-    async client(): Promise<LocksmithClient> {
-      const c = await connect(`locksmith://127.0.0.1:${server.port}`);
-      clients.push(c);
-      return c;
-    },
-    async restart(): Promise<void> {
-      await Promise.allSettled(clients.splice(0).map((c) => c.close()));
-      await server.close();
-      server = await LocksmithServer.listen(options);
-    },
-    async [Symbol.asyncDispose](): Promise<void> {
-      await Promise.allSettled(clients.splice(0).map((c) => c.close()));
-      await server.close();
-    },
-  };
-}
+const servers = new StorageServers('locksmith-regions-');
+after(() => servers.dispose());
+const serverOn = (storage: Storage) => servers.serverOn(storage);
 
 const text = (v: Uint8Array | undefined) =>
   v === undefined ? undefined : Buffer.from(v).toString();
