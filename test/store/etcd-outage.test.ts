@@ -389,11 +389,14 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     await a.stop();
   });
 
-  it("kill -9 of etcd's raft leader: a master that reaches the other members keeps mastership (no needless failover); the member restarts and rejoins", async (t) => {
+  it("kill -9 of etcd's raft leader: a master that reaches the other members keeps mastership when it renews in time (no needless failover), else steps down before its lease ends; never two masters; the member restarts and rejoins", async (t) => {
     if (skip(t)) return;
     const c = cluster as EtcdCluster;
-    // A lease that outlasts a raft election several times over, so renewing in time is the
-    // contract here and not luck: 6 × the election timeout, renewed every quarter.
+    // A lease that outlasts a raft election several times over, so that renewing in time is
+    // what happens on a machine that is not overloaded: 6 × the election timeout, renewed every
+    // quarter. Where the machine is so busy that no keep-alive is confirmed within lease −
+    // margin, stepping down is the contract (issue: "keeps mastership if it can renew in time,
+    // or steps down before its lease ends"), and the test checks that it was safe.
     const lease = 6 * ELECTION;
     const period = lease / 4;
     const name = election();
@@ -405,29 +408,47 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     const lossA = lossOf(a);
     const ka = keeper(a, period);
     const startB = tracked(b.start({ keepAlivePeriodMs: period }));
+    const master = takeover(startB, a, ma, lossA);
     await eventually(() => logB.lines.some((l) => /slave mode/.test(l.message)), 10_000, 'b waits');
 
     const leader = await c.leader();
     await leader.kill9();
     const killedAt = performance.now();
-    // Two leases: long past the point where a's lease would have run out unrenewed.
-    while (performance.now() < killedAt + 2 * lease) {
-      assert.ok(unset(lossA.at), `a lost: ${lossA.reason?.message}`);
-      assert.equal(startB.settled, false, 'b became master');
-      await sleep(100);
+    try {
+      // Two leases: long past the point where a's lease would have run out unrenewed.
+      while (performance.now() < killedAt + 2 * lease && lossA.at === undefined) {
+        assert.equal(startB.settled, false, 'b became master while a held on');
+        await sleep(100);
+      }
+    } finally {
+      await leader.restart();
+    }
+    const answers = ka.answers
+      .filter((x) => x.sent > killedAt)
+      .map((x) => `${Math.round(x.done - x.sent)} ms ${x.ok}`)
+      .join(', ');
+    if (lossA.at !== undefined) {
+      // Stepped down: before its lease could run out on etcd, and b only after that.
+      const sinceConfirmed = lossA.at - ka.lastConfirmedSent;
+      t.diagnostic(
+        `${leader.name} killed; no keep-alive confirmed in time on this machine, a stepped down ${Math.round(sinceConfirmed)} ms after its last confirmed keep-alive was sent (answers: ${answers})`,
+      );
+      assert.ok(sinceConfirmed <= lease, `a lost ${sinceConfirmed} ms after its last confirmation`);
+      await ka.stop();
+      await eventually(() => master.at !== undefined, 4 * lease + 10_000, 'b master');
+      await startB.promise;
+      assert.equal(master.overlap, '');
+      assert.ok((b.token as number) > tokenA, `token ${b.token} > ${tokenA}`);
+      await b.stop();
+      await a.stop();
+      return;
     }
     const renewed = ka.answers.filter((x) => x.ok === true && x.sent > killedAt);
-    t.diagnostic(
-      `${leader.name} killed; a confirmed ${renewed.length} times since, answers: ${ka.answers
-        .filter((x) => x.sent > killedAt)
-        .map((x) => `${Math.round(x.done - x.sent)} ms ${x.ok}`)
-        .join(', ')}`,
-    );
+    t.diagnostic(`${leader.name} killed; a confirmed ${renewed.length} times since: ${answers}`);
     assert.ok(renewed.length >= 2, JSON.stringify(ka.answers));
     assert.equal(a.token, tokenA);
     assert.ok(!ma.signal.aborted);
 
-    await leader.restart();
     await sleep(period);
     assert.ok(unset(lossA.at), `a lost: ${lossA.reason?.message}`);
     assert.equal(await a.keepAlive(), true);
