@@ -4,6 +4,7 @@ import { postgresRegionStorage } from '../rows/postgres-region-storage.js';
 import { storageDatabase } from '../rows/postgres-storage-connection.js';
 import { tablesOf } from '../rows/postgres-storage-schema.js';
 import type { OpenRegionStorage } from '../rows/region-storage.js';
+import type { FleetOptions } from '../server/fleet-role.js';
 import type { HaOptions, RoleChange } from '../server/ha-role.js';
 import { LocksmithServer } from '../server/server.js';
 import { describe } from '../store/describe-error.js';
@@ -107,20 +108,7 @@ async function haOptions(
   });
   const advertise = values.advertise as string | undefined;
   if (flags === undefined) {
-    for (const name of [
-      'db',
-      'lock-table',
-      'lease',
-      'renew',
-      'acquire-interval',
-      'advertise',
-      ...ETCD_ONLY_FLAGS.map((f) => f.slice(2)),
-    ]) {
-      if (values[name] !== undefined) throw new UsageError(`--${name} applies only with --ha`);
-    }
-    if (values['fail-if-locked'] !== undefined) {
-      throw new UsageError('--fail-if-locked applies only with --ha');
-    }
+    onlyWithHa(values, ['lease', 'renew', 'advertise', 'fail-if-locked']);
     return undefined;
   }
   if (
@@ -144,6 +132,63 @@ async function haOptions(
   return {
     locker,
     ...(flags.renewMs === undefined ? {} : { keepAlivePeriodMs: flags.renewMs }),
+    ...(advertise === undefined ? {} : { advertise }),
+  };
+}
+
+/** Refuses the locker flags of `--ha` (and `extra`) where there is no `--ha`. */
+function onlyWithHa(
+  values: Record<string, string | boolean | undefined>,
+  extra: readonly string[],
+): void {
+  for (const name of [
+    'db',
+    'lock-table',
+    'acquire-interval',
+    ...extra,
+    ...ETCD_ONLY_FLAGS.map((f) => f.slice(2)),
+  ]) {
+    if (values[name] !== undefined) throw new UsageError(`--${name} applies only with --ha`);
+  }
+}
+
+/**
+ * The `fleet` option of `--fleet`: the fleet lives in the `--storage` database, under its
+ * prefix; `--lease`, `--renew` and `--advertise` are the member's.
+ */
+function fleetOptions(
+  values: Record<string, string | boolean | undefined>,
+  storageUrl: string | undefined,
+  storagePrefix: string | undefined,
+): FleetOptions {
+  if (storageUrl === undefined) {
+    throw new UsageError(
+      '--fleet needs --storage postgres://...: the fleet shares its tables there',
+    );
+  }
+  if (values.ha !== undefined) {
+    throw new UsageError('--fleet and --ha go separately: a fleet member holds its own lease');
+  }
+  onlyWithHa(values, ['fail-if-locked']);
+  if (values.sessions === 'durable') {
+    throw new UsageError(
+      '--sessions durable is not available with --fleet yet (a member keeps its sessions in memory)',
+    );
+  }
+  const advertise = values.advertise as string | undefined;
+  if (
+    advertise !== undefined &&
+    !/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/.test(advertise)
+  ) {
+    throw new UsageError(`--advertise ${JSON.stringify(advertise)} is not host:port`);
+  }
+  const lease = values.lease as string | undefined;
+  const renew = values.renew as string | undefined;
+  return {
+    database: storageUrl,
+    ...(storagePrefix === undefined ? {} : { tablePrefix: storagePrefix }),
+    ...(lease === undefined ? {} : { leaseMs: durationOption('--lease', lease) }),
+    ...(renew === undefined ? {} : { renewMs: durationOption('--renew', renew) }),
     ...(advertise === undefined ? {} : { advertise }),
   };
 }
@@ -219,10 +264,14 @@ export async function run(args: string[]): Promise<number> {
       );
     }
   }
-  const ha = await haOptions(values, dataDir, port, (holder) => {
-    if (announced) sayHeld(holder);
-    else heldBy = holder;
-  });
+  const fleet = values.fleet === true ? fleetOptions(values, storageUrl, storagePrefix) : undefined;
+  const ha =
+    fleet === undefined
+      ? await haOptions(values, dataDir, port, (holder) => {
+          if (announced) sayHeld(holder);
+          else heldBy = holder;
+        })
+      : undefined;
   const limits = {
     maxConnections: optionalCount('--max-connections', str('max-connections')),
     maxConnectionsPerAddress: optionalCount(
@@ -254,15 +303,18 @@ export async function run(args: string[]): Promise<number> {
     ...(tls === undefined ? {} : { tls }),
     ...(httpPort === undefined ? {} : { httpPort }),
     ...(ha === undefined ? {} : { ha }),
+    ...(fleet === undefined ? {} : { fleet }),
     ...(openStorage === undefined ? {} : { openStorage }),
     ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
   });
   const scheme = tls === undefined ? 'locksmith' : 'locksmiths';
   const where = server.host.includes(':') ? `[${server.host}]` : server.host;
   const tables =
-    server.role === 'standalone'
-      ? `${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
-      : `--ha ${values.ha as string}`;
+    fleet !== undefined
+      ? `fleet member ${(server.status().fleet as { id: string }).id}, ${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
+      : server.role === 'standalone'
+        ? `${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
+        : `--ha ${values.ha as string}`;
   process.stdout.write(
     `locksmith serve: listening on ${scheme}://${where}:${server.port} (data ${storageUrl === undefined ? dataDir : `${redactUrl(storageUrl)}, local ${dataDir}`}, ${tables}${token === undefined ? '' : ', token required'}${server.httpPort === undefined ? '' : `, dashboard on http://${where}:${server.httpPort}/ (/status, /metrics)`})\n`,
   );

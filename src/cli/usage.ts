@@ -212,7 +212,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--storage postgres://... [--storage-prefix <name>]] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--storage postgres://... [--storage-prefix <name>] [--fleet [--lease <duration>] [--renew <duration>] [--advertise <host:port>]]] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -235,6 +235,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--shutdown-timeout <duration> how long a stop waits for calls in flight (default: 10s)',
       '--storage <url>             keep the tables, their data and the sessions in PostgreSQL (postgres://...) instead of under --data; servers on other machines then share them (default: files under --data)',
       '--storage-prefix <name>     the name prefix of the storage tables, one per group of servers (default: locksmith)',
+      "--fleet                     serve a share of the --storage tables beside the other --fleet servers on it: regions spread evenly over the live servers, a dead server's taken over after --lease (default 10s), SIGTERM hands them over; sessions in memory",
       '--ha <locker>               master/slave with other servers on the same --data (or the same --storage): shared-file (a lock file in --data), database, lease-database or etcd (default: standalone)',
       '--db <url>                  the lock database: a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers)',
       '--lock-table <name>         the lock table (default: ACTIVEMQ_LOCK)',
@@ -276,6 +277,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'shutdown-timeout': { type: 'string' },
       storage: { type: 'string' },
       'storage-prefix': { type: 'string' },
+      fleet: { type: 'boolean' },
       ha: { type: 'string' },
       db: { type: 'string' },
       'lock-table': { type: 'string' },

@@ -170,7 +170,8 @@ export class PostgresCatalogStore implements TableCatalogStore {
   }
 }
 
-function parseDescriptor(name: string, text: string, t: StorageTables): TableDescriptor {
+/** A recorded descriptor, checked: an unreadable one is an I/O error naming its table. */
+export function parseDescriptor(name: string, text: string, t: StorageTables): TableDescriptor {
   try {
     const descriptor = descriptorFromJson(text);
     if (descriptor.name !== name) throw new Error(`it names table ${descriptor.name}`);

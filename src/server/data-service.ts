@@ -13,7 +13,7 @@ import type { ServerStatus } from './server-status.js';
 import type { Session } from './session.js';
 import { type JournalState, SessionJournal } from './session-journal.js';
 import { type SessionLimits, SessionRegistry } from './session-registry.js';
-import { TableCatalog } from './table-catalog.js';
+import { type CatalogFleet, TableCatalog } from './table-catalog.js';
 
 /** What every data side of a server is opened with (the server's settings). */
 export interface DataSettings {
@@ -97,6 +97,7 @@ export class DataService implements ServingData {
     settings: DataSettings,
     mastership: DataMastership | undefined,
     onLockLost: (reason: unknown) => void,
+    fleet?: CatalogFleet,
   ): Promise<DataService> {
     const { dataDir, clock } = settings;
     // Standalone, the directory is this server's alone: a second server on it fails here. A
@@ -117,9 +118,15 @@ export class DataService implements ServingData {
         mastership === undefined
           ? undefined
           : { epoch: mastership.token, check: () => mastership.check() },
+        fleet,
       );
+      // In a fleet a refused write means its region was claimed elsewhere: the member looks again.
       const onFenced =
-        mastership === undefined ? undefined : (err: unknown) => mastership.lost(err);
+        fleet !== undefined
+          ? () => fleet.changed()
+          : mastership === undefined
+            ? undefined
+            : (err: unknown) => mastership.lost(err);
       let durable: DurableSessions | undefined;
       let recorded: JournalState | undefined;
       if (settings.sessions === 'durable') {

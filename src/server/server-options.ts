@@ -7,6 +7,7 @@ import {
   durationOption,
   type OptionRule,
   oneOfOption,
+  positiveDurationOption,
   readOptions,
   type SpecOf,
   stringOption,
@@ -16,6 +17,7 @@ import { checkOptionsObject, describeValue, hasMethods } from '../core/options.j
 import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { Locker } from '../store/locker.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
+import type { FleetOptions } from './fleet-role.js';
 import type { HaOptions } from './ha-role.js';
 
 export interface ServerOptions {
@@ -90,7 +92,26 @@ export interface ServerOptions {
    * and must refuse the writes of a deposed master for fencing to hold.
    */
   openStorage?: OpenRegionStorage | undefined;
+  /**
+   * Serve a share of the tables of a PostgreSQL storage as one member of a fleet
+   * (docs/server.md, "A fleet"): `openStorage` must be that storage's. Sessions are then kept in
+   * memory: a region that moves loses its row locks (`sessions: 'durable'` is refused).
+   */
+  fleet?: FleetOptions | undefined;
 }
+
+const FLEET_SPEC = {
+  database: stringOption(2000),
+  tablePrefix: stringOption(200),
+  leaseMs: positiveDurationOption(),
+  renewMs: positiveDurationOption(),
+  advertise: customOption('host:port', (value, label) => {
+    if (typeof value !== 'string' || !ADVERTISE.test(value)) {
+      throw new InvalidArgumentError(`${label} must be host:port, got ${describeValue(value)}`);
+    }
+    return value;
+  }),
+} as const satisfies SpecOf<FleetOptions>;
 
 /** Bounds of the byte limits: at least 64 KiB, at most 16 GiB. */
 const MIN_BUFFER_BYTES = 64 * 1024;
@@ -203,6 +224,24 @@ export const SERVER_SPEC = {
     return { ...o, locker: o.locker };
   }),
   openStorage: callbackOption<OpenRegionStorage>(),
+  fleet: customOption<FleetOptions>(
+    '{ database, tablePrefix?, leaseMs?, renewMs?, advertise? }',
+    (value) => {
+      const o = readOptions(value, 'fleet', FLEET_SPEC, 'fleet.');
+      if (o.database === undefined) {
+        throw new InvalidArgumentError(
+          "fleet.database must be the storage's postgres:// URL, got undefined",
+        );
+      }
+      const lease = o.leaseMs ?? 10_000;
+      if (lease < 300 || (o.renewMs ?? lease / 3) * 2 > lease) {
+        throw new InvalidArgumentError(
+          `fleet.leaseMs (${lease}) must be at least 300 ms and at least twice fleet.renewMs (${o.renewMs ?? lease / 3})`,
+        );
+      }
+      return { ...o, database: o.database };
+    },
+  ),
 } as const satisfies SpecOf<ServerOptions>;
 
 /** `LocksmithServer.listen`'s options, checked, with every default filled in. */
@@ -223,6 +262,21 @@ export function checkServerOptions(options: ServerOptions) {
     throw new InvalidArgumentError(
       `Session leases must satisfy 1 ms <= minSessionLeaseMs (${min}) <= sessionLeaseMs (${lease}) <= maxSessionLeaseMs (${max})`,
     );
+  }
+  if (o.fleet !== undefined) {
+    if (o.ha !== undefined)
+      throw new InvalidArgumentError(
+        'fleet and ha go separately: a fleet member holds its own lease',
+      );
+    if (o.openStorage === undefined)
+      throw new InvalidArgumentError(
+        'fleet needs openStorage: the PostgreSQL storage (postgresRegionStorage) of fleet.database',
+      );
+    if ((options as { sessions?: unknown }).sessions === 'durable')
+      throw new InvalidArgumentError(
+        "sessions: 'durable' is not available in a fleet yet (a member's sessions are in memory)",
+      );
+    return { ...o, dataDir: o.dataDir, sessions: 'memory' as const };
   }
   return { ...o, dataDir: o.dataDir };
 }

@@ -1,4 +1,5 @@
 import type { RateHistory } from './call-stats.js';
+import type { FleetStatus } from './fleet-role.js';
 import type { HaStatus } from './ha-role.js';
 import type { LockWaitStatus } from './lock-wait-status.js';
 
@@ -56,10 +57,14 @@ export interface RegionStatus {
   startKey: string;
   /** The next region's first row; `''` for a table's last region. */
   endKey: string;
-  /** `host:port` of the server serving it. */
-  server: string;
-  rows: number;
-  cells: number;
+  /**
+   * `host:port` of the server serving it; in a fleet, `null` while no server does (its
+   * server died and no other has taken it over yet).
+   */
+  server: string | null;
+  /** Its rows and cells, where this server serves it (`null` for another fleet member's). */
+  rows: number | null;
+  cells: number | null;
 }
 
 /**
@@ -87,4 +92,6 @@ export interface ServerStatus extends LockWaitStatus {
   calls: { ok: Record<string, number>; failed: Record<string, number>; perSecond: number[] };
   rates: RateHistory;
   ha: HaStatus;
+  /** A fleet member's view of the fleet (absent outside a fleet). */
+  fleet?: FleetStatus;
 }

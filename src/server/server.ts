@@ -12,6 +12,7 @@ import { CallStats } from './call-stats.js';
 import { Connection, type ConnectionHost, type ConnectionLimits } from './connection.js';
 import { DataService, type DataSettings } from './data-service.js';
 import type { DispatchLimits } from './dispatch.js';
+import { FleetRole } from './fleet-role.js';
 import { HaRole, type HaStatus, type RoleChange } from './ha-role.js';
 import { HttpStatus, type ServerMetrics } from './http-status.js';
 import { Lane } from './lane.js';
@@ -57,6 +58,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
   #standalone: DataService | undefined;
   /** The master/slave role of a server with `ha`. */
   #ha: HaRole | undefined;
+  /** The server's membership of a fleet, with `fleet`. */
+  #fleet: FleetRole | undefined;
   #http: HttpStatus | undefined;
   #closing: Promise<void> | undefined;
   #resolveDone: () => void = () => undefined;
@@ -134,7 +137,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     const opts = checkServerOptions(options);
     const { dataDir, host, port, handlers, priorityHandlers, leasePeriodMs, rowLockWaitMs } = opts;
     const { sessionLeaseMs, minSessionLeaseMs, maxSessionLeaseMs, token, durability } = opts;
-    const { maxFrameBytes, maxSessions, shutdownTimeoutMs, clock, httpPort, tls, ha } = opts;
+    const { maxFrameBytes, maxSessions, shutdownTimeoutMs, clock, httpPort, tls, ha, fleet } = opts;
     const connectionLimits: ConnectionLimits = {
       maxFrameBytes,
       maxInFlight: opts.maxInFlight,
@@ -177,7 +180,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     };
     // Standalone, the tables open before the port: a server that listens serves them.
     const standalone =
-      ha === undefined
+      ha === undefined && fleet === undefined
         ? await DataService.open(settings, undefined, () => {
             void self?.close();
           })
@@ -209,6 +212,26 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     });
     const created = self;
     created.#standalone = standalone;
+    if (fleet !== undefined) {
+      // A member listens first: it joins under the address it listens on (or advertises).
+      const where = created.host.includes(':') ? `[${created.host}]` : created.host;
+      try {
+        const role = await FleetRole.join(fleet, `${where}:${created.port}`, clock);
+        created.#fleet = role;
+        created.#standalone = await DataService.open(
+          settings,
+          undefined,
+          () => {
+            void created.close();
+          },
+          role.catalogHooks,
+        );
+        role.attach(created.#standalone.catalog);
+      } catch (err) {
+        await created.close();
+        throw err;
+      }
+    }
     if (ha !== undefined) {
       const where = created.host.includes(':') ? `[${created.host}]` : created.host;
       const address = ha.advertise ?? `${where}:${created.port}`;
@@ -353,13 +376,14 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
             data.catalog
               .regions(table)
               .ranges()
-              .map(({ startKey, endKey, region }) => ({
+              .map(({ startKey, endKey, region, server }) => ({
                 table,
                 startKey: toStringBinary(startKey),
                 endKey: toStringBinary(endKey),
-                server: ha.address,
-                rows: region.rowCount,
-                cells: region.cellCount,
+                server:
+                  region === undefined ? (server ?? null) : (this.#fleet?.address ?? ha.address),
+                rows: region?.rowCount ?? null,
+                cells: region?.cellCount ?? null,
               })),
           );
     const locks = listedLocks.list().map(({ session, held: { table, lock }, leftMs, renews }) => ({
@@ -401,6 +425,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       rates: this.calls.rates(),
       ...lockWaitStatus(data?.catalog.entries() ?? []),
       ha,
+      ...(this.#fleet === undefined ? {} : { fleet: this.#fleet.status() }),
     };
   }
 
@@ -469,6 +494,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       for (const connection of [...this.#connections]) connection.close(bye);
       const orderly = (async () => {
         await this.#http?.close();
+        // A fleet member hands its regions over before its tables close.
+        await this.#fleet?.close();
         await this.#standalone?.close(
           new LockLostError('The server shut down', { code: 'LOCK_LOST' }),
         );

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../core/clock.js';
-import { InvalidArgumentError, LockIOError, TableError } from '../core/errors.js';
+import { InternalError, InvalidArgumentError, LockIOError, TableError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { toStringBinary } from '../rows/bytes.js';
@@ -12,7 +12,7 @@ import { type BytesInput, checkRow } from '../rows/row-input.js';
 import type { TableCatalogStore } from '../rows/table-catalog-store.js';
 import { checkSplits, type TableDescriptor } from '../rows/table-descriptor.js';
 import { DESCRIPTOR, FileCatalogStore } from './file-catalog-store.js';
-import { TableRegions } from './table-regions.js';
+import { RegionElsewhere, TableRegions } from './table-regions.js';
 
 /** What the server passes to every region it opens. */
 export interface CatalogRegionOptions {
@@ -35,6 +35,29 @@ export interface CatalogMastership {
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 
 /**
+ * What a fleet member adds to its catalog (see `FleetRole`): the tables are the fleet's, read
+ * from the shared catalog without claiming it; a table's regions are served by whichever member
+ * claimed each, so this catalog opens a region only when told to ({@link TableCatalog.serveRegion}).
+ */
+export interface CatalogFleet {
+  /** Every table's descriptor as the shared catalog has it now (no claim). */
+  read(): Promise<TableDescriptor[]>;
+  /**
+   * Runs an administrative change on the shared catalog, claimed for that change alone with a
+   * fresh epoch (so one member's change fences a concurrent one's), and `regions` the names of
+   * the regions it concerns (for the fleet to check nobody serves them, and record them).
+   */
+  change<T>(
+    regions: readonly string[],
+    work: (store: TableCatalogStore, epoch: number) => Promise<T>,
+  ): Promise<T>;
+  /** Throws (`NOT_SERVING_REGION`) while the member is not sure of its lease: run before every call. */
+  serving(): void;
+  /** Where the catalog's tables changed (this member created or dropped one): look again now. */
+  changed(): void;
+}
+
+/**
  * The directories of a table's regions below `<data>/tables`: `<name>` for the first (where a
  * table of one region has always lived), `<name>@<16 hex digits>` for the others, named by
  * their first row (its SHA-256's first 64 bits: a key may be 32 KiB, a file name not), so that
@@ -49,6 +72,26 @@ export function regionDirectories(descriptor: TableDescriptor): string[] {
 }
 
 /** The directory of table `name`'s region that starts at split key `key` (see above). */
+/** Two descriptors of one table name describe the same table (not a new one made after a drop). */
+function sameDescriptor(a: TableDescriptor, b: TableDescriptor): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** A fleet's catalog is the shared one, changed through `CatalogFleet.change`: never this. */
+const FLEET_STORE: TableCatalogStore = {
+  load: async () => [],
+  add: async () => {
+    throw new InternalError('A fleet records tables through its shared catalog');
+  },
+  remove: async () => {
+    throw new InternalError('A fleet records tables through its shared catalog');
+  },
+  replace: async () => {
+    throw new InternalError('A fleet records tables through its shared catalog');
+  },
+  close: async () => undefined,
+};
+
 function regionDirectory(name: string, key: string): string {
   return `${name}@${createHash('sha256').update(key, 'latin1').digest('hex').slice(0, 16)}`;
 }
@@ -76,6 +119,7 @@ export class TableCatalog {
   readonly #store: TableCatalogStore;
   readonly #regionOptions: CatalogRegionOptions;
   readonly #mastership: CatalogMastership;
+  readonly #fleet: CatalogFleet | undefined;
   readonly #tables = new Map<string, TableEntry>();
   #admin: Promise<unknown> = Promise.resolve();
   #closed = false;
@@ -85,11 +129,13 @@ export class TableCatalog {
     store: TableCatalogStore,
     regionOptions: CatalogRegionOptions,
     mastership: CatalogMastership,
+    fleet: CatalogFleet | undefined,
   ) {
     this.#dir = dir;
     this.#store = store;
     this.#regionOptions = regionOptions;
     this.#mastership = mastership;
+    this.#fleet = fleet;
   }
 
   /**
@@ -100,16 +146,19 @@ export class TableCatalog {
     dataDir: string,
     regionOptions: CatalogRegionOptions,
     mastership: CatalogMastership = STANDALONE,
+    fleet?: CatalogFleet,
   ): Promise<TableCatalog> {
     const dir = join(dataDir, 'tables');
     await makeDirectories(dir);
     const openCatalog = regionOptions.openStorage?.openCatalog;
     const { epoch } = mastership;
     const store =
-      openCatalog === undefined
-        ? new FileCatalogStore(dir)
-        : await openCatalog(dataDir, epoch > 0 ? { epoch } : {});
-    const catalog = new TableCatalog(dir, store, regionOptions, mastership);
+      fleet !== undefined
+        ? FLEET_STORE
+        : openCatalog === undefined
+          ? new FileCatalogStore(dir)
+          : await openCatalog(dataDir, epoch > 0 ? { epoch } : {});
+    const catalog = new TableCatalog(dir, store, regionOptions, mastership, fleet);
     try {
       await catalog.#load();
     } catch (err) {
@@ -155,6 +204,7 @@ export class TableCatalog {
   }
 
   create(descriptor: TableDescriptor): Promise<TableDescriptor> {
+    if (this.#fleet !== undefined) return this.#serially(() => this.#createInFleet(descriptor));
     return this.#serially(async () => {
       this.#mastership.check();
       if (this.#tables.has(descriptor.name)) {
@@ -207,6 +257,12 @@ export class TableCatalog {
   split(name: unknown, key: unknown): Promise<TableDescriptor> {
     return this.#serially(async () => {
       this.#mastership.check();
+      if (this.#fleet !== undefined) {
+        this.regions(name);
+        throw new InvalidArgumentError(
+          'A fleet does not split live regions yet: create the table with its split keys (createTable splits, rows create-table --splits)',
+        );
+      }
       const regions = this.regions(name);
       const entry = this.#tables.get(name as string) as TableEntry;
       const { descriptor } = entry;
@@ -276,6 +332,7 @@ export class TableCatalog {
   }
 
   drop(name: unknown): Promise<void> {
+    if (this.#fleet !== undefined) return this.#serially(() => this.#dropInFleet(name));
     return this.#serially(async () => {
       this.#mastership.check();
       const regions = this.regions(name);
@@ -306,7 +363,131 @@ export class TableCatalog {
     await this.#store.close().catch(() => undefined);
   }
 
+  // ---- in a fleet ------------------------------------------------------------------------
+
+  /**
+   * The storage names of every region of `descriptor` (`tables/<directory>`, what the region
+   * storage keys them by), first region first.
+   */
+  static regionNames(descriptor: TableDescriptor): string[] {
+    return regionDirectories(descriptor).map((dir) => `tables/${dir}`);
+  }
+
+  /**
+   * Makes this member's tables those of `descriptors` (the shared catalog, read again): a new
+   * table comes with every region served elsewhere, a dropped one goes (the regions served
+   * here close: their locks are lost). Returns the regions this member served of dropped
+   * tables, closed, by storage name.
+   */
+  async refresh(descriptors: readonly TableDescriptor[]): Promise<void> {
+    await this.#serially(async () => {
+      const named = new Map(descriptors.map((d) => [d.name, d]));
+      for (const [name, entry] of [...this.#tables]) {
+        const now = named.get(name);
+        if (now !== undefined && sameDescriptor(now, entry.descriptor)) continue;
+        // Dropped (or dropped and made again under its name): its regions here close.
+        this.#tables.delete(name);
+        await entry.regions.close();
+      }
+      for (const descriptor of descriptors) {
+        if (!this.#tables.has(descriptor.name)) this.#addElsewhere(descriptor);
+      }
+    });
+  }
+
+  #addElsewhere(descriptor: TableDescriptor): void {
+    const starts = ['', ...descriptor.splits];
+    const slots = starts.map(
+      (start, i) => new RegionElsewhere(descriptor.name, start, starts[i + 1] ?? '', null),
+    );
+    const fleet = this.#fleet as CatalogFleet;
+    this.#tables.set(descriptor.name, {
+      descriptor,
+      regions: new TableRegions(starts, slots, () => fleet.serving()),
+    });
+  }
+
+  /**
+   * Opens the region of table `table` that starts at `startKey` with `epoch` (the fleet claim's,
+   * which fences the region's earlier server at its storage) and serves it from now on.
+   * False when the table is gone meanwhile (nothing was opened).
+   */
+  serveRegion(table: string, startKey: string, epoch: number): Promise<boolean> {
+    return this.#serially(async () => {
+      const entry = this.#tables.get(table);
+      if (entry === undefined) return false;
+      const { descriptor } = entry;
+      const starts = ['', ...descriptor.splits];
+      const i = starts.indexOf(startKey);
+      if (i < 0) return false;
+      const dir = regionDirectories(descriptor)[i] as string;
+      const region = await this.#openRegion(
+        descriptor,
+        dir,
+        { startKey, endKey: starts[i + 1] ?? '' },
+        epoch,
+      );
+      entry.regions.serve(startKey, region);
+      return true;
+    });
+  }
+
+  /**
+   * Stops serving a region here: calls for its rows are refused at once (`NOT_SERVING_REGION`,
+   * naming `server` if known), then it closes (its locks are lost, its writes settle first).
+   */
+  async serveElsewhere(table: string, startKey: string, server: string | null): Promise<void> {
+    const entry = this.#tables.get(table);
+    if (entry === undefined) return;
+    await entry.regions.serveElsewhere(table, startKey, server)?.close();
+  }
+
+  /** Deletes what the storage keeps of a region nobody serves (a dropped table's), with `epoch`. */
+  async destroyRegion(name: string, epoch: number): Promise<void> {
+    const dir = name.startsWith('tables/') ? name.slice('tables/'.length) : name;
+    if (dir.includes('/') || dir.includes('\\') || dir === '' || dir.startsWith('.'))
+      throw new InvalidArgumentError(`Not a region of this catalog: ${JSON.stringify(name)}`);
+    await this.#destroyStored(dir, epoch);
+    await rm(join(this.#dir, dir), { recursive: true, force: true });
+  }
+
+  async #createInFleet(descriptor: TableDescriptor): Promise<TableDescriptor> {
+    const fleet = this.#fleet as CatalogFleet;
+    const dirs = regionDirectories(descriptor);
+    if (new Set(dirs).size !== dirs.length) {
+      throw new InvalidArgumentError(
+        'Two split keys would share a region directory (their SHA-256 digests start alike)',
+      );
+    }
+    await fleet.change(TableCatalog.regionNames(descriptor), async (store, epoch) => {
+      if ((await store.load()).some((d) => d.name === descriptor.name))
+        throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
+      // What a dropped table of this name left in the storage goes first (nobody serves it).
+      for (const dir of dirs) await this.#destroyStored(dir, epoch);
+      await store.add(descriptor);
+    });
+    if (!this.#tables.has(descriptor.name)) this.#addElsewhere(descriptor);
+    fleet.changed();
+    return descriptor;
+  }
+
+  async #dropInFleet(name: unknown): Promise<void> {
+    const fleet = this.#fleet as CatalogFleet;
+    const { descriptor } = this.#tables.get(this.regions(name) && (name as string)) as TableEntry;
+    await fleet.change([], async (store) => {
+      await store.remove(descriptor.name);
+    });
+    const entry = this.#tables.get(descriptor.name);
+    this.#tables.delete(descriptor.name);
+    await entry?.regions.close();
+    fleet.changed();
+  }
+
   async #load(): Promise<void> {
+    if (this.#fleet !== undefined) {
+      for (const descriptor of await this.#fleet.read()) this.#addElsewhere(descriptor);
+      return;
+    }
     const names = await readdir(this.#dir);
     for (const entry of names) {
       if (entry.startsWith('.dropped-'))
@@ -347,6 +528,7 @@ export class TableCatalog {
     descriptor: TableDescriptor,
     dir: string,
     placement: RegionPlacement,
+    epoch = this.#mastership.epoch,
   ): Promise<Region> {
     const { leasePeriodMs, rowLockWaitMs, durability, clock, openStorage } = this.#regionOptions;
     return Region.open(
@@ -358,7 +540,7 @@ export class TableCatalog {
         rowLockWaitMs,
         timestampOnArrival: descriptor.timestampOnArrival,
         clock,
-        ...(this.#mastership.epoch > 0 ? { epoch: this.#mastership.epoch } : {}),
+        ...(epoch > 0 ? { epoch } : {}),
         ...(openStorage === undefined ? {} : { openStorage }),
       },
       placement,
@@ -366,10 +548,9 @@ export class TableCatalog {
   }
 
   /** What a storage keeps outside the table's directory (see `OpenRegionStorage.destroy`). */
-  async #destroyStored(dir: string): Promise<void> {
+  async #destroyStored(dir: string, epoch = this.#mastership.epoch): Promise<void> {
     const destroy = this.#regionOptions.openStorage?.destroy;
     if (destroy === undefined) return;
-    const { epoch } = this.#mastership;
     await destroy(join(this.#dir, dir), epoch > 0 ? { epoch } : {});
   }
 

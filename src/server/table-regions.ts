@@ -3,7 +3,12 @@ import { toStringBinary } from '../rows/bytes.js';
 import { Delete, type Increment, Put, type RowMutations } from '../rows/mutation.js';
 import { cellCount } from '../rows/mutation-checks.js';
 import { type Get, type Scan, scanBetween } from '../rows/query.js';
-import type { CallOptions, LockRowOptions, Region, TryLockOptions } from '../rows/region.js';
+import {
+  type CallOptions,
+  type LockRowOptions,
+  Region,
+  type TryLockOptions,
+} from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import { type BytesInput, checkCellCount, checkRow } from '../rows/row-input.js';
 import type { RowLock } from '../rows/row-lock.js';
@@ -16,8 +21,32 @@ export interface RegionRange {
   readonly startKey: string;
   /** The next region's first row; `''` for the table's last region (no end). */
   readonly endKey: string;
-  readonly region: Region;
+  /** The region, when this server serves it (in a fleet, another server may). */
+  readonly region: Region | undefined;
+  /** In a fleet: the `host:port` of the server that serves it, `null` while nobody does. */
+  readonly server?: string | null | undefined;
 }
+
+/** A region of the table that another server of the fleet serves (or nobody, for now). */
+export class RegionElsewhere {
+  constructor(
+    readonly table: string,
+    readonly startKey: string,
+    readonly endKey: string,
+    public server: string | null,
+  ) {}
+
+  refusal(): NotServingRegionError {
+    const range = `[${toStringBinary(this.startKey)}, ${this.endKey === '' ? 'end' : toStringBinary(this.endKey)})`;
+    return new NotServingRegionError(
+      this.server === null
+        ? `Region ${range} of table ${this.table} is not served by this server, and by no server of the fleet just now: try again shortly`
+        : `Region ${range} of table ${this.table} is served by ${this.server}, not this server`,
+    );
+  }
+}
+
+type Slot = Region | RegionElsewhere;
 
 /**
  * A table as the server serves it: its regions by key range (HBase's region boundaries,
@@ -38,16 +67,52 @@ export interface RegionRange {
  */
 export class TableRegions {
   #starts: string[];
-  #regions: Region[];
+  #regions: Slot[];
+  /** Throws while this server may not serve its regions (a fleet member unsure of its lease). */
+  readonly #serving: () => void;
   /** The region a split is cutting, and the end of that split. */
   #paused: { region: Region; done: Promise<void> } | undefined;
   /** Counts the splits: a `NOT_SERVING_REGION` from before the last one is sent again. */
   #generation = 0;
 
-  /** `starts[0]` is `''`; the others ascend (a descriptor's `splits`). */
-  constructor(starts: readonly string[], regions: readonly Region[]) {
+  /**
+   * `starts[0]` is `''`; the others ascend (a descriptor's `splits`). In a fleet, a region
+   * another server serves is a {@link RegionElsewhere}, and `serving` is run before every call
+   * to a region served here.
+   */
+  constructor(
+    starts: readonly string[],
+    regions: readonly Slot[],
+    serving: () => void = () => undefined,
+  ) {
     this.#starts = [...starts];
     this.#regions = [...regions];
+    this.#serving = serving;
+  }
+
+  /** The region starting at `startKey`, served here from now on (a fleet member claimed it). */
+  serve(startKey: string, region: Region): void {
+    const i = this.#starts.indexOf(startKey);
+    if (i < 0 || this.#regions[i] instanceof Region)
+      throw new InternalError(`No region elsewhere starts at ${toStringBinary(startKey)}`);
+    this.#regions[i] = region;
+  }
+
+  /**
+   * The region starting at `startKey` is served elsewhere from now on (by `server`, or nobody
+   * yet): calls for its rows are refused with `NOT_SERVING_REGION` at once. Returns the region
+   * that was served here, for the caller to close.
+   */
+  serveElsewhere(table: string, startKey: string, server: string | null): Region | undefined {
+    const i = this.#starts.indexOf(startKey);
+    if (i < 0) throw new InternalError(`No region starts at ${toStringBinary(startKey)}`);
+    const slot = this.#regions[i] as Slot;
+    if (slot instanceof RegionElsewhere) {
+      slot.server = server;
+      return undefined;
+    }
+    this.#regions[i] = new RegionElsewhere(table, startKey, this.#starts[i + 1] ?? '', server);
+    return slot;
   }
 
   /**
@@ -72,7 +137,8 @@ export class TableRegions {
       throw new InternalError('One split at a time (the catalog runs them one after the other)');
     }
     const index = this.#indexOf(key);
-    const parent = this.#regions[index] as Region;
+    const parent = this.#regions[index];
+    if (!(parent instanceof Region)) throw parent?.refusal() ?? new InternalError('No region');
     const pin = parent.pinReadPoint();
     let resume = () => {};
     try {
@@ -111,11 +177,17 @@ export class TableRegions {
 
   /** The regions in key order with their ranges. */
   ranges(): RegionRange[] {
-    return this.#regions.map((region, i) => ({
+    return this.#regions.map((slot, i) => ({
       startKey: this.#starts[i] as string,
       endKey: this.#starts[i + 1] ?? '',
-      region,
+      region: slot instanceof Region ? slot : undefined,
+      ...(slot instanceof Region ? {} : { server: slot.server }),
     }));
+  }
+
+  /** The regions served here. */
+  #local(): Region[] {
+    return this.#regions.filter((slot): slot is Region => slot instanceof Region);
   }
 
   /** The index of the region that holds `key` (a checked latin1 row key). */
@@ -132,11 +204,19 @@ export class TableRegions {
     return lo;
   }
 
-  /** The region of a row key in its latin1 form; the first region for anything else. */
+  /**
+   * The region of a row key in its latin1 form (the first region for anything else, which
+   * refuses it); `NOT_SERVING_REGION` where another server serves it.
+   */
   #of(key: unknown): Region {
     const regions = this.#regions;
-    if (regions.length === 1 || typeof key !== 'string') return regions[0] as Region;
-    return regions[this.#indexOf(key)] as Region;
+    const slot =
+      regions.length === 1 || typeof key !== 'string'
+        ? (regions[0] as Slot)
+        : (regions[this.#indexOf(key)] as Slot);
+    if (!(slot instanceof Region)) throw slot.refusal();
+    this.#serving();
+    return slot;
   }
 
   /**
@@ -151,7 +231,12 @@ export class TableRegions {
     began = -1,
     retry: (since: number) => Promise<T> = (since) => this.#route(key, options, call, since),
   ): Promise<T> {
-    const region = this.#of(key);
+    let region: Region;
+    try {
+      region = this.#of(key);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     // When the call began: a call sent again waits only for what is left of its wait.
     const since = began < 0 ? performance.now() : began;
     const paused = this.#paused;
@@ -210,21 +295,30 @@ export class TableRegions {
 
   /** Releases a lock this table granted (its row names its region). */
   unlockRow(lock: RowLock): Promise<void> {
-    return this.#of(lock.row.toString('latin1')).unlockRow(lock);
+    try {
+      return this.#of(lock.row.toString('latin1')).unlockRow(lock);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   renewLease(lock: RowLock): Promise<void> {
-    return this.#of(lock.row.toString('latin1')).renewLease(lock);
+    try {
+      return this.#of(lock.row.toString('latin1')).renewLease(lock);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** Every region's waits (at most `limit` listed) and deadlocks, summed. */
   rowLockActivity(limit = 100): RowLockActivity {
-    if (this.#regions.length === 1) return (this.#regions[0] as Region).rowLockActivity(limit);
+    const local = this.#local();
+    if (local.length === 1) return (local[0] as Region).rowLockActivity(limit);
     const waits: RowLockActivity['waits'][number][] = [];
     let waiting = 0;
     let deadlocks = 0;
     let lastDeadlock: RowLockActivity['lastDeadlock'];
-    for (const region of this.#regions) {
+    for (const region of local) {
       const a = region.rowLockActivity(Math.max(0, limit - waits.length));
       waits.push(...a.waits);
       waiting += a.waiting;
@@ -240,19 +334,19 @@ export class TableRegions {
 
   rowLockWaiting(owner?: RowLockOwner): number {
     let n = 0;
-    for (const region of this.#regions) n += region.rowLockWaiting(owner);
+    for (const region of this.#local()) n += region.rowLockWaiting(owner);
     return n;
   }
 
   get rowCount(): number {
     let n = 0;
-    for (const region of this.#regions) n += region.rowCount;
+    for (const region of this.#local()) n += region.rowCount;
     return n;
   }
 
   get cellCount(): number {
     let n = 0;
-    for (const region of this.#regions) n += region.cellCount;
+    for (const region of this.#local()) n += region.cellCount;
     return n;
   }
 
@@ -261,13 +355,17 @@ export class TableRegions {
   /** Reads go on during a split: the region being split holds all its rows until it ends. */
   get(get: Get, options?: CallOptions): Promise<Result> {
     const generation = this.#generation;
-    return this.#of(rowOf(get))
-      .get(get, options)
-      .catch((err: unknown) => {
-        if (err instanceof NotServingRegionError && generation !== this.#generation)
-          return this.get(get, options);
-        throw err;
-      });
+    let region: Region;
+    try {
+      region = this.#of(rowOf(get));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return region.get(get, options).catch((err: unknown) => {
+      if (err instanceof NotServingRegionError && generation !== this.#generation)
+        return this.get(get, options);
+      throw err;
+    });
   }
 
   /**
@@ -280,13 +378,13 @@ export class TableRegions {
     const start = (scan as { startRow?: unknown } | null)?.startRow;
     if (typeof start !== 'string') {
       // Not a Scan: the region refuses it.
-      yield* (this.#regions[0] as Region).scan(scan);
+      yield* this.#of(undefined).scan(scan);
       return;
     }
     let from: string = start;
     const stop = scan.stopRow;
     for (;;) {
-      const region = this.#regions[this.#indexOf(from)] as Region;
+      const region = this.#of(from);
       let last: string | undefined;
       for await (const result of region.scan(
         from === scan.startRow ? scan : scanBetween(scan, from, stop),
@@ -402,10 +500,10 @@ export class TableRegions {
    */
   async batch(mutations: readonly (Put | Delete)[], options?: CallOptions): Promise<BatchStatus[]> {
     const regions = this.#regions;
-    if (!Array.isArray(mutations)) return (regions[0] as Region).batch(mutations, options);
+    if (!Array.isArray(mutations)) return this.#of(undefined).batch(mutations, options);
     checkCellCount(cellCount(mutations), 'A batch');
     const began = performance.now();
-    const rest = () => this.#rest(regions[0] as Region, options, began);
+    const rest = () => this.#rest(this.#of(undefined), options, began);
     const generation = this.#generation;
     const parts = new Map<number, { at: number[]; mutations: (Put | Delete)[] }>();
     mutations.forEach((m, at) => {
@@ -421,7 +519,16 @@ export class TableRegions {
     const out: BatchStatus[] = new Array(mutations.length);
     await Promise.all(
       [...parts].map(async ([i, part]) => {
-        const region = regions[i] as Region;
+        const slot = regions[i] as Slot;
+        if (!(slot instanceof Region)) {
+          // Another server's rows: each entry refused, for the client to send there.
+          part.at.forEach((at) => {
+            out[at] = { ok: false, error: slot.refusal() };
+          });
+          return;
+        }
+        this.#serving();
+        const region = slot;
         const paused = this.#paused;
         const statuses =
           paused !== undefined && paused.region === region
@@ -451,12 +558,12 @@ export class TableRegions {
   // ---- lifecycle -----------------------------------------------------------------------
 
   flush(): Promise<void> {
-    return Promise.all(this.#regions.map((r) => r.flush())).then(() => undefined);
+    return Promise.all(this.#local().map((r) => r.flush())).then(() => undefined);
   }
 
-  /** Closes every region (their locks are lost with `LOCK_LOST`). */
+  /** Closes every region served here (their locks are lost with `LOCK_LOST`). */
   async close(): Promise<void> {
-    await Promise.allSettled(this.#regions.map((r) => r.close()));
+    await Promise.allSettled(this.#local().map((r) => r.close()));
   }
 }
 

@@ -73,7 +73,7 @@ async function openRemote(options: TableOptions = {}): Promise<TableUnderTest> {
       return closing;
     };
     return Object.assign(table, {
-      backing: (server.catalog.regions('t').ranges()[0] as RegionRange).region,
+      backing: (server.catalog.regions('t').ranges()[0] as RegionRange).region as Region,
       close,
       [Symbol.asyncDispose]: close,
     });

@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Get, Put } from '../../src/rows/index.js';
+import { Get, Put, type Region } from '../../src/rows/index.js';
 import { rowsInternals } from '../../src/rows/internals.js';
 import type { RegionRange } from '../../src/server/table-regions.js';
 import { client, startServer } from './server-fixture.js';
@@ -62,7 +62,7 @@ describe('server handlers', () => {
     await using c = await client(server);
     await c.createTable('t', ['f']);
     const stats = () =>
-      (server.catalog.regions('t').ranges()[0] as RegionRange).region[rowsInternals]
+      ((server.catalog.regions('t').ranges()[0] as RegionRange).region as Region)[rowsInternals]
         .storageStats as {
         records: number;
         batches: number;

@@ -6,7 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Put, Scan } from '../../src/rows/index.js';
+import { Put, type Region, Scan } from '../../src/rows/index.js';
 import type { RegionRange } from '../../src/server/table-regions.js';
 import { encodeScan } from '../../src/wire/rows-codec.js';
 import { eventually } from '../helpers.js';
@@ -67,7 +67,7 @@ describe('server scanners', () => {
     const [id] = (await raw.call('openScanner', ['t', encodeScan(new Scan()), 1])) as [string];
     assert.equal(typeof id, 'string');
     for (let i = 2; i <= 5; i++) await t.put(new Put('r').add('f', 'q', `v${i}`));
-    const region = (server.catalog.regions('t').ranges()[0] as RegionRange).region;
+    const region = (server.catalog.regions('t').ranges()[0] as RegionRange).region as Region;
     await region.flush();
     const pinned = region.cellCount;
     assert.ok(pinned > 2, `versions the open scanner can see are kept (${pinned} cells)`);

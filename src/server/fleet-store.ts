@@ -1,0 +1,327 @@
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import { LockIOError } from '../core/errors.js';
+import { parseDescriptor } from '../rows/postgres-catalog-store.js';
+import {
+  connectStorage,
+  type StorageDatabase,
+  storageDatabase,
+} from '../rows/postgres-storage-connection.js';
+import {
+  ensureStorageSchema,
+  type StorageTables,
+  tablesOf,
+} from '../rows/postgres-storage-schema.js';
+import type { TableDescriptor } from '../rows/table-descriptor.js';
+import { describe } from '../store/describe-error.js';
+
+/** The fleet's tables beside the region storage's (same prefix), and their version. */
+export const FLEET_SCHEMA_VERSION = 1;
+const FLEET_SCHEMA_NAME = 'fleet';
+/** The database's clock, in ms and µs: leases are decided on it alone (no two machines' clocks are compared). */
+const NOW_MS = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
+const NOW_US = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000) AS BIGINT)';
+/** A member whose lease ran out this long ago is forgotten (its row would otherwise stay forever). */
+const PRUNE_AFTER_MS = 60_000;
+
+/** A server of the fleet as the database has it. */
+export interface FleetMemberRow {
+  id: string;
+  address: string;
+  /** When it joined, on the database's clock (ms since the epoch). */
+  joinedMs: number;
+  /** Its lease is live on the database's clock now. */
+  live: boolean;
+  /** It is leaving (SIGTERM): it takes no region and hands over what it serves. */
+  leaving: boolean;
+}
+
+/** A region's claim: the member serving it (`null`: nobody) and the claim's epoch. */
+export interface FleetRegionRow {
+  region: string;
+  owner: string | null;
+  /** The storage epoch of the current (or last) claim; it only grows. */
+  epoch: number;
+}
+
+/** One read of the whole fleet, at one moment of the database. */
+export interface FleetView {
+  members: FleetMemberRow[];
+  regions: FleetRegionRow[];
+}
+
+/**
+ * The fleet's state in PostgreSQL (HBase keeps it in ZooKeeper and `hbase:meta`):
+ *
+ * - `<prefix>_fleet_members (id, address, joined_ms, expires_ms, leaving)`: one row per
+ *   server; its lease ends at `expires_ms` on the database's clock. A join inserts a new id
+ *   (a restarted server is a new member); a renewal moves `expires_ms` only while it is still
+ *   in the future, so a member whose lease ran out can never come back to life: it must join
+ *   again, by which time its regions may be someone else's.
+ * - `<prefix>_fleet_regions (region, owner, epoch)`: who serves each region. A claim succeeds
+ *   only while the claimer's lease is live and the region has no owner, or an owner whose lease
+ *   ran out; it raises `epoch` to `max(epoch + 1, database time in µs)`, which is the epoch the
+ *   claimer opens the region's storage with: the storage refuses every write of the earlier
+ *   owner from then on (its fence is in the write's own statement).
+ *
+ * A region's lease is its owner's: one renewal per server keeps all its regions (HBase region
+ * servers, too, hold one ZooKeeper session, not one per region).
+ */
+export class FleetStore {
+  readonly #db: StorageDatabase;
+  /** The connection; after it failed, the next statement opens another. */
+  #client: pg.Client | undefined;
+  readonly #t: {
+    members: string;
+    regions: string;
+    schema: string;
+    storage: StorageTables;
+  };
+  #failure: unknown;
+  #closed = false;
+
+  private constructor(client: pg.Client, tables: StorageTables, db: StorageDatabase) {
+    this.#db = db;
+    this.#watch(client);
+    const p = tables.regions.slice(0, -'_regions'.length);
+    this.#t = {
+      members: `${p}_fleet_members`,
+      regions: `${p}_fleet_regions`,
+      schema: tables.schema,
+      storage: tables,
+    };
+  }
+
+  #watch(client: pg.Client): void {
+    this.#client = client;
+    this.#failure = undefined;
+    client.on('error', (err) => {
+      this.#failure ??= err;
+    });
+  }
+
+  /** Connects and creates the fleet's tables if missing (the region storage's must exist). */
+  static async open(options: {
+    database: string;
+    tablePrefix?: string | undefined;
+  }): Promise<FleetStore> {
+    const tables = tablesOf(options.tablePrefix ?? 'locksmith');
+    const db: StorageDatabase = storageDatabase(options.database);
+    const client = await connectStorage(db, 'fleet');
+    const store = new FleetStore(client, tables, db);
+    try {
+      await ensureStorageSchema(client, tables);
+      await store.#ensureSchema();
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      throw store.#ioError('creating the fleet tables', err);
+    }
+    return store;
+  }
+
+  async #ensureSchema(): Promise<void> {
+    const { members, regions, schema } = this.#t;
+    const client = this.#client as pg.Client;
+    await client.query('BEGIN');
+    try {
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [members]);
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${members} (id TEXT PRIMARY KEY, address TEXT NOT NULL, joined_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL, leaving BOOLEAN NOT NULL DEFAULT FALSE)`,
+      );
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${regions} (region TEXT PRIMARY KEY, owner TEXT, epoch BIGINT NOT NULL DEFAULT 0)`,
+      );
+      await client.query(
+        `INSERT INTO ${schema} (name, version) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+        [FLEET_SCHEMA_NAME, FLEET_SCHEMA_VERSION],
+      );
+      const found = Number(
+        (await client.query(`SELECT version FROM ${schema} WHERE name = $1`, [FLEET_SCHEMA_NAME]))
+          .rows[0]?.version,
+      );
+      if (found !== FLEET_SCHEMA_VERSION) {
+        throw new LockIOError(
+          `The fleet tables ${members}, ${regions} have schema version ${found}; this locksmith reads version ${FLEET_SCHEMA_VERSION} only`,
+        );
+      }
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Joins as a new member with a lease of `leaseMs`; its id is unguessable and never reused. */
+  async join(address: string, leaseMs: number): Promise<string> {
+    const id = randomBytes(9).toString('base64url');
+    await this.#query(
+      'joining',
+      `INSERT INTO ${this.#t.members} (id, address, joined_ms, expires_ms) VALUES ($1, $2, ${NOW_MS}, ${NOW_MS} + $3)`,
+      [id, address, leaseMs],
+    );
+    return id;
+  }
+
+  /** Extends `id`'s lease to `leaseMs` from now; false when it had run out (the member must join again). */
+  async renew(id: string, leaseMs: number, leaving = false): Promise<boolean> {
+    const r = await this.#query(
+      'renewing the lease',
+      `UPDATE ${this.#t.members} SET expires_ms = ${NOW_MS} + $2, leaving = leaving OR $3 WHERE id = $1 AND expires_ms > ${NOW_MS}`,
+      [id, leaseMs, leaving],
+    );
+    return r.rowCount === 1;
+  }
+
+  /** Leaves: gives back every region `id` holds and forgets it. */
+  async leave(id: string): Promise<void> {
+    const { members, regions } = this.#t;
+    await this.#query(
+      'leaving',
+      `WITH r AS (UPDATE ${regions} SET owner = NULL WHERE owner = $1) DELETE FROM ${members} WHERE id = $1`,
+      [id],
+    );
+  }
+
+  /** Every member and region claim, as of one statement; forgets members long gone. */
+  async view(): Promise<FleetView> {
+    const { members, regions } = this.#t;
+    await this.#query(
+      'forgetting members long gone',
+      `DELETE FROM ${members} WHERE expires_ms < ${NOW_MS} - $1`,
+      [PRUNE_AFTER_MS],
+    );
+    const r = await this.#query(
+      'reading the fleet',
+      `SELECT 'm' AS kind, id AS a, address AS b, joined_ms AS c, (expires_ms > ${NOW_MS}) AS live, leaving FROM ${members}
+       UNION ALL SELECT 'r', region, owner, epoch, NULL, NULL FROM ${regions}`,
+    );
+    const view: FleetView = { members: [], regions: [] };
+    for (const row of r.rows as {
+      kind: string;
+      a: string;
+      b: string | null;
+      c: string;
+      live: boolean | null;
+      leaving: boolean | null;
+    }[]) {
+      if (row.kind === 'm') {
+        view.members.push({
+          id: row.a,
+          address: row.b ?? '',
+          joinedMs: Number(row.c),
+          live: row.live === true,
+          leaving: row.leaving === true,
+        });
+      } else {
+        view.regions.push({ region: row.a, owner: row.b, epoch: Number(row.c) });
+      }
+    }
+    return view;
+  }
+
+  /** Every table's descriptor in the storage's catalog (read, not claimed). */
+  async descriptors(): Promise<TableDescriptor[]> {
+    const t = this.#t.storage;
+    const r = await this.#query(
+      'reading the table catalog',
+      `SELECT name, descriptor FROM ${t.tables} ORDER BY name`,
+    );
+    return (r.rows as { name: string; descriptor: string }[]).map((row) =>
+      parseDescriptor(row.name, row.descriptor, t),
+    );
+  }
+
+  /**
+   * An epoch above every one the storage has seen (the catalog's and every region's) and not
+   * below the database's time in µs: what an administrative change claims the catalog with.
+   */
+  async freshEpoch(): Promise<number> {
+    const r = await this.#query(
+      'reading the epochs',
+      `SELECT GREATEST(COALESCE(MAX(epoch), 0) + 1, ${NOW_US}) AS epoch FROM ${this.#t.storage.regions}`,
+    );
+    return Number(r.rows[0]?.epoch);
+  }
+
+  /** Records regions the fleet must serve (no owner yet); known ones are left as they are. */
+  async addRegions(names: readonly string[]): Promise<void> {
+    if (names.length === 0) return;
+    await this.#query(
+      'recording regions',
+      `INSERT INTO ${this.#t.regions} (region) SELECT unnest($1::text[]) ON CONFLICT (region) DO NOTHING`,
+      [names],
+    );
+  }
+
+  /** Forgets regions nobody serves (their table was dropped); a served one stays. */
+  async forgetRegions(names: readonly string[]): Promise<void> {
+    if (names.length === 0) return;
+    await this.#query(
+      'forgetting regions',
+      `DELETE FROM ${this.#t.regions} WHERE region = ANY($1::text[]) AND owner IS NULL`,
+      [names],
+    );
+  }
+
+  /**
+   * Claims `region` for member `id`: only while `id`'s lease is live and the region has no
+   * owner, or one whose lease ran out. Resolves with the claim's epoch (the storage epoch to
+   * open the region with), or `undefined` when the claim was refused.
+   */
+  async claim(id: string, region: string): Promise<number | undefined> {
+    const { members, regions } = this.#t;
+    const r = await this.#query(
+      `claiming region ${region}`,
+      `UPDATE ${regions} SET owner = $1, epoch = GREATEST(epoch + 1, ${NOW_US}) WHERE region = $2
+         AND EXISTS (SELECT 1 FROM ${members} WHERE id = $1 AND expires_ms > ${NOW_MS} AND NOT leaving)
+         AND (owner IS NULL OR NOT EXISTS (SELECT 1 FROM ${members} m WHERE m.id = owner AND m.expires_ms > ${NOW_MS}))
+       RETURNING epoch`,
+      [id, region],
+    );
+    const epoch = r.rows[0]?.epoch;
+    return epoch === undefined ? undefined : Number(epoch);
+  }
+
+  /** Gives `region` back if `id` still holds it with `epoch`; true when it did. */
+  async release(id: string, region: string, epoch: number): Promise<boolean> {
+    const r = await this.#query(
+      `giving region ${region} back`,
+      `UPDATE ${this.#t.regions} SET owner = NULL WHERE region = $1 AND owner = $2 AND epoch = $3`,
+      [region, id, epoch],
+    );
+    return r.rowCount === 1;
+  }
+
+  async close(): Promise<void> {
+    const client = this.#client;
+    this.#client = undefined;
+    this.#closed = true;
+    await client?.end().catch(() => undefined);
+  }
+
+  async #query(what: string, sql: string, args: unknown[] = []): Promise<pg.QueryResult> {
+    try {
+      if (this.#closed) throw new Error('the fleet store is closed');
+      if (this.#client === undefined || this.#failure !== undefined) {
+        const old = this.#client;
+        this.#client = undefined;
+        await old?.end().catch(() => undefined);
+        this.#watch(await connectStorage(this.#db, 'fleet'));
+      }
+      return await (this.#client as pg.Client).query(sql, args);
+    } catch (err) {
+      // A statement that failed on a connection that broke: the next one reconnects.
+      if (this.#failure === undefined && (err as { code?: string }).code === undefined)
+        this.#failure = err;
+      throw this.#ioError(what, err);
+    }
+  }
+
+  #ioError(what: string, err: unknown): LockIOError {
+    if (err instanceof LockIOError) return err;
+    const cause = this.#failure ?? err;
+    return new LockIOError(`Fleet in ${this.#db.where}: ${what} failed: ${describe(cause)}`, {
+      cause,
+    });
+  }
+}
