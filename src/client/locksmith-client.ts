@@ -22,6 +22,7 @@ import type { ServerStatus } from '../server/server-status.js';
 import type { CallArgs, CallResult } from '../wire/calls.js';
 import { ClientConnection, type SessionInfo } from './client-connection.js';
 import { HeldLocks } from './held-locks.js';
+import { RegionRouter } from './region-router.js';
 import { RemoteTable, type TableClient } from './remote-table.js';
 import { parseServerAddresses } from './server-address.js';
 import { type TypedCall, typedCall } from './typed-call.js';
@@ -127,8 +128,14 @@ export class LocksmithClient
   readonly #locks: HeldLocks;
   readonly #tables = new Map<string, RemoteTable>();
   readonly #tableClient: TableClient;
+  readonly #router: RegionRouter;
 
-  private constructor(connection: ClientConnection, clock: Clock, callTimeoutMs: number) {
+  private constructor(
+    connection: ClientConnection,
+    clock: Clock,
+    callTimeoutMs: number,
+    memberOptions: ConnectOptions,
+  ) {
     super();
     this.#connection = connection;
     const call = typedCall(connection);
@@ -148,7 +155,15 @@ export class LocksmithClient
       },
       callTimeoutMs,
       scanBatch: 100,
+      get connected() {
+        return connection.connected;
+      },
     };
+    // The other servers of a fleet, each with a session of its own, opened at first use.
+    this.#router = new RegionRouter(this.#tableClient, async (address) => {
+      const member = await LocksmithClient.connect(address, memberOptions);
+      return { tables: member.#tableClient, close: () => member.close() };
+    });
     connection.on('notice', (name, data) => {
       if (name === 'lockLost') locks.lockLost(data);
     });
@@ -193,7 +208,8 @@ export class LocksmithClient
         if (client !== undefined) client.#locks.lateResult(method, args, value);
       },
     });
-    client = new LocksmithClient(connection, clock, callTimeoutMs);
+    const memberOptions: ConnectOptions = { ...opts, signal: undefined };
+    client = new LocksmithClient(connection, clock, callTimeoutMs, memberOptions);
     await connection.open(signal);
     return client;
   }
@@ -220,9 +236,9 @@ export class LocksmithClient
     return this.#connection.epoch ?? 0;
   }
 
-  /** Row locks this client holds now. */
+  /** Row locks this client holds now (on every server of a fleet it talks to). */
   get heldLocks(): number {
-    return this.#locks.size;
+    return this.#router.clients().reduce((n, c) => n + c.locks.size, 0);
   }
 
   /** A table by name (no round trip: a missing table fails its first call, `TABLE_NOT_FOUND`). */
@@ -234,7 +250,7 @@ export class LocksmithClient
     }
     let table = this.#tables.get(name);
     if (table === undefined) {
-      table = new RemoteTable(name, this.#tableClient);
+      table = new RemoteTable(name, this.#tableClient, this.#router);
       this.#tables.set(name, table);
     }
     return table;
@@ -314,6 +330,7 @@ export class LocksmithClient
   /** Ends the session (the server releases its locks) and closes the connection. Idempotent. */
   async close(): Promise<void> {
     this.#locks.clientClosed();
+    await this.#router.close();
     await this.#connection.close();
   }
   async [Symbol.asyncDispose](): Promise<void> {

@@ -1,6 +1,7 @@
 import {
   DeadlockError,
   InvalidArgumentError,
+  NotServingRegionError,
   ProtocolError,
   UnknownRowLockError,
 } from '../core/errors.js';
@@ -15,7 +16,7 @@ import {
   checkTryLockOptions,
 } from '../rows/call-options.js';
 import { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
-import { Get, Scan } from '../rows/query.js';
+import { Get, Scan, scanBetween } from '../rows/query.js';
 import type { TryLockOptions } from '../rows/region.js';
 import type { Result } from '../rows/result.js';
 import { type BytesInput, checkQualifier, checkRow, checkValue } from '../rows/row-input.js';
@@ -29,6 +30,7 @@ import {
   type TableRowLock,
 } from '../rows/table.js';
 import type { HeldLocks } from './held-locks.js';
+import { MAX_ROUTE_TRIES, type RegionRouter, type Route } from './region-router.js';
 import type { CallLimits, TypedCall } from './typed-call.js';
 
 /** What a remote table needs of its client. */
@@ -42,6 +44,8 @@ export interface TableClient {
   readonly callTimeoutMs: number;
   /** Rows fetched per scanner round trip. */
   readonly scanBatch: number;
+  /** The connection is up (a call now is sent now, not queued until it reconnects). */
+  readonly connected: boolean;
 }
 
 /** The session owns every lock of the client: an `owner` is refused. */
@@ -75,11 +79,32 @@ function callOptions(
 export class RemoteTable implements Table {
   readonly name: string;
   readonly #client: TableClient;
+  readonly #router: RegionRouter | undefined;
 
-  /** @internal Use `client.table(name)`. */
-  constructor(name: string, client: TableClient) {
+  /**
+   * @internal Use `client.table(name)`. With a `router`, each call goes to its row's region's
+   * server of a fleet (see {@link RegionRouter}); `client` is the one the client connected to.
+   */
+  constructor(name: string, client: TableClient, router?: RegionRouter) {
     this.name = name;
     this.#client = client;
+    this.#router = router;
+  }
+
+  /** Runs `call` with the client of `row`'s region (sent again where the region moved). */
+  #on<T>(
+    row: string | undefined,
+    call: (client: TableClient) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const router = this.#router;
+    if (router === undefined) return call(this.#client);
+    return router.run(this.name, row, (route) => call(route.client), signal);
+  }
+
+  /** The client whose session holds `lockId`. */
+  #holderOf(lockId: string): TableClient {
+    return this.#router?.holderOf(lockId) ?? this.#client;
   }
 
   /**
@@ -93,13 +118,26 @@ export class RemoteTable implements Table {
     noOwner(owner, 'lockRow');
     const wait = waitMs ?? this.#client.rowLockWaitMs;
     if (wait !== 0) this.#refuseSelfWait([key]);
-    const sentAt = this.#client.now();
-    const grant = await this.#client.call('lockRow', [this.name, key, waitMs, renew], {
+    const began = this.#client.now();
+    return this.#on(
+      key,
+      async (c) => {
+        // A call sent again waits only for what is left of its wait.
+        const left = Number.isFinite(wait) ? Math.max(0, wait - (c.now() - began)) : wait;
+        const sentAt = c.now();
+        const grant = await c.call(
+          'lockRow',
+          [this.name, key, waitMs === undefined && left === wait ? undefined : left, renew],
+          {
+            signal,
+            timeoutMs: Number.isFinite(left) ? left + c.callTimeoutMs : 0,
+            waitMs: left,
+          },
+        );
+        return c.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
+      },
       signal,
-      timeoutMs: Number.isFinite(wait) ? wait + this.#client.callTimeoutMs : 0,
-      waitMs: wait,
-    });
-    return this.#client.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
+    );
   }
 
   /** As `Region.tryLockRow`; the `owner` option is refused (the session owns the lock). */
@@ -107,11 +145,13 @@ export class RemoteTable implements Table {
     const key = checkRow(row);
     const { owner, renew } = checkTryLockOptions(options);
     noOwner(owner, 'tryLockRow');
-    const sentAt = this.#client.now();
-    const grant = await this.#client.call('tryLockRow', [this.name, key, renew]);
-    return grant === null
-      ? null
-      : this.#client.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
+    return this.#on(key, async (c) => {
+      const sentAt = c.now();
+      const grant = await c.call('tryLockRow', [this.name, key, renew]);
+      return grant === null
+        ? null
+        : c.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
+    });
   }
 
   async withRowLock<T>(
@@ -127,41 +167,85 @@ export class RemoteTable implements Table {
 
   async unlockRow(lock: RowLockRef): Promise<void> {
     const id = rowLockIdOf(lock);
-    await this.#client.call('unlockRow', [this.name, id]);
+    const c = this.#holderOf(id);
+    await c.call('unlockRow', [this.name, id]);
     // The server released it: the handle closes without a second round trip.
-    this.#client.locks.get(id)?.released();
+    c.locks.get(id)?.released();
   }
 
   async renewLease(lock: RowLockRef): Promise<void> {
     const id = rowLockIdOf(lock);
-    const sentAt = this.#client.now();
-    await this.#client.call('renewLease', [this.name, id]);
-    this.#client.locks.get(id)?.renewedAt(sentAt);
+    const c = this.#holderOf(id);
+    const sentAt = c.now();
+    await c.call('renewLease', [this.name, id]);
+    c.locks.get(id)?.renewedAt(sentAt);
   }
 
   async get(get: Get, options?: TableCallOptions): Promise<Result> {
     if (!(get instanceof Get)) throw new InvalidArgumentError('get() takes a Get');
     const { signal } = callOptions(options, 'get');
-    return this.#using(get.rowLock?.lockId, () =>
-      this.#client.call('get', [this.name, get], { signal }),
+    return this.#on(
+      get.row,
+      (c) => this.#using(c, get.rowLock?.lockId, () => c.call('get', [this.name, get], { signal })),
+      signal,
     );
   }
 
+  /**
+   * The rows in key order. On a fleet, region after region, each on its server, as HBase's
+   * client scanners go: a region that moved while it was read is read again from the first
+   * row not returned yet, so no row is returned twice or skipped.
+   */
   async *scan(scan: Scan): AsyncGenerator<Result, void, undefined> {
     if (!(scan instanceof Scan)) throw new InvalidArgumentError('scan() takes a Scan');
-    const batch = this.#client.scanBatch;
-    const first = await this.#client.call('openScanner', [this.name, scan, batch]);
+    const router = this.#router;
+    if (router === undefined) {
+      yield* this.#scanOn(this.#client, scan);
+      return;
+    }
+    const stop = scan.stopRow;
+    let from = scan.startRow;
+    for (let attempt = 1; ; ) {
+      let last: string | undefined;
+      let route: Route | undefined;
+      try {
+        route = await router.route(this.name, from);
+        const end = route.endKey;
+        const bounded =
+          end === undefined || end === '' || (stop !== undefined && stop <= end) ? stop : end;
+        const part =
+          from === scan.startRow && bounded === stop ? scan : scanBetween(scan, from, bounded);
+        for await (const result of this.#scanOn(route.client, part)) {
+          last = result.row.toString('latin1');
+          yield result;
+        }
+      } catch (err) {
+        if (!(err instanceof NotServingRegionError) || attempt >= MAX_ROUTE_TRIES) throw err;
+        if (last !== undefined) from = `${last}\0`;
+        await router.refresh(this.name, attempt);
+        attempt = last === undefined ? attempt + 1 : 1;
+        continue;
+      }
+      const end = route.endKey;
+      if (end === undefined || end === '' || (stop !== undefined && end >= stop)) return;
+      from = end;
+      attempt = 1;
+    }
+  }
+
+  async *#scanOn(c: TableClient, scan: Scan): AsyncGenerator<Result, void, undefined> {
+    const batch = c.scanBatch;
+    const first = await c.call('openScanner', [this.name, scan, batch]);
     let scanner = first.scanner;
     try {
       yield* first.rows;
       while (scanner !== null) {
-        const page = await this.#client.call('nextRows', [scanner, batch]);
+        const page = await c.call('nextRows', [scanner, batch]);
         if (!page.more) scanner = null;
         yield* page.rows;
       }
     } finally {
-      if (scanner !== null)
-        await this.#client.call('closeScanner', [scanner]).catch(() => undefined);
+      if (scanner !== null) await c.call('closeScanner', [scanner]).catch(() => undefined);
     }
   }
 
@@ -169,14 +253,22 @@ export class RemoteTable implements Table {
     if (!(put instanceof Put)) throw new InvalidArgumentError('put() takes a Put');
     const lockId = put.rowLock?.lockId;
     const { waitMs, limits } = this.#limits(lockId, options, 'put', [put.row]);
-    await this.#using(lockId, () => this.#client.call('put', [this.name, put, waitMs], limits));
+    await this.#on(
+      put.row,
+      (c) => this.#using(c, lockId, () => c.call('put', [this.name, put, waitMs], limits)),
+      limits.signal,
+    );
   }
 
   async delete(del: Delete, options?: TableCallOptions): Promise<void> {
     if (!(del instanceof Delete)) throw new InvalidArgumentError('delete() takes a Delete');
     const lockId = del.rowLock?.lockId;
     const { waitMs, limits } = this.#limits(lockId, options, 'delete', [del.row]);
-    await this.#using(lockId, () => this.#client.call('delete', [this.name, del, waitMs], limits));
+    await this.#on(
+      del.row,
+      (c) => this.#using(c, lockId, () => c.call('delete', [this.name, del, waitMs], limits)),
+      limits.signal,
+    );
   }
 
   async checkAndPut(
@@ -191,8 +283,13 @@ export class RemoteTable implements Table {
     const [key, q, e] = checkedCell(row, qualifier, expected);
     const lockId = put.rowLock?.lockId;
     const { waitMs, limits } = this.#limits(lockId, options, 'checkAndPut', [key]);
-    return this.#using(lockId, () =>
-      this.#client.call('checkAndPut', [this.name, key, family, q, e, put, waitMs], limits),
+    return this.#on(
+      key,
+      (c) =>
+        this.#using(c, lockId, () =>
+          c.call('checkAndPut', [this.name, key, family, q, e, put, waitMs], limits),
+        ),
+      limits.signal,
     );
   }
 
@@ -208,8 +305,13 @@ export class RemoteTable implements Table {
     const [key, q, e] = checkedCell(row, qualifier, expected);
     const lockId = del.rowLock?.lockId;
     const { waitMs, limits } = this.#limits(lockId, options, 'checkAndDelete', [key]);
-    return this.#using(lockId, () =>
-      this.#client.call('checkAndDelete', [this.name, key, family, q, e, del, waitMs], limits),
+    return this.#on(
+      key,
+      (c) =>
+        this.#using(c, lockId, () =>
+          c.call('checkAndDelete', [this.name, key, family, q, e, del, waitMs], limits),
+        ),
+      limits.signal,
     );
   }
 
@@ -220,8 +322,10 @@ export class RemoteTable implements Table {
       throw new InvalidArgumentError('An Increment needs at least one column');
     const lockId = inc.rowLock?.lockId;
     const { waitMs, limits } = this.#limits(lockId, options, 'increment', [inc.row]);
-    return this.#using(lockId, () =>
-      this.#client.call('increment', [this.name, inc, waitMs], limits),
+    return this.#on(
+      inc.row,
+      (c) => this.#using(c, lockId, () => c.call('increment', [this.name, inc, waitMs], limits)),
+      limits.signal,
     );
   }
 
@@ -249,8 +353,11 @@ export class RemoteTable implements Table {
     if (mutations.mutations.length === 0) throw new InvalidArgumentError('RowMutations is empty');
     const lockId = mutations.mutations.find((m) => m.rowLock !== undefined)?.rowLock?.lockId;
     const { waitMs, limits } = this.#limits(lockId, options, 'mutateRow', [mutations.row]);
-    await this.#using(lockId, () =>
-      this.#client.call('mutateRow', [this.name, mutations, waitMs], limits),
+    await this.#on(
+      mutations.row,
+      (c) =>
+        this.#using(c, lockId, () => c.call('mutateRow', [this.name, mutations, waitMs], limits)),
+      limits.signal,
     );
   }
 
@@ -265,7 +372,12 @@ export class RemoteTable implements Table {
       'mutateRows',
       mutations.map((m) => m.row),
     );
-    await this.#client.call('mutateRows', [this.name, mutations, waitMs], limits);
+    // One region's rows (the server refuses rows of two): sent to the first row's.
+    await this.#on(
+      mutations[0]?.row,
+      (c) => c.call('mutateRows', [this.name, mutations, waitMs], limits),
+      limits.signal,
+    );
   }
 
   /**
@@ -280,12 +392,7 @@ export class RemoteTable implements Table {
       throw new InvalidArgumentError('batch() takes an array of Put and Delete');
     const sent = mutations.filter((m) => m instanceof Put || m instanceof Delete);
     const { waitMs, limits } = this.#limits(undefined, options, 'batch', sent);
-    const errors = await this.#client.call('batch', [this.name, sent, waitMs], limits);
-    if (errors.length !== sent.length) {
-      throw new ProtocolError(
-        `The server sent ${errors.length} batch statuses for ${sent.length} mutations`,
-      );
-    }
+    const errors = await this.#batch(sent, waitMs, limits, 1);
     let next = 0;
     return mutations.map((m): BatchStatus => {
       if (!(m instanceof Put || m instanceof Delete))
@@ -296,6 +403,66 @@ export class RemoteTable implements Table {
       const error = errors[next++];
       return error === null || error === undefined ? { ok: true } : { ok: false, error };
     });
+  }
+
+  /**
+   * One batch call per server (one in all without a fleet), the statuses back in the
+   * mutations' order; on a fleet, the entries a server refused with `NOT_SERVING_REGION`
+   * (nothing of them applied) are sent again after the map is read again.
+   */
+  async #batch(
+    sent: readonly (Put | Delete)[],
+    waitMs: number | undefined,
+    limits: CallLimits,
+    attempt: number,
+  ): Promise<(Error | null)[]> {
+    const router = this.#router;
+    const out: (Error | null)[] = new Array(sent.length).fill(null);
+    const parts = new Map<TableClient, number[]>();
+    for (const [at, m] of sent.entries()) {
+      let client = this.#client;
+      if (router !== undefined) {
+        try {
+          client = (await router.route(this.name, m.row)).client;
+        } catch (err) {
+          out[at] = err as Error;
+          continue;
+        }
+      }
+      const part = parts.get(client) ?? [];
+      part.push(at);
+      parts.set(client, part);
+    }
+    await Promise.all(
+      [...parts].map(async ([c, at]) => {
+        const errors = await c.call(
+          'batch',
+          [this.name, at.map((i) => sent[i] as Put | Delete), waitMs],
+          limits,
+        );
+        if (errors.length !== at.length) {
+          throw new ProtocolError(
+            `The server sent ${errors.length} batch statuses for ${at.length} mutations`,
+          );
+        }
+        errors.forEach((e, k) => {
+          out[at[k] as number] = e ?? null;
+        });
+      }),
+    );
+    const refused = out.flatMap((e, at) => (e instanceof NotServingRegionError ? [at] : []));
+    if (router === undefined || refused.length === 0 || attempt >= MAX_ROUTE_TRIES) return out;
+    await router.refresh(this.name, attempt);
+    const again = await this.#batch(
+      refused.map((at) => sent[at] as Put | Delete),
+      waitMs,
+      limits,
+      attempt + 1,
+    );
+    again.forEach((e, k) => {
+      out[refused[k] as number] = e;
+    });
+    return out;
   }
 
   /** Forgets nothing on the server: a remote table is a name. */
@@ -353,9 +520,9 @@ export class RemoteTable implements Table {
   }
 
   /** Runs a call carrying `lockId`; its answer renews the lock's lease on this side. */
-  async #using<T>(lockId: string | undefined, call: () => Promise<T>): Promise<T> {
+  async #using<T>(c: TableClient, lockId: string | undefined, call: () => Promise<T>): Promise<T> {
     if (lockId === undefined) return call();
-    const { locks } = this.#client;
+    const { locks } = c;
     const lock = locks.get(lockId);
     if (lock === undefined && locks.isGone(lockId)) {
       throw new UnknownRowLockError(
@@ -363,7 +530,7 @@ export class RemoteTable implements Table {
       );
     }
     lock?.ensureValid();
-    const sentAt = this.#client.now();
+    const sentAt = c.now();
     const value = await call();
     lock?.renewedAt(sentAt);
     return value;

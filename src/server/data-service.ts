@@ -34,6 +34,8 @@ export interface DataSettings {
   dispatchLimits: DispatchLimits;
   /** The `status` call's answer. */
   status: () => ServerStatus;
+  /** `host:port` the server names itself by (its fleet address, or where it listens). */
+  self: () => string;
 }
 
 /** The mastership a master's data side runs under; absent for a standalone server. */
@@ -162,6 +164,7 @@ export class DataService implements ServingData {
         limits: settings.dispatchLimits,
         lockLeaseMs: leasePeriodMs,
         status: settings.status,
+        self: settings.self,
         notifyLost: (session, lockId, reason) =>
           session.sink?.notify('lockLost', [
             lockId,

@@ -72,6 +72,8 @@ export class Dispatcher {
   readonly #limits: DispatchLimits;
   readonly #lockLeaseMs: number;
   readonly #status: () => ServerStatus;
+  /** The address this server names itself by in a region map (`host:port`). */
+  readonly #self: () => string;
   readonly #notifyLost: (session: Session, lockId: string, reason: Error) => void;
   readonly #handlers: Handlers;
   readonly #check: () => void;
@@ -87,6 +89,7 @@ export class Dispatcher {
     limits: DispatchLimits;
     lockLeaseMs: number;
     status: () => ServerStatus;
+    self: () => string;
     notifyLost: (session: Session, lockId: string, reason: Error) => void;
     /** Run before every call but `status`: throws (`NOT_MASTER`) once mastership is over. */
     check?: (() => void) | undefined;
@@ -104,6 +107,7 @@ export class Dispatcher {
     this.#limits = options.limits;
     this.#lockLeaseMs = options.lockLeaseMs;
     this.#status = options.status;
+    this.#self = options.self;
     this.#notifyLost = options.notifyLost;
     this.#handlers = {
       get: ([t, get]) => t.regions.get(get),
@@ -160,6 +164,20 @@ export class Dispatcher {
       describeTable: ([name]) => this.#catalog.describe(name),
       dropTable: ([name]) => this.#catalog.drop(name),
       splitTable: ([name, key]) => this.#catalog.split(name, key),
+      regionMap: ([name]) => {
+        const self = this.#self();
+        return {
+          self,
+          regions: this.#catalog
+            .regions(name)
+            .ranges()
+            .map(({ startKey, endKey, region, server }) => ({
+              startKey,
+              endKey,
+              server: region === undefined ? (server ?? null) : self,
+            })),
+        };
+      },
       status: () => this.#status(),
     };
   }

@@ -77,6 +77,9 @@ export class FleetRole {
   #timer: NodeJS.Timeout | undefined;
   #ticking: Promise<void> | undefined;
   #again = false;
+  /** The renewals run on their own: a slow look at the fleet never costs the lease. */
+  #renewTimer: NodeJS.Timeout | undefined;
+  #renewing: Promise<void> | undefined;
   readonly #served = new Map<string, Served>();
   /** Per member id: the first look that saw it live (moves go only to members seen twice). */
   readonly #seen = new Map<string, number>();
@@ -113,11 +116,13 @@ export class FleetRole {
     change: (regions, work) => this.#change(regions, work),
     serving: () => this.#checkServing(),
     changed: () => this.#poke(),
+    released: (regions) => this.#released(regions),
   };
 
   /** Starts serving regions of `catalog` (opened with {@link catalogHooks}). */
   attach(catalog: TableCatalog): void {
     this.#catalog = catalog;
+    this.#scheduleRenewal();
     this.#poke();
   }
 
@@ -156,7 +161,9 @@ export class FleetRole {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#timer);
+    clearTimeout(this.#renewTimer);
     clearTimeout(this.#deadlineTimer);
+    await this.#renewing?.catch(() => undefined);
     await this.#ticking?.catch(() => undefined);
     const id = this.#id;
     if (id !== null) await this.#store.renew(id, this.leaseMs, true).catch(() => false);
@@ -245,19 +252,40 @@ export class FleetRole {
       });
   }
 
-  async #tick(): Promise<void> {
-    if (this.#id === null) {
+  #scheduleRenewal(): void {
+    if (this.#closed) return;
+    this.#renewTimer = setTimeout(() => {
+      this.#renewing = this.#renew()
+        .catch((err: unknown) => {
+          // Unknown: the lease holds until its deadline, and the next renewal tries again.
+          process.emitWarning(`locksmith fleet: lease renewal failed: ${describe(err)}`);
+        })
+        .finally(() => {
+          this.#renewing = undefined;
+          this.#scheduleRenewal();
+        });
+    }, this.renewMs);
+    this.#renewTimer.unref();
+  }
+
+  async #renew(): Promise<void> {
+    const id = this.#id;
+    if (id === null) {
       await this.#join();
-    } else {
-      const sent = this.#clock.monotonic();
-      if (await this.#store.renew(this.#id, this.leaseMs)) this.#confirmed(sent);
-      else {
-        this.#lose('the fleet lease ran out before it was renewed');
-        return;
-      }
+      this.#poke();
+      return;
     }
+    const sent = this.#clock.monotonic();
+    if (await this.#store.renew(id, this.leaseMs)) {
+      if (this.#id === id) this.#confirmed(sent);
+    } else if (this.#id === id) {
+      this.#lose('the fleet lease ran out before it was renewed');
+    }
+  }
+
+  async #tick(): Promise<void> {
     const catalog = this.#catalog;
-    if (catalog === undefined) return;
+    if (catalog === undefined || this.#id === null) return;
     const descriptors = await this.#readDescriptors();
     await catalog.refresh(descriptors);
     const where = new Map<string, { table: string; startKey: string }>();
@@ -292,10 +320,17 @@ export class FleetRole {
     // while the lease holds; the storage fences it anyway).
     for (const [name, s] of [...this.#served]) {
       const claim = claims.get(name);
-      if (claim?.owner !== me || claim.epoch !== s.epoch || !where.has(name)) {
+      if (claim?.owner !== me || claim.epoch !== s.epoch) {
         this.#served.delete(name);
         this.#move(name, 'lost', 'its claim is no longer this server’s');
         await catalog.serveElsewhere(s.table, s.startKey, null);
+      } else if (!where.has(name)) {
+        // Its table was dropped: closed already by the catalog's refresh; the claim goes.
+        this.#served.delete(name);
+        await catalog.serveElsewhere(s.table, s.startKey, null);
+        await this.#store.release(me, name, s.epoch);
+        this.#move(name, 'handed-over', 'its table was dropped');
+        claim.owner = null;
       }
     }
     const takers = [...live.values()].filter((m) => !m.leaving);
@@ -384,6 +419,18 @@ export class FleetRole {
   }
 
   // ---- the shared catalog ----------------------------------------------------------------------
+
+  async #released(regions: readonly string[]): Promise<void> {
+    const until = this.#clock.monotonic() + this.leaseMs + 2 * this.renewMs;
+    const names = new Set(regions);
+    while (this.#clock.monotonic() < until && !this.#closed) {
+      const view = await this.#store.view();
+      const live = new Set(view.members.filter((m) => m.live).map((m) => m.id));
+      if (!view.regions.some((r) => names.has(r.region) && r.owner !== null && live.has(r.owner)))
+        return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, this.renewMs)));
+    }
+  }
 
   #readDescriptors(): Promise<TableDescriptor[]> {
     return this.#store.descriptors();

@@ -177,6 +177,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       dispatchLimits,
       // Calls come in only once the server listens, after `self` is set.
       status: () => (self as LocksmithServer).status(),
+      self: () => (self as LocksmithServer).#selfAddress(),
     };
     // Standalone, the tables open before the port: a server that listens serves them.
     const standalone =
@@ -427,6 +428,13 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       ha,
       ...(this.#fleet === undefined ? {} : { fleet: this.#fleet.status() }),
     };
+  }
+
+  /** The address a fleet member joined under, or where this server listens. */
+  #selfAddress(): string {
+    if (this.#fleet !== undefined) return this.#fleet.address;
+    if (this.#ha !== undefined) return this.#ha.address;
+    return `${this.host.includes(':') ? `[${this.host}]` : this.host}:${this.port}`;
   }
 
   #haStatus(): HaStatus {

@@ -55,6 +55,11 @@ export interface CatalogFleet {
   serving(): void;
   /** Where the catalog's tables changed (this member created or dropped one): look again now. */
   changed(): void;
+  /**
+   * Resolves once no live member serves any of `regions` (the members close a dropped table's
+   * at their next look), or after a lease at most.
+   */
+  released(regions: readonly string[]): Promise<void>;
 }
 
 /**
@@ -332,7 +337,14 @@ export class TableCatalog {
   }
 
   drop(name: unknown): Promise<void> {
-    if (this.#fleet !== undefined) return this.#serially(() => this.#dropInFleet(name));
+    const fleet = this.#fleet;
+    if (fleet !== undefined) {
+      // Done once the other members closed theirs (a create of the name right after then
+      // works); waited for outside the administrative queue, which their looks may need.
+      return this.#serially(() => this.#dropInFleet(name)).then((regions) =>
+        fleet.released(regions),
+      );
+    }
     return this.#serially(async () => {
       this.#mastership.check();
       const regions = this.regions(name);
@@ -459,6 +471,8 @@ export class TableCatalog {
         'Two split keys would share a region directory (their SHA-256 digests start alike)',
       );
     }
+    if ((await fleet.read()).some((d) => d.name === descriptor.name))
+      throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
     await fleet.change(TableCatalog.regionNames(descriptor), async (store, epoch) => {
       if ((await store.load()).some((d) => d.name === descriptor.name))
         throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
@@ -471,7 +485,8 @@ export class TableCatalog {
     return descriptor;
   }
 
-  async #dropInFleet(name: unknown): Promise<void> {
+  /** Forgets the table in the shared catalog; resolves with its regions' storage names. */
+  async #dropInFleet(name: unknown): Promise<string[]> {
     const fleet = this.#fleet as CatalogFleet;
     const { descriptor } = this.#tables.get(this.regions(name) && (name as string)) as TableEntry;
     await fleet.change([], async (store) => {
@@ -481,6 +496,7 @@ export class TableCatalog {
     this.#tables.delete(descriptor.name);
     await entry?.regions.close();
     fleet.changed();
+    return TableCatalog.regionNames(descriptor);
   }
 
   async #load(): Promise<void> {

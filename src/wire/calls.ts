@@ -462,6 +462,47 @@ function tableList(value: unknown): string[] {
   return value;
 }
 
+/** A region of a table as `regionMap` tells it: its rows `[startKey, endKey)` (latin1) and its server. */
+export interface RegionMapEntry {
+  readonly startKey: string;
+  /** `''`: the table's last region. */
+  readonly endKey: string;
+  /** `host:port` of the server serving it; `null` while none does. */
+  readonly server: string | null;
+}
+
+/** `regionMap`'s answer: the regions, and the address the answering server names itself by. */
+export interface RegionMap {
+  readonly self: string;
+  readonly regions: readonly RegionMapEntry[];
+}
+
+function regionMap(answer: unknown): RegionMap {
+  if (!Array.isArray(answer) || answer.length !== 2 || typeof answer[0] !== 'string')
+    throw malformed('region map');
+  const value = answer[1] as unknown;
+  if (!Array.isArray(value) || value.length === 0) throw malformed('region map');
+  const key = (v: unknown) => {
+    if (v instanceof Uint8Array) return Buffer.from(v).toString('latin1');
+    if (typeof v === 'string') return v;
+    throw malformed('region map');
+  };
+  const out = value.map((entry): RegionMapEntry => {
+    if (!Array.isArray(entry) || entry.length !== 3) throw malformed('region map');
+    const [start, end, server] = entry as unknown[];
+    if (server !== null && typeof server !== 'string') throw malformed('region map');
+    return { startKey: key(start), endKey: key(end), server };
+  });
+  // Contiguous, in key order, from the first row to the end: a map a client can route by.
+  out.forEach((r, i) => {
+    const expected = i === 0 ? '' : (out[i - 1] as RegionMapEntry).endKey;
+    if (r.startKey !== expected || (i < out.length - 1 && r.endKey <= r.startKey))
+      throw malformed('region map');
+  });
+  if ((out[out.length - 1] as RegionMapEntry).endKey !== '') throw malformed('region map');
+  return { self: answer[0] as string, regions: out };
+}
+
 function serverStatus(value: unknown): ServerStatus {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw malformed('status');
@@ -626,6 +667,19 @@ export const CALLS = {
     decodeArgs: (raw, scope): [string, Bytes] => [scope.table(raw[0]).name, bytes(raw[1], 'key')],
     encodeResult: describeTable,
     decodeResult: description,
+  }),
+  regionMap: spec({
+    lane: 'priority',
+    shape: '[name]',
+    resend: true,
+    late: 'drop',
+    encodeArgs: (name: string) => [name],
+    decodeArgs: (raw, scope): [string] => [scope.table(raw[0]).name],
+    encodeResult: (map: RegionMap) => [
+      map.self,
+      map.regions.map((r) => [latin1(r.startKey), latin1(r.endKey), r.server]),
+    ],
+    decodeResult: regionMap,
   }),
   status: noArgs('priority', true, (s: ServerStatus) => s, serverStatus),
 } as const;

@@ -1,0 +1,184 @@
+import { NotServingRegionError } from '../core/errors.js';
+import type { RegionMap, RegionMapEntry } from '../wire/calls.js';
+import type { TableClient } from './remote-table.js';
+
+/** A server of a fleet the client talks to beside the one it connected to. */
+export interface FleetMember {
+  readonly tables: TableClient;
+  close(): Promise<void>;
+}
+
+/** Where a row goes: the client of its region's server, and where that region ends. */
+export interface Route {
+  readonly client: TableClient;
+  /** The region's end (`''`: the table's end); `undefined` while no map is known (one server). */
+  readonly endKey: string | undefined;
+}
+
+/**
+ * Tries of a scan or batch at a region that moves before it fails with the last
+ * `NOT_SERVING_REGION` (a single-row call tries for its call timeout instead).
+ */
+export const MAX_ROUTE_TRIES = 16;
+/** Between tries where no server serves the region yet (its server died; the fleet takes it over). */
+const RETRY_MIN_MS = 50;
+const RETRY_MAX_MS = 1000;
+
+/**
+ * A client's routing of a table's rows to the servers of a fleet (HBase's region locator):
+ * until a server refuses a call with `NOT_SERVING_REGION`, every call goes to the server the
+ * client connected to (a single server, or master/slave, never pays for routing). After one,
+ * the table's region map is asked of that server (`regionMap`), cached, and each call goes to
+ * its row's region's server, over a session of its own there (opened at first use). A
+ * `NOT_SERVING_REGION` means nothing of the call was applied (the server refuses before it
+ * applies anything), so any call is sent again, after the map is read again, up to
+ * {@link MAX_ROUTE_TRIES} times; where no server serves the region yet (its server died and the
+ * others have not taken it over), the tries are spaced out, up to a second apart.
+ */
+export class RegionRouter {
+  readonly #home: TableClient;
+  readonly #open: (address: string) => Promise<FleetMember>;
+  readonly #maps = new Map<string, RegionMap>();
+  readonly #reading = new Map<string, Promise<void>>();
+  readonly #members = new Map<string, Promise<FleetMember>>();
+  /** The members whose session is open, for finding a lock's session without waiting. */
+  readonly #open_ = new Map<string, FleetMember>();
+  #closed = false;
+
+  constructor(home: TableClient, open: (address: string) => Promise<FleetMember>) {
+    this.#home = home;
+    this.#open = open;
+  }
+
+  /** The route of `row` (latin1) of `table`; the first region for no row. */
+  async route(table: string, row: string | undefined): Promise<Route> {
+    const map = this.#maps.get(table);
+    if (map === undefined) return { client: this.#home, endKey: undefined };
+    const entry = entryOf(map.regions, row ?? '');
+    if (entry.server === null) {
+      throw new NotServingRegionError(
+        `No server of the fleet serves the region of this row of table ${table} just now`,
+      );
+    }
+    return { client: await this.#clientOf(map, entry.server), endKey: entry.endKey };
+  }
+
+  /**
+   * Runs `call` on the route of `row`, sending it again after a `NOT_SERVING_REGION` (the map
+   * read again first), as the class says.
+   */
+  async run<T>(
+    table: string,
+    row: string | undefined,
+    call: (route: Route) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const deadline = this.#home.now() + this.#home.callTimeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call(await this.route(table, row));
+      } catch (err) {
+        if (!(err instanceof NotServingRegionError) || this.#closed || this.#home.now() >= deadline)
+          throw err;
+        signal?.throwIfAborted();
+        await this.refresh(table, attempt);
+      }
+    }
+  }
+
+  /**
+   * Reads `table`'s map again (one read at a time per table, shared); after the first try of a
+   * call, waits a little first, longer at each try, so that a region being taken over is not
+   * asked for in a tight loop.
+   */
+  async refresh(table: string, attempt = 1): Promise<void> {
+    if (attempt > 1) {
+      const ms = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (attempt - 2));
+      await new Promise((resolve) => setTimeout(resolve, ms * (0.5 + Math.random() / 2)));
+    }
+    let reading = this.#reading.get(table);
+    if (reading === undefined) {
+      reading = (async () => {
+        try {
+          // Any server answers for the whole map: the first one connected now.
+          const asked = this.clients().find((c) => c.connected) ?? this.#home;
+          this.#maps.set(table, await asked.call('regionMap', [table]));
+        } finally {
+          this.#reading.delete(table);
+        }
+      })();
+      this.#reading.set(table, reading);
+    }
+    await reading;
+  }
+
+  /** The client whose session holds lock `lockId` (the home one if none does). */
+  holderOf(lockId: string): TableClient {
+    if (this.#home.locks.get(lockId) !== undefined) return this.#home;
+    for (const m of this.#open_.values())
+      if (m.tables.locks.get(lockId) !== undefined) return m.tables;
+    return this.#home;
+  }
+
+  /** Every client with a session open, the home one first. */
+  clients(): TableClient[] {
+    return [this.#home, ...[...this.#open_.values()].map((m) => m.tables)];
+  }
+
+  /** Closes the sessions opened on other servers (their locks are released). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const members = [...this.#members.values()];
+    this.#members.clear();
+    this.#open_.clear();
+    await Promise.allSettled(members.map(async (m) => (await m).close()));
+  }
+
+  #clientOf(map: RegionMap, server: string): Promise<TableClient> | TableClient {
+    if (server === map.self) return this.#home;
+    let member = this.#members.get(server);
+    if (member === undefined) {
+      const opening = this.#open(server);
+      member = opening;
+      this.#members.set(server, opening);
+      opening.then(
+        (m) => {
+          if (this.#members.get(server) === opening) this.#open_.set(server, m);
+        },
+        // A server that could not be reached is tried again at the next call that needs it.
+        () => {
+          if (this.#members.get(server) === opening) this.#members.delete(server);
+        },
+      );
+    }
+    return member.then(
+      (m) => {
+        // Nothing is sent to a server that went away: its regions will be served elsewhere.
+        if (!m.tables.connected)
+          throw new NotServingRegionError(
+            `The server of this region, ${server}, cannot be reached just now`,
+          );
+        return m.tables;
+      },
+      (err: unknown) => {
+        // Nothing was sent: the region's server is gone, or going; the map will say.
+        throw new NotServingRegionError(
+          `The server of this region, ${server}, cannot be reached: ${(err as Error).message}`,
+          { cause: err },
+        );
+      },
+    );
+  }
+}
+
+/** The region of `row` in a checked map (contiguous, in key order, from `''` to the end). */
+function entryOf(regions: readonly RegionMapEntry[], row: string): RegionMapEntry {
+  let lo = 0;
+  let hi = regions.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if ((regions[mid] as RegionMapEntry).startKey <= row) lo = mid;
+    else hi = mid - 1;
+  }
+  return regions[lo] as RegionMapEntry;
+}

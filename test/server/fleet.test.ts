@@ -1,0 +1,401 @@
+// A fleet of real `locksmith serve --fleet` processes on the PostgreSQL storage (each test its
+// own table prefix in the test database): regions spread evenly, a client of one server
+// reaches every region, and what a member's death (kill -9), pause (SIGSTOP past its lease),
+// leaving (SIGTERM) or arrival moves loses no acknowledged write.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import pg from 'pg';
+import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
+import { Get, Put, Scan } from '../../src/rows/index.js';
+import type { ServerStatus } from '../../src/server/server-status.js';
+import { POSTGRES_URL } from '../fixtures/db-servers.js';
+import { type ServeProcess, startServeProcess } from '../fixtures/serve-process.js';
+import { cliPath, eventually, fixture, run, sleep, tempDir } from '../helpers.js';
+
+const LEASE_MS = 2000;
+const RENEW_MS = 500;
+/** Split keys of a table of 12 regions: '', b, c, ..., l. */
+const SPLITS = 'bcdefghijkl'.split('');
+/** One row key per region (a..l), and one more in the last region. */
+const ROW_PREFIXES = 'abcdefghijklm'.split('');
+
+const dirs = tempDir('locksmith-fleet-');
+const prefixes: string[] = [];
+after(async () => {
+  dirs[Symbol.dispose]();
+  const c = new pg.Client({ connectionString: POSTGRES_URL });
+  await c.connect();
+  try {
+    for (const p of prefixes) {
+      await c.query(
+        `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables, ${p}_fleet_members, ${p}_fleet_regions`,
+      );
+    }
+  } finally {
+    await c.end();
+  }
+});
+
+/** A fleet's servers on one prefix; `start()` adds a member. */
+class Fleet {
+  readonly prefix = `lsm_${randomBytes(4).toString('hex')}`;
+  readonly members: ServeProcess[] = [];
+  readonly #clients: LocksmithClient[] = [];
+  #n = 0;
+
+  constructor(
+    readonly leaseMs = LEASE_MS,
+    /** The server program: the CLI, or `unfenced-serve` for the negative control. */
+    readonly program: string[] = [cliPath],
+  ) {
+    prefixes.push(this.prefix);
+  }
+
+  async start(): Promise<ServeProcess> {
+    const dataDir = join(dirs.path, `${this.prefix}-${this.#n++}`);
+    mkdirSync(dataDir);
+    const proc = await startServeProcess(
+      dataDir,
+      [
+        '--storage',
+        POSTGRES_URL,
+        '--storage-prefix',
+        this.prefix,
+        '--fleet',
+        '--lease',
+        `${this.leaseMs}ms`,
+        '--renew',
+        `${RENEW_MS}ms`,
+      ],
+      20_000,
+      this.program,
+    );
+    this.members.push(proc);
+    return proc;
+  }
+
+  async client(member: ServeProcess): Promise<LocksmithClient> {
+    const c = await connect(member.url, { sessionLeaseMs: 10_000 });
+    this.#clients.push(c);
+    return c;
+  }
+
+  /** The status of a member (through a short-lived client). */
+  async status(member: ServeProcess): Promise<ServerStatus> {
+    const c = await connect(member.url);
+    try {
+      return await c.status();
+    } finally {
+      await c.close();
+    }
+  }
+
+  /**
+   * Resolves once `live` members (by address) serve every region of table `t`, each its even
+   * share, as `member` sees it; with the regions per member.
+   */
+  async balanced(
+    member: ServeProcess,
+    live: ServeProcess[],
+    timeoutMs: number,
+  ): Promise<Map<string, number>> {
+    const addresses = new Set(live.map((m) => `127.0.0.1:${m.port}`));
+    let last = '';
+    return eventually(
+      async () => {
+        const s = await this.status(member);
+        const per = new Map<string, number>();
+        for (const r of s.regions) {
+          if (r.server === null || !addresses.has(r.server)) {
+            last = JSON.stringify(s.regions.map((x) => [x.startKey, x.server]));
+            return false;
+          }
+          per.set(r.server, (per.get(r.server) ?? 0) + 1);
+        }
+        const counts = [...per.values()];
+        last = JSON.stringify([...per]);
+        const even = Math.floor(s.regions.length / live.length);
+        return per.size === live.length && counts.every((n) => n === even || n === even + 1)
+          ? per
+          : false;
+      },
+      timeoutMs,
+      () => `an even spread over ${live.length} members (last seen: ${last})`,
+      100,
+    );
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.#clients.splice(0).map((c) => c.close()));
+    await Promise.allSettled(this.members.map((m) => m.kill9()));
+  }
+}
+
+/**
+ * Writers over every region through one client, each on rows of its own (`group` tells the
+ * writers of two clients apart). Every put writes a column of its own (`q<n>`), so every
+ * acknowledged put must be found afterwards, whatever was written after it: a lost one cannot
+ * hide behind a later write of its row. A put that failed (CONNECTION_LOST while its server
+ * died) may or may not be there.
+ */
+function writers(client: LocksmithClient, n: number, group: string) {
+  const acked = new Map<string, Map<string, string>>();
+  const failures = new Map<string, number>();
+  let acks = 0;
+  let running = true;
+  let seq = 0;
+  const t = client.table('t');
+  const loops = Array.from({ length: n }, async (_, w) => {
+    for (let i = 0; running; i++) {
+      const row = `${ROW_PREFIXES[(i + w) % ROW_PREFIXES.length]}-${group}${w}`;
+      const n = seq++;
+      try {
+        await t.put(new Put(row).add('f', `q${n}`, `${group}${n}`));
+        const columns = acked.get(row) ?? new Map<string, string>();
+        columns.set(`q${n}`, `${group}${n}`);
+        acked.set(row, columns);
+        acks++;
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? String(err);
+        failures.set(code, (failures.get(code) ?? 0) + 1);
+        await sleep(20);
+      }
+    }
+  });
+  return {
+    failures,
+    get acks() {
+      return acks;
+    },
+    async stop(): Promise<void> {
+      running = false;
+      await Promise.all(loops);
+    },
+    /** Every acknowledged put is there, read through `reader`. */
+    async check(reader: LocksmithClient): Promise<void> {
+      const table = reader.table('t');
+      for (const [row, columns] of acked) {
+        const found = new Map(
+          (await table.get(new Get(row))).cells.map((c) => [
+            c.qualifier.toString(),
+            c.value.toString(),
+          ]),
+        );
+        const lost = [...columns].filter(([q, v]) => found.get(q) !== v);
+        assert.equal(
+          lost.length,
+          0,
+          `row ${row}: acknowledged puts lost: ${lost.map(([q, v]) => `${q}=${v}`).join(', ')}`,
+        );
+      }
+    },
+  };
+}
+
+async function fleetWithTable(fleet: Fleet, members: number): Promise<LocksmithClient> {
+  for (let i = 0; i < members; i++) await fleet.start();
+  const client = await fleet.client(fleet.members[0] as ServeProcess);
+  await client.createTable('t', ['f'], { splits: SPLITS });
+  await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 20_000);
+  return client;
+}
+
+describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
+  it('spreads 12 regions evenly over 3 servers; a client of one reaches every region (puts, gets, a scan, a batch, row locks)', async () => {
+    const fleet = new Fleet();
+    try {
+      const client = await fleetWithTable(fleet, 3);
+      const per = await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 20_000);
+      assert.deepEqual([...per.values()].sort(), [4, 4, 4]);
+      const t = client.table('t');
+      for (const p of ROW_PREFIXES) await t.put(new Put(`${p}x`).add('f', 'q', p));
+      const rows: string[] = [];
+      for await (const r of t.scan(new Scan())) rows.push(r.row.toString());
+      assert.deepEqual(
+        rows,
+        ROW_PREFIXES.map((p) => `${p}x`),
+        'every row once, in key order',
+      );
+      const part: string[] = [];
+      for await (const r of t.scan(new Scan({ startRow: 'bx', stopRow: 'fa' })))
+        part.push(r.row.toString());
+      assert.deepEqual(part, ['bx', 'cx', 'dx', 'ex']);
+      const statuses = await t.batch(ROW_PREFIXES.map((p) => new Put(`${p}y`).add('f', 'q', 'b')));
+      assert.ok(
+        statuses.every((s) => s.ok),
+        JSON.stringify(statuses),
+      );
+      await assert.rejects(
+        t.mutateRows([new Put('ax').add('f', 'q', '1'), new Put('kx').add('f', 'q', '2')]),
+        { code: 'INVALID_ARGUMENT' },
+      );
+      await t.mutateRows([new Put('kx').add('f', 'q', '1'), new Put('ky').add('f', 'q', '2')]);
+      // A row lock on every region: each held by the session on that region's server.
+      const locks = [];
+      for (const p of ROW_PREFIXES) {
+        const lock = await t.lockRow(`${p}x`);
+        await t.put(new Put(`${p}x`, { rowLock: lock }).add('f', 'q', 'locked'));
+        locks.push(lock);
+      }
+      assert.equal(client.heldLocks, ROW_PREFIXES.length);
+      const other = await fleet.client(fleet.members[1] as ServeProcess);
+      assert.equal(
+        await other.table('t').tryLockRow('gx'),
+        null,
+        'held: another client cannot take it',
+      );
+      for (const lock of locks) await t.unlockRow(lock);
+      assert.equal(client.heldLocks, 0);
+      assert.notEqual(await other.table('t').tryLockRow('gx'), null);
+      for (const p of ROW_PREFIXES)
+        assert.equal((await t.get(new Get(`${p}x`))).cells[0]?.value.toString(), 'locked');
+    } finally {
+      await fleet.close();
+    }
+  });
+
+  it('kill -9 of a server: the others serve its regions within the lease bound, and every acknowledged write is there', async () => {
+    const fleet = new Fleet();
+    try {
+      const client = await fleetWithTable(fleet, 3);
+      const load = writers(client, 4, 'w');
+      await sleep(1000);
+      const victim = fleet.members[2] as ServeProcess;
+      const killedAt = Date.now();
+      await victim.kill9();
+      const live = fleet.members.slice(0, 2);
+      await fleet.balanced(fleet.members[0] as ServeProcess, live, 30_000);
+      const tookMs = Date.now() - killedAt;
+      // The contract: a dead member's regions are claimed at the first look after its lease
+      // ran out on the database's clock (a renew period), plus a generous margin here.
+      const bound = LEASE_MS + 2 * RENEW_MS + 5_000;
+      assert.ok(tookMs <= bound, `regions taken over after ${tookMs} ms (bound ${bound} ms)`);
+      const before = load.acks;
+      await sleep(1500);
+      await load.stop();
+      assert.ok(load.acks > before, 'writes go on after the takeover');
+      await load.check(client);
+    } finally {
+      await fleet.close();
+    }
+  });
+
+  /**
+   * Pauses the third member past its lease under load from a client of it and one of the
+   * first, wakes it, and checks every row through the second member.
+   */
+  async function pauseUnderLoad(
+    fleet: Fleet,
+  ): Promise<{ check(): Promise<void>; moves: unknown[] }> {
+    const client = await fleetWithTable(fleet, 3);
+    const paused = fleet.members[2] as ServeProcess;
+    // A client of the paused server itself: its calls reach it first.
+    const own = await fleet.client(paused);
+    const load = writers(client, 3, 'c');
+    const ownLoad = writers(own, 2, 'o');
+    await sleep(800);
+    paused.proc.kill('SIGSTOP');
+    try {
+      await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members.slice(0, 2), 30_000);
+      await sleep(500);
+    } finally {
+      paused.proc.kill('SIGCONT');
+    }
+    // Woken, it serves none of its old regions: it rejoins and takes its share again.
+    await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 30_000);
+    await sleep(500);
+    await load.stop();
+    await ownLoad.stop();
+    const reader = await fleet.client(fleet.members[1] as ServeProcess);
+    return {
+      check: async () => {
+        await load.check(reader);
+        await ownLoad.check(reader);
+      },
+      moves: (await fleet.status(paused)).fleet?.moves ?? [],
+    };
+  }
+
+  it('SIGSTOP of a server past its lease: its regions move; woken, it refuses its calls, and no acknowledged write is lost', async () => {
+    const fleet = new Fleet();
+    try {
+      const { check, moves } = await pauseUnderLoad(fleet);
+      await check();
+      assert.ok(
+        moves.some((m) => (m as { change: string }).change === 'lost'),
+        `the paused server dropped its regions: ${JSON.stringify(moves)}`,
+      );
+    } finally {
+      await fleet.close();
+    }
+  });
+
+  it('negative control: members whose storage acknowledges the writes its fence refused lose acknowledged writes, and the check says so', async () => {
+    process.env.LOCKSMITH_UNFENCED_SLOW_APPEND_MS = '300';
+    const fleet = new Fleet(LEASE_MS, [fixture('unfenced-serve')]);
+    try {
+      const { check } = await pauseUnderLoad(fleet);
+      await assert.rejects(check(), /acknowledged puts lost/);
+    } finally {
+      delete process.env.LOCKSMITH_UNFENCED_SLOW_APPEND_MS;
+      await fleet.close();
+    }
+  });
+
+  it('SIGTERM hands a server’s regions over before it exits, well within its lease; a new server takes its share', async () => {
+    const fleet = new Fleet(30_000);
+    try {
+      const client = await fleetWithTable(fleet, 3);
+      const load = writers(client, 4, 'w');
+      await sleep(800);
+      const leaving = fleet.members[2] as ServeProcess;
+      const stoppedAt = Date.now();
+      assert.equal(await leaving.stop(), 0);
+      await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members.slice(0, 2), 30_000);
+      const tookMs = Date.now() - stoppedAt;
+      assert.ok(tookMs < 15_000, `handed over in ${tookMs} ms, without waiting out the 30 s lease`);
+      const joined = await fleet.start();
+      const live = [fleet.members[0], fleet.members[1], joined] as ServeProcess[];
+      const per = await fleet.balanced(fleet.members[0] as ServeProcess, live, 30_000);
+      assert.equal(per.get(`127.0.0.1:${joined.port}`), 4, 'the new server serves its share');
+      await sleep(500);
+      await load.stop();
+      await load.check(client);
+    } finally {
+      await fleet.close();
+    }
+  });
+
+  it('refuses what a fleet cannot do yet, and bad --fleet command lines', async () => {
+    const fleet = new Fleet();
+    try {
+      const client = await fleetWithTable(fleet, 1);
+      await assert.rejects(client.splitTable('t', 'bb'), { code: 'INVALID_ARGUMENT' });
+      await assert.rejects(client.createTable('t', ['f']), { code: 'TABLE_EXISTS' });
+      await client.dropTable('t');
+      await client.createTable('t', ['f', 'g']);
+      assert.deepEqual(await client.listTables(), ['t']);
+    } finally {
+      await fleet.close();
+    }
+    const dir = join(dirs.path, 'bad');
+    mkdirSync(dir);
+    for (const [args, message] of [
+      [['--fleet'], /--fleet needs --storage/],
+      [['--fleet', '--storage', POSTGRES_URL, '--ha', 'etcd'], /--fleet and --ha go separately/],
+      [
+        ['--fleet', '--storage', POSTGRES_URL, '--sessions', 'durable'],
+        /not available with --fleet/,
+      ],
+    ] as const) {
+      const r = await run([cliPath, 'serve', '--data', dir, '--port', '0', ...args], {
+        timeoutMs: 20_000,
+      });
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+    }
+  });
+});
