@@ -135,6 +135,10 @@ describe('server protocol: malformed input', () => {
       ['splitTable', ['t', Buffer.alloc(0)], 'INVALID_ARGUMENT'],
       ['splitTable', ['t', Buffer.alloc(40_000, 1)], 'INVALID_ARGUMENT'],
       ['splitTable', ['t'], 'INVALID_ARGUMENT'],
+      ['regionMap', ['missing'], 'TABLE_NOT_FOUND'],
+      ['regionMap', [{ name: 't' }], 'TABLE_NOT_FOUND'],
+      ['regionMap', [], 'INVALID_ARGUMENT'],
+      ['regionMap', ['t', 'extra'], 'INVALID_ARGUMENT'],
       // Every method's argument count is its documented shape's: too few or too many is refused.
       ['put', ['t'], 'INVALID_ARGUMENT'],
       ['put', ['t', [Buffer.from('r'), null, null, []], null, 'extra'], 'INVALID_ARGUMENT'],
@@ -159,6 +163,13 @@ describe('server protocol: malformed input', () => {
       message: 'lockRow takes [table, row, waitMs | nil, renew?], got 2 arguments',
     });
     assert.equal(await raw.call('ping', []), null);
+    const [self, regions] = (await raw.call('regionMap', ['t'])) as [string, unknown[][]];
+    assert.equal(self, `127.0.0.1:${server.port}`);
+    assert.deepEqual(
+      regions.map(([start, end, at]) => [String(start), String(end), at]),
+      [['', '', self]],
+      'one region, from the first row to the end, served here',
+    );
     assert.deepEqual(await good.listTables(), ['t']);
     assert.equal((await good.table('t').get(new Get('r'))).isEmpty, true, 'nothing was written');
     assert.deepEqual((await good.describeTable('t')).splits, [], 'no split was made');
