@@ -508,6 +508,23 @@ function statusSummary(status: ServerStatus): string {
         ([lane, l]) => `${lane} ${l.busy}/${l.size} busy, ${l.queued} queued, ${l.parked} parked`,
       )
       .join('; ')}`,
+    ...fleetLines(status),
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** A fleet member's view of the fleet: its servers and their regions, its last moves. */
+function fleetLines(status: ServerStatus): string[] {
+  const fleet = status.fleet;
+  if (fleet === undefined) return [];
+  return [
+    `fleet: this server ${fleet.address} (member ${fleet.id ?? 'joining'}, lease ${fleet.leaseMs / 1000}s); ${fleet.regions} region(s), ${fleet.unserved} served by nobody now`,
+    ...fleet.members.map(
+      (m) =>
+        `  ${m.address}  ${m.live ? (m.leaving ? 'leaving' : 'live') : 'gone'}  ${m.regions} region(s)`,
+    ),
+    ...fleet.moves
+      .slice(-5)
+      .map((m) => `  moved ${m.region}: ${m.change} ${new Date(m.at).toISOString()} (${m.why})`),
+  ];
 }

@@ -86,6 +86,7 @@ export class FleetRole {
   #looks = 0;
   #view: FleetView = { members: [], regions: [] };
   readonly #moves: FleetStatus['moves'] = [];
+  readonly #moveCounts = { claimed: 0, 'handed-over': 0, lost: 0 };
   #closed = false;
 
   private constructor(store: FleetStore, options: FleetOptions, address: string, clock: Clock) {
@@ -413,7 +414,13 @@ export class FleetRole {
     await this.#store.forgetRegions([name]);
   }
 
+  /** Regions claimed, handed over and lost since this server started (for /metrics). */
+  moveCounts(): { claimed: number; 'handed-over': number; lost: number } {
+    return { ...this.#moveCounts };
+  }
+
   #move(region: string, change: FleetStatus['moves'][number]['change'], why: string): void {
+    this.#moveCounts[change]++;
     this.#moves.push({ at: Date.now(), region, change, why });
     if (this.#moves.length > MAX_MOVES) this.#moves.shift();
   }

@@ -23,6 +23,12 @@ export interface ServerMetrics {
   scanners: number;
   scannersExpired: number;
   tables: number;
+  /** Regions this server serves (every region of every table, outside a fleet). */
+  regionsServed: number;
+  /** A fleet member's view: live members, regions nobody serves now, moves since it started. */
+  fleetMembers: number;
+  regionsUnserved: number;
+  regionMoves: { change: 'claimed' | 'handed-over' | 'lost'; count: number }[];
   lanes: { lane: string; size: number; busy: number; queued: number; parked: number }[];
   calls: { method: string; outcome: 'ok' | 'error'; count: number }[];
 }
@@ -93,6 +99,28 @@ export class HttpStatus {
     gauge('locksmith_row_lock_waiters', 'Lock calls waiting for a row', (m) => m.lockWaiters);
     gauge('locksmith_scanners', 'Server-side scanners open', (m) => m.scanners);
     gauge('locksmith_tables', 'Tables served', (m) => m.tables);
+    // Counts only: a region's table name and keys stay on /status, behind its Host check.
+    gauge('locksmith_regions_served', 'Regions this server serves', (m) => m.regionsServed);
+    gauge(
+      'locksmith_fleet_members',
+      'Live servers of the fleet, as this one saw them last (0 outside a fleet)',
+      (m) => m.fleetMembers,
+    );
+    gauge(
+      'locksmith_fleet_regions_unserved',
+      'Regions of the fleet that no live server serves now',
+      (m) => m.regionsUnserved,
+    );
+    new Counter({
+      name: 'locksmith_region_moves_total',
+      help: 'Regions this fleet member claimed, handed over, or lost (its lease, or the claim, gone)',
+      labelNames: ['change'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const m of read().regionMoves) this.inc({ change: m.change }, m.count);
+      },
+    });
     new Counter({
       name: 'locksmith_sessions_expired_total',
       help: 'Sessions ended because their lease ran out',

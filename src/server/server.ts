@@ -457,8 +457,13 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     for (const s of data?.sessions.all() ?? []) {
       locksHeld += s.locks.size;
     }
-    for (const [, { regions }] of data?.catalog.entries() ?? [])
+    let regionsServed = 0;
+    for (const [, { regions }] of data?.catalog.entries() ?? []) {
       lockWaiters += regions.rowLockWaiting();
+      for (const r of regions.ranges()) if (r.region !== undefined) regionsServed++;
+    }
+    const fleet = this.#fleet?.status();
+    const moves = this.#fleet?.moveCounts() ?? { claimed: 0, 'handed-over': 0, lost: 0 };
     const lane = (l: Lane) => ({
       lane: l.name,
       size: l.size,
@@ -475,6 +480,13 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       scanners: data?.scanners.size ?? 0,
       scannersExpired: data?.scanners.expired ?? 0,
       tables: data?.catalog.size ?? 0,
+      regionsServed,
+      fleetMembers: fleet?.members.filter((m) => m.live).length ?? 0,
+      regionsUnserved: fleet?.unserved ?? 0,
+      regionMoves: Object.entries(moves).map(([change, count]) => ({
+        change: change as 'claimed' | 'handed-over' | 'lost',
+        count,
+      })),
       lanes: [lane(this.lanes.handler), lane(this.lanes.priority)],
       calls: [
         ...[...this.calls.ok].map(([method, count]) => ({ method, outcome: 'ok' as const, count })),

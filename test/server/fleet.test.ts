@@ -44,6 +44,8 @@ class Fleet {
   readonly prefix = `lsm_${randomBytes(4).toString('hex')}`;
   readonly members: ServeProcess[] = [];
   readonly #clients: LocksmithClient[] = [];
+  /** Writers to stop before the servers go, whatever the test's outcome. */
+  readonly loads: { stop(): Promise<void> }[] = [];
   #n = 0;
 
   constructor(
@@ -69,6 +71,8 @@ class Fleet {
         `${this.leaseMs}ms`,
         '--renew',
         `${RENEW_MS}ms`,
+        '--http-port',
+        '0',
       ],
       20_000,
       this.program,
@@ -129,6 +133,7 @@ class Fleet {
   }
 
   async close(): Promise<void> {
+    await Promise.allSettled(this.loads.splice(0).map((l) => l.stop()));
     await Promise.allSettled(this.#clients.splice(0).map((c) => c.close()));
     await Promise.allSettled(this.members.map((m) => m.kill9()));
   }
@@ -141,7 +146,13 @@ class Fleet {
  * hide behind a later write of its row. A put that failed (CONNECTION_LOST while its server
  * died) may or may not be there.
  */
-function writers(client: LocksmithClient, n: number, group: string) {
+function writers(
+  fleet: Fleet,
+  client: LocksmithClient,
+  n: number,
+  group: string,
+  prefixes: readonly string[] = ROW_PREFIXES,
+) {
   const acked = new Map<string, Map<string, string>>();
   const failures = new Map<string, number>();
   let acks = 0;
@@ -150,7 +161,7 @@ function writers(client: LocksmithClient, n: number, group: string) {
   const t = client.table('t');
   const loops = Array.from({ length: n }, async (_, w) => {
     for (let i = 0; running; i++) {
-      const row = `${ROW_PREFIXES[(i + w) % ROW_PREFIXES.length]}-${group}${w}`;
+      const row = `${prefixes[(i + w) % prefixes.length]}-${group}${w}`;
       const n = seq++;
       try {
         await t.put(new Put(row).add('f', `q${n}`, `${group}${n}`));
@@ -165,7 +176,7 @@ function writers(client: LocksmithClient, n: number, group: string) {
       }
     }
   });
-  return {
+  const load = {
     failures,
     get acks() {
       return acks;
@@ -193,6 +204,8 @@ function writers(client: LocksmithClient, n: number, group: string) {
       }
     },
   };
+  fleet.loads.push(load);
+  return load;
 }
 
 async function fleetWithTable(fleet: Fleet, members: number): Promise<LocksmithClient> {
@@ -261,7 +274,7 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
     const fleet = new Fleet();
     try {
       const client = await fleetWithTable(fleet, 3);
-      const load = writers(client, 4, 'w');
+      const load = writers(fleet, client, 4, 'w');
       await sleep(1000);
       const victim = fleet.members[2] as ServeProcess;
       const killedAt = Date.now();
@@ -273,6 +286,21 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
       // ran out on the database's clock (a renew period), plus a generous margin here.
       const bound = LEASE_MS + 2 * RENEW_MS + 5_000;
       assert.ok(tookMs <= bound, `regions taken over after ${tookMs} ms (bound ${bound} ms)`);
+      // The survivors' /metrics count the regions they claimed, and no region unserved.
+      const metrics = await eventually(
+        async () => {
+          const line = fleet.members[0]?.line(/dashboard on http/) ?? '';
+          const port = /dashboard on http:\/\/[^:]+:(\d+)\//.exec(line)?.[1];
+          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+          return /locksmith_fleet_regions_unserved 0/.test(text) ? text : false;
+        },
+        10_000,
+        'a survivor’s /metrics to show every region served',
+        100,
+      );
+      assert.match(metrics, /locksmith_fleet_members 2\n/);
+      assert.match(metrics, /locksmith_regions_served 6\n/);
+      assert.match(metrics, /locksmith_region_moves_total\{change="claimed"\} [6-9]\n/);
       const before = load.acks;
       await sleep(1500);
       await load.stop();
@@ -294,8 +322,17 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
     const paused = fleet.members[2] as ServeProcess;
     // A client of the paused server itself: its calls reach it first.
     const own = await fleet.client(paused);
-    const load = writers(client, 3, 'c');
-    const ownLoad = writers(own, 2, 'o');
+    const load = writers(fleet, client, 3, 'c');
+    const ownLoad = writers(fleet, own, 2, 'o');
+    // And writers on the paused server's rows only: some of its writes are under way when it
+    // stops, whatever the moment.
+    const at = `127.0.0.1:${paused.port}`;
+    const regions = (await fleet.status(paused)).regions;
+    const its = ROW_PREFIXES.filter(
+      (p) => [...regions].reverse().find((r) => r.startKey <= p)?.server === at,
+    );
+    assert.ok(its.length > 0, `the paused server serves rows: ${JSON.stringify(regions)}`);
+    const itsLoad = writers(fleet, client, 3, 'p', its);
     await sleep(800);
     paused.proc.kill('SIGSTOP');
     try {
@@ -309,11 +346,13 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
     await sleep(500);
     await load.stop();
     await ownLoad.stop();
+    await itsLoad.stop();
     const reader = await fleet.client(fleet.members[1] as ServeProcess);
     return {
       check: async () => {
         await load.check(reader);
         await ownLoad.check(reader);
+        await itsLoad.check(reader);
       },
       moves: (await fleet.status(paused)).fleet?.moves ?? [],
     };
@@ -349,7 +388,7 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
     const fleet = new Fleet(30_000);
     try {
       const client = await fleetWithTable(fleet, 3);
-      const load = writers(client, 4, 'w');
+      const load = writers(fleet, client, 4, 'w');
       await sleep(800);
       const leaving = fleet.members[2] as ServeProcess;
       // A row lock on every region: those on the leaving server's regions are lost (their
