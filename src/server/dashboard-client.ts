@@ -35,6 +35,19 @@ interface HaInfo {
   failovers?: { at: number | string; role: string; token?: number | null; reason?: string }[];
 }
 
+/** A fleet member's view of its fleet (`status.fleet`, only on a `serve --fleet` server). */
+interface FleetInfo {
+  /** This member's id; `null` while it is not a member (left, or lost its lease). */
+  id?: string | null;
+  address?: string;
+  leaseMs?: number;
+  members?: { id: string; address: string; live?: boolean; leaving?: boolean; regions?: number }[];
+  regions?: number;
+  unserved?: number;
+  /** Oldest first. */
+  moves?: { at: number | string; region: string; change: string; why?: string }[];
+}
+
 interface Lane {
   size?: number;
   busy?: number;
@@ -55,9 +68,11 @@ interface Status {
     table?: string;
     startKey?: string;
     endKey?: string;
-    server?: string;
-    rows?: number;
-    cells?: number;
+    /** `null` in a fleet while no live server serves it. */
+    server?: string | null;
+    /** `null` for a region another fleet member serves (or nobody does). */
+    rows?: number | null;
+    cells?: number | null;
   }[];
   sessions?: {
     client?: string;
@@ -106,6 +121,7 @@ interface Status {
     buckets?: { at: number; calls: number; errors: number }[];
   };
   ha?: HaInfo;
+  fleet?: FleetInfo;
 }
 
 interface Column {
@@ -121,6 +137,8 @@ const STALE_MS = 6000;
 const KEY = 'locksmith.dashboard.token';
 const SVG = 'http://www.w3.org/2000/svg';
 const MAX_ROWS = 200;
+/** The fleet's moves the Fleet card lists, newest first. */
+const MOVES_SHOWN = 10;
 let timer: number | undefined;
 let lastOk = 0;
 let gated = false;
@@ -243,13 +261,16 @@ function countOf(count: number | undefined, list: readonly unknown[] | undefined
 }
 
 // ---- sections ---------------------------------------------------------------------------
+/** A fleet member has no master/slave role: each region has its own server (the Fleet card). */
 function roleOf(s: Status): string {
+  if (s.fleet !== undefined && s.fleet !== null) return 'fleet member';
   return typeof s.ha?.role === 'string' ? s.ha.role : 'standalone';
 }
 /** The mastership token, when this server is part of a master/slave set and has one. */
 function tokenOf(s: Status): number | string | undefined {
   const t = s.ha?.token;
-  return roleOf(s) !== 'standalone' && (typeof t === 'number' || typeof t === 'string')
+  return !['standalone', 'fleet member'].includes(roleOf(s)) &&
+    (typeof t === 'number' || typeof t === 'string')
     ? t
     : undefined;
 }
@@ -281,7 +302,9 @@ function renderOverview(s: Status, now: number, since: number | string): void {
         ? tok(token)
         : roleOf(s) === 'standalone'
           ? 'none (standalone)'
-          : 'none yet',
+          : roleOf(s) === 'fleet member'
+            ? 'none (each region has its epoch: see the Fleet card)'
+            : 'none yet',
     ],
     ['listening', s.listening],
     ['advertised', ha?.address],
@@ -318,10 +341,18 @@ function renderOverview(s: Status, now: number, since: number | string): void {
 
 function renderServers(s: Status, now: number): void {
   const ha = s.ha;
-  if (!ha || !Array.isArray(ha.peers) || (roleOf(s) === 'standalone' && !ha.peers.length)) {
+  if (
+    !ha ||
+    !Array.isArray(ha.peers) ||
+    (['standalone', 'fleet member'].includes(roleOf(s)) && !ha.peers.length)
+  ) {
     put(
       'servers',
-      empty('Standalone: no other servers (start with serve --ha to run master/slave).'),
+      empty(
+        s.fleet
+          ? 'A fleet member: the fleet’s servers are listed in the Fleet card.'
+          : 'Standalone: no other servers (start with serve --ha to run master/slave).',
+      ),
     );
     return;
   }
@@ -373,13 +404,115 @@ function renderTables(s: Status): void {
   );
 }
 
+/**
+ * The Fleet card: only a fleet member's status has `fleet`, so the page does not declare it;
+ * it is made here as the page makes its cards (`section.card#fleet-card`, its title, `#fleet`),
+ * after 'Servers seen', and removed again when a status comes without `fleet`.
+ * Returns whether it is there.
+ */
+function fleetCard(show: boolean): boolean {
+  const card = document.getElementById('fleet-card');
+  if (!show) {
+    card?.remove();
+    return false;
+  }
+  if (card === null) {
+    const section = el('section', 'card wide');
+    section.id = 'fleet-card';
+    const body = el('div');
+    body.id = 'fleet';
+    section.append(el('h2', '', 'Fleet'), body);
+    $('servers-card').after(section);
+  }
+  return true;
+}
+
+/** A fleet member's state: gone once its lease ran out; leaving while it hands over. */
+function memberState(m: { live?: boolean; leaving?: boolean }): HTMLElement {
+  if (!m.live) return tag('gone', 'off');
+  return m.leaving ? tag('leaving') : tag('live', 'on');
+}
+
+/** This member, the fleet's members and regions, and the regions this member moved lately. */
+function renderFleet(s: Status, now: number): void {
+  const f = typeof s.fleet === 'object' && s.fleet !== null ? s.fleet : undefined;
+  fleetCard(f !== undefined);
+  if (f === undefined) return;
+  const unserved = typeof f.unserved === 'number' ? f.unserved : 0;
+  const items: [string, Cell][] = [
+    ['this server', f.address],
+    ['member id', f.id ? el('span', 'mono', f.id) : 'none (not a member now)'],
+    ['lease', dur(f.leaseMs)],
+    ['regions', num(f.regions)],
+    [
+      'served by nobody',
+      unserved > 0 ? tag(`${num(unserved)} (being taken over)`, 'off') : num(f.unserved),
+    ],
+  ];
+  const dl = el('dl');
+  for (const [k, v] of items) {
+    const dd = el('dd');
+    if (v instanceof Node) dd.append(v);
+    else dd.textContent = v === undefined || v === null ? '—' : String(v);
+    dl.append(el('dt', '', k), dd);
+  }
+  // This server's row: its id, or its address while it has none (it left the fleet).
+  const isThis = (m: { id: string; address: string }) =>
+    f.id ? m.id === f.id : m.address === f.address;
+  const members = arr(f.members).map((m) => [
+    m.address + (isThis(m) ? ' (this server)' : ''),
+    el('span', 'mono', m.id),
+    memberState(m),
+    num(m.regions),
+  ]);
+  const moves = arr(f.moves)
+    .slice(-MOVES_SHOWN)
+    .reverse()
+    .map((m) => [
+      clock(m.at) + ago(m.at, now),
+      el('span', 'mono', m.region),
+      tag(m.change, m.change === 'claimed' ? 'on' : m.change === 'lost' ? 'off' : ''),
+      m.why,
+    ]);
+  put(
+    'fleet',
+    dl,
+    el('h3', '', 'Members'),
+    members.length
+      ? table(
+          [
+            { title: 'address' },
+            { title: 'id' },
+            { title: 'state' },
+            { title: 'regions', num: true },
+          ],
+          members,
+        )
+      : empty('No member seen yet.'),
+    el('h3', '', 'Regions this server moved lately (newest first)'),
+    moves.length
+      ? table(
+          [
+            { title: 'when' },
+            { title: 'region' },
+            { title: 'change' },
+            { title: 'why', wrap: true },
+          ],
+          moves,
+          arr(f.moves).length,
+        )
+      : empty('No region moved yet.'),
+  );
+}
+
 /** Every region, each table's in key order, with its key range (as HBase prints keys). */
 function renderRegions(s: Status): void {
   const rows = arr(s.regions).map((r) => [
     r.table,
     r.startKey === '' ? '(start)' : r.startKey,
     r.endKey === '' ? '(end)' : r.endKey,
-    r.server,
+    r.server === null ? tag('nobody (being taken over)', 'off') : r.server,
+    // `null` where another fleet member serves the region: num() shows an em dash.
     num(r.rows),
     num(r.cells),
   ]);
@@ -753,6 +886,7 @@ function setLive(text: string, ok: boolean): void {
 }
 function clearBoard(): void {
   $('board').hidden = true;
+  fleetCard(false);
   for (const id of [
     'overview',
     'servers',
@@ -790,6 +924,7 @@ function render(s: Status): void {
   const since = renderHeader(s, now);
   renderOverview(s, now, since);
   renderServers(s, now);
+  renderFleet(s, now);
   renderTables(s);
   renderRegions(s);
   renderSessions(s);

@@ -1,0 +1,263 @@
+/**
+ * A fleet of `locksmith serve --fleet` processes on PostgreSQL (issue 23): `npm run
+ * bench:fleet` (a script, never a test). A table of 12 regions (split at b..l) on the test
+ * database (`BENCH_PG`), each run its own table prefix, dropped afterwards. Measured:
+ *
+ * 1. **Takeover after kill -9** of one of 3 servers (`FLEET_SAMPLES` times, default 5, at the
+ *    lease `FLEET_LEASE`, default 2s, renewed every quarter of it): from the kill to (a) every
+ *    region served by a live server, as the survivors' status says, and (b) the first put to a
+ *    row of the killed server's regions that succeeds, through a client that was connected to
+ *    a survivor and had routed to the killed one (so it finds the new server itself).
+ * 2. **Handover on SIGTERM**: the same, with a lease of 30 s, so that the time shows the
+ *    handover, not the lease running out.
+ * 3. **Puts per second through 1, 2 and 3 servers**: 8 clients (each connected to the first
+ *    server and routing by key) × 16 puts in flight of 100-byte rows spread over the 12
+ *    regions, fsync on, for BENCH_SECONDS after BENCH_WARMUP_MS.
+ *
+ *   npm run build && npm run build:test && node dist-test/bench/fleet.bench.js
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { connect, type LocksmithClient } from '../src/client/locksmith-client.js';
+import { parseDuration } from '../src/core/duration.js';
+import { Put } from '../src/rows/index.js';
+import { postgresAnswers } from './pg-support.js';
+import { machineHeader, SECONDS, WARMUP_MS } from './server-support.js';
+import { fmt, median, repoRoot, say, sayTable, sleep } from './support.js';
+
+const PG = process.env.BENCH_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
+const SAMPLES = Number(process.env.FLEET_SAMPLES ?? 5);
+const LEASE_MS = parseDuration(process.env.FLEET_LEASE ?? '2s', 'FLEET_LEASE');
+const SPLITS = 'bcdefghijkl'.split('');
+const PREFIXES = ['a', ...SPLITS];
+const VALUE = Buffer.alloc(100, 7);
+const cli = join(repoRoot, 'dist/cli/main.js');
+
+interface Member {
+  child: ChildProcess;
+  port: number;
+  address: string;
+}
+
+class BenchFleet {
+  readonly prefix = `lsm_bench_${randomBytes(4).toString('hex')}`;
+  readonly dir = mkdtempSync(join(tmpdir(), 'locksmith-fleet-bench-'));
+  readonly members: Member[] = [];
+  #n = 0;
+
+  constructor(readonly leaseMs: number) {}
+
+  async start(): Promise<Member> {
+    const child = spawn(
+      process.execPath,
+      [
+        cli,
+        'serve',
+        '--data',
+        join(this.dir, `m${this.#n++}`),
+        '--port',
+        '0',
+        '--storage',
+        PG,
+        '--storage-prefix',
+        this.prefix,
+        '--fleet',
+        '--lease',
+        `${this.leaseMs}ms`,
+        '--renew',
+        `${Math.floor(this.leaseMs / 4)}ms`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const port = await new Promise<number>((resolve, reject) => {
+      let out = '';
+      child.stdout?.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /listening on locksmith:\/\/[^:]+:(\d+)/.exec(out);
+        if (m !== null) resolve(Number(m[1]));
+      });
+      child.once('exit', (code) => reject(new Error(`serve exited (${code}): ${out}`)));
+    });
+    const member = { child, port, address: `127.0.0.1:${port}` };
+    this.members.push(member);
+    return member;
+  }
+
+  /** Resolves once the `live` members serve every region, as `asked` says. */
+  async served(asked: Member, live: readonly Member[]): Promise<void> {
+    const addresses = new Set(live.map((m) => m.address));
+    const c = await connect(`locksmith://${asked.address}`);
+    try {
+      for (;;) {
+        const s = await c.status();
+        if (
+          s.regions.length > 0 &&
+          s.regions.every((r) => r.server !== null && addresses.has(r.server))
+        )
+          return;
+        await sleep(10);
+      }
+    } finally {
+      await c.close();
+    }
+  }
+
+  /** The rows (one per region prefix) that `member` serves now. */
+  async rowsOf(asked: Member, member: Member): Promise<string[]> {
+    const c = await connect(`locksmith://${asked.address}`);
+    try {
+      const { regions } = await c.status();
+      return PREFIXES.filter(
+        (p) => [...regions].reverse().find((r) => r.startKey <= p)?.server === member.address,
+      );
+    } finally {
+      await c.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const m of this.members) m.child.kill('SIGKILL');
+    const c = new pg.Client({ connectionString: PG });
+    await c.connect();
+    const p = this.prefix;
+    await c.query(
+      `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables, ${p}_fleet_members, ${p}_fleet_regions`,
+    );
+    await c.end();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function fleetOf(
+  n: number,
+  leaseMs: number,
+): Promise<{ fleet: BenchFleet; client: LocksmithClient }> {
+  const fleet = new BenchFleet(leaseMs);
+  for (let i = 0; i < n; i++) await fleet.start();
+  const first = fleet.members[0] as Member;
+  const client = await connect(`locksmith://${first.address}`);
+  await client.createTable('t', ['f'], { splits: SPLITS });
+  await fleet.served(first, fleet.members);
+  // Every region routed once, so the client has its map and a session on every server.
+  for (const p of PREFIXES) await client.table('t').put(new Put(`${p}-warm`).add('f', 'q', VALUE));
+  return { fleet, client };
+}
+
+/** One takeover: kill -9 (or SIGTERM) of the third server; ms to all served, and to a put there. */
+async function takeover(signal: 'SIGKILL' | 'SIGTERM', leaseMs: number): Promise<[number, number]> {
+  const { fleet, client } = await fleetOf(3, leaseMs);
+  try {
+    const [first, , victim] = fleet.members as [Member, Member, Member];
+    const rows = await fleet.rowsOf(first, victim);
+    await sleep(Math.random() * (leaseMs / 4));
+    const t0 = performance.now();
+    victim.child.kill(signal);
+    const served = fleet
+      .served(first, fleet.members.slice(0, 2))
+      .then(() => performance.now() - t0);
+    const put = (async () => {
+      for (;;) {
+        try {
+          await client.table('t').put(new Put(`${rows[0]}-after`).add('f', 'q', VALUE));
+          return performance.now() - t0;
+        } catch {
+          // CONNECTION_LOST (the call in flight), or the call's timeout: again.
+        }
+      }
+    })();
+    return [await served, await put];
+  } finally {
+    await client.close();
+    await fleet.close();
+  }
+}
+
+async function throughput(n: number): Promise<number> {
+  const { fleet, client } = await fleetOf(n, 10_000);
+  const clients = [
+    client,
+    ...(await Promise.all(
+      Array.from({ length: 7 }, () =>
+        connect(`locksmith://${(fleet.members[0] as Member).address}`),
+      ),
+    )),
+  ];
+  try {
+    let count = 0;
+    let stop = false;
+    const loops = clients.flatMap((c, ci) =>
+      Array.from({ length: 16 }, async (_, d) => {
+        const t = c.table('t');
+        for (let i = 0; !stop; i++) {
+          const p = PREFIXES[(i * 7 + ci * 3 + d) % PREFIXES.length];
+          await t.put(new Put(`${p}-${ci}-${d}-${i % 100}`).add('f', 'q', VALUE));
+          count++;
+        }
+      }),
+    );
+    await sleep(WARMUP_MS);
+    const c0 = count;
+    const t0 = performance.now();
+    await sleep(SECONDS * 1000);
+    const rate = (count - c0) / ((performance.now() - t0) / 1000);
+    stop = true;
+    await Promise.all(loops);
+    return rate;
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+    await fleet.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const postgres = await postgresAnswers(PG);
+  if (postgres === undefined) {
+    say(`PostgreSQL does not answer at ${PG}: nothing to measure.`);
+    return;
+  }
+  const load = await machineHeader([`PostgreSQL: ${postgres}`]);
+  say();
+  const rows: string[][] = [];
+  for (const [what, signal, lease] of [
+    ['kill -9', 'SIGKILL', LEASE_MS],
+    ['SIGTERM', 'SIGTERM', 30_000],
+  ] as const) {
+    const served: number[] = [];
+    const put: number[] = [];
+    for (let i = 0; i < SAMPLES; i++) {
+      const [s, p] = await takeover(signal, lease);
+      served.push(s);
+      put.push(p);
+    }
+    const range = (v: number[]) =>
+      `${fmt(median(v))} ms (${fmt(Math.min(...v))}–${fmt(Math.max(...v))})`;
+    rows.push([what, `${lease / 1000} s, renew ${lease / 4000} s`, range(served), range(put)]);
+  }
+  sayTable(
+    `## One of 3 servers goes, 12 regions (${SAMPLES} samples; median (min–max))`,
+    ['how', 'lease', 'its regions served again', 'a put to its rows succeeds'],
+    rows,
+  );
+  say();
+  const rates: string[][] = [];
+  let one = 0;
+  for (const n of [1, 2, 3]) {
+    const rate = await throughput(n);
+    if (n === 1) one = rate;
+    rates.push([String(n), fmt(rate), `${fmt(rate / one)}×`]);
+  }
+  sayTable(
+    '## Puts per second, 8 clients × 16 in flight over 12 regions (fsync on)',
+    ['servers', 'puts/s', 'vs 1 server'],
+    rates,
+  );
+  say();
+  say(`- ${await load()}`);
+}
+
+await main();
+process.exit(0);
