@@ -8,39 +8,22 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
 import type { Browser, Page } from 'playwright-core';
 import { connect } from '../../src/client/locksmith-client.js';
 import { postgresRegionStorage } from '../../src/rows/postgres-region-storage.js';
 import { LocksmithServer } from '../../src/server/server.js';
-import { POSTGRES_URL } from '../fixtures/db-servers.js';
-import { eventually, repoRoot, tempDir } from '../helpers.js';
-
-const CHROMIUM = process.env.LOCKSMITH_CHROMIUM ?? '/usr/bin/chromium';
-const ARTIFACTS = join(repoRoot, 'test-artifacts');
-const missing = existsSync(CHROMIUM)
-  ? undefined
-  : `skipped: no Chromium at ${CHROMIUM} (apt-get install chromium, or set LOCKSMITH_CHROMIUM); the dashboard test needs a real browser`;
+import { dropStoragePrefixes, POSTGRES_URL } from '../fixtures/db-servers.js';
+import { eventually, tempDir } from '../helpers.js';
+import { ARTIFACTS, launchBrowser, missing, openPage, text } from './dashboard-browser.js';
 
 const dirs = tempDir('locksmith-dashboard-fleet-');
 const prefixes: string[] = [];
 after(async () => {
   dirs[Symbol.dispose]();
-  if (prefixes.length === 0) return;
-  const c = new pg.Client({ connectionString: POSTGRES_URL });
-  await c.connect();
-  try {
-    for (const p of prefixes) {
-      await c.query(
-        `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables, ${p}_fleet_members, ${p}_fleet_regions`,
-      );
-    }
-  } finally {
-    await c.end();
-  }
+  await dropStoragePrefixes(prefixes);
 });
 
 /** A fleet member on `prefix`, in this process, with its own data directory and dashboard. */
@@ -67,22 +50,6 @@ function addressOf(server: LocksmithServer): string {
   return address;
 }
 
-/** A page that fails the test on any script error or refused resource (CSP included). */
-async function openPage(browser: Browser, url: string): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
-  const errors: string[] = [];
-  page.on('pageerror', (err) => errors.push(`pageerror: ${err.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') errors.push(`console: ${msg.text()}`);
-  });
-  await page.goto(url);
-  return { page, errors };
-}
-
-/** The text an operator sees (rendered: hidden parts excluded). */
-// biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
-const text = (page: Page, selector: string) => page.locator(selector).innerText();
-
 /** The cells of every body row of the Fleet card's `nth` table (0: members, 1: moves). */
 function fleetRows(page: Page, nth: number): Promise<string[][]> {
   return page
@@ -103,13 +70,7 @@ describe('dashboard of a fleet member in headless Chromium', { skip: missing }, 
   let browser: Browser;
 
   before(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    const { chromium } = await import('playwright-core');
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
-    });
+    browser = await launchBrowser();
   });
   after(async () => {
     await browser?.close();

@@ -7,7 +7,6 @@
  * to test-artifacts/dashboard-*.png. Skipped, saying why, where Chromium is missing.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
@@ -16,28 +15,10 @@ import { DeadlockError, Put } from '../../src/rows/index.js';
 import { LocksmithServer } from '../../src/server/server.js';
 import { LOCKS_LISTED, SESSIONS_LISTED } from '../../src/server/status-lists.js';
 import { SharedFileLocker } from '../../src/store/shared-file-locker.js';
-import { eventually, repoRoot, tempDir } from '../helpers.js';
+import { eventually, tempDir } from '../helpers.js';
+import { ARTIFACTS, launchBrowser, missing, openPage, text } from './dashboard-browser.js';
 import { RawClient } from './raw-client.js';
 import { client, startServer } from './server-fixture.js';
-
-const CHROMIUM = process.env.LOCKSMITH_CHROMIUM ?? '/usr/bin/chromium';
-const ARTIFACTS = join(repoRoot, 'test-artifacts');
-const missing = existsSync(CHROMIUM)
-  ? undefined
-  : `skipped: no Chromium at ${CHROMIUM} (apt-get install chromium, or set LOCKSMITH_CHROMIUM); the dashboard test needs a real browser`;
-
-/** A page that fails the test on any script error or refused resource (CSP included). */
-async function openPage(browser: Browser, url: string): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
-  const errors: string[] = [];
-  page.on('pageerror', (err) => errors.push(`pageerror: ${err.message}`));
-  page.on('console', (msg) => {
-    // The 401 of the token gate is logged by Chromium as a failed resource: expected there.
-    if (msg.type() === 'error' && !/401/.test(msg.text())) errors.push(`console: ${msg.text()}`);
-  });
-  await page.goto(url);
-  return { page, errors };
-}
 
 /** Waits until the page shows `role` (it polls /status by itself: no reload). */
 async function roleShown(page: Page, role: string): Promise<void> {
@@ -49,21 +30,11 @@ async function roleShown(page: Page, role: string): Promise<void> {
   );
 }
 
-/** The text an operator sees (rendered: hidden parts excluded). */
-// biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what is asserted
-const text = (page: Page, selector: string) => page.locator(selector).innerText();
-
 describe('dashboard in headless Chromium', { skip: missing }, () => {
   let browser: Browser;
 
   before(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    const { chromium } = await import('playwright-core');
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
-    });
+    browser = await launchBrowser();
   });
   after(async () => {
     await browser?.close();

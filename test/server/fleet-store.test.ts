@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { FleetStore } from '../../src/server/fleet-store.js';
-import { POSTGRES_URL } from '../fixtures/db-servers.js';
+import { dropStoragePrefixes, POSTGRES_URL } from '../fixtures/db-servers.js';
 import { sleep } from '../helpers.js';
 
 const prefixes: string[] = [];
@@ -15,19 +15,7 @@ async function store(prefix = `lsm_${randomBytes(4).toString('hex')}`): Promise<
   return FleetStore.open({ database: POSTGRES_URL, tablePrefix: prefix });
 }
 
-after(async () => {
-  const c = new pg.Client({ connectionString: POSTGRES_URL });
-  await c.connect();
-  try {
-    for (const p of new Set(prefixes)) {
-      await c.query(
-        `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables, ${p}_fleet_members, ${p}_fleet_regions`,
-      );
-    }
-  } finally {
-    await c.end();
-  }
-});
+after(() => dropStoragePrefixes(prefixes));
 
 describe('FleetStore', () => {
   it('a claim is exclusive while its owner’s lease is live, and taken over once it ran out', async () => {

@@ -7,11 +7,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import pg from 'pg';
 import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
 import { Get, Put, Scan } from '../../src/rows/index.js';
 import type { ServerStatus } from '../../src/server/server-status.js';
-import { POSTGRES_URL } from '../fixtures/db-servers.js';
+import { dropStoragePrefixes, POSTGRES_URL } from '../fixtures/db-servers.js';
 import { type ServeProcess, startServeProcess } from '../fixtures/serve-process.js';
 import { cliPath, eventually, fixture, run, sleep, tempDir } from '../helpers.js';
 
@@ -26,17 +25,7 @@ const dirs = tempDir('locksmith-fleet-');
 const prefixes: string[] = [];
 after(async () => {
   dirs[Symbol.dispose]();
-  const c = new pg.Client({ connectionString: POSTGRES_URL });
-  await c.connect();
-  try {
-    for (const p of prefixes) {
-      await c.query(
-        `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables, ${p}_fleet_members, ${p}_fleet_regions`,
-      );
-    }
-  } finally {
-    await c.end();
-  }
+  await dropStoragePrefixes(prefixes);
 });
 
 /** A fleet's servers on one prefix; `start()` adds a member. */

@@ -4,11 +4,10 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
 import { postgresRegionStorage } from '../../src/rows/postgres-region-storage.js';
 import { LocksmithServer, type ServerOptions } from '../../src/server/server.js';
-import { POSTGRES_URL } from '../fixtures/db-servers.js';
+import { dropStoragePrefixes, POSTGRES_URL } from '../fixtures/db-servers.js';
 import { tempDir } from '../helpers.js';
 
 export type Storage = 'files' | 'postgres';
@@ -89,17 +88,6 @@ export class StorageServers {
 
   async dispose(): Promise<void> {
     this.#dirs[Symbol.dispose]();
-    if (this.#prefixes.length === 0) return;
-    const c = new pg.Client({ connectionString: POSTGRES_URL });
-    await c.connect();
-    try {
-      for (const p of this.#prefixes) {
-        await c.query(
-          `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables`,
-        );
-      }
-    } finally {
-      await c.end();
-    }
+    await dropStoragePrefixes(this.#prefixes);
   }
 }
