@@ -38,6 +38,8 @@ export interface FleetStatus {
 }
 
 const MAX_MOVES = 100;
+/** The longest time between two looks at the fleet (see {@link FleetRole.lookMs}). */
+const LOOK_MS = 1000;
 
 /** A region this member serves: its table, first row and the claim's epoch. */
 interface Served {
@@ -48,8 +50,8 @@ interface Served {
 
 /**
  * A server's part in a fleet (HBase's region server, without an HMaster): the member holds a
- * lease in the storage's database ({@link FleetStore}) and, every `renewMs`, renews it, reads
- * the catalog and the fleet, and computes the same even assignment of regions to live members
+ * lease in the storage's database ({@link FleetStore}), renewed every `renewMs`, and every
+ * `lookMs` (a second at most) reads the catalog and the fleet, and computes the same even assignment of regions to live members
  * as every other member does ({@link assignRegions}). It claims the regions assigned to it that
  * nobody serves (their server left, or its lease ran out), opening each with the claim's epoch
  * (which fences the previous server at the storage), and hands over those assigned to another
@@ -66,6 +68,11 @@ export class FleetRole {
   readonly address: string;
   readonly leaseMs: number;
   readonly renewMs: number;
+  /**
+   * How often it looks at the fleet: every renewal, and at least every second, so that a
+   * region handed over or a server joining waits a second at most, whatever the lease.
+   */
+  readonly lookMs: number;
   readonly #options: FleetOptions;
   readonly #store: FleetStore;
   readonly #clock: Clock;
@@ -96,6 +103,7 @@ export class FleetRole {
     this.address = options.advertise ?? address;
     this.leaseMs = options.leaseMs ?? 10_000;
     this.renewMs = options.renewMs ?? Math.floor(this.leaseMs / 3);
+    this.lookMs = Math.min(this.renewMs, LOOK_MS);
   }
 
   /** Connects to the fleet's database and joins; regions come once the catalog is attached. */
@@ -248,7 +256,7 @@ export class FleetRole {
           this.#poke();
           return;
         }
-        this.#timer = setTimeout(() => this.#poke(), this.renewMs);
+        this.#timer = setTimeout(() => this.#poke(), this.lookMs);
         this.#timer.unref();
       });
   }
@@ -428,14 +436,14 @@ export class FleetRole {
   // ---- the shared catalog ----------------------------------------------------------------------
 
   async #released(regions: readonly string[]): Promise<void> {
-    const until = this.#clock.monotonic() + this.leaseMs + 2 * this.renewMs;
+    const until = this.#clock.monotonic() + this.leaseMs + 2 * this.lookMs;
     const names = new Set(regions);
     while (this.#clock.monotonic() < until && !this.#closed) {
       const view = await this.#store.view();
       const live = new Set(view.members.filter((m) => m.live).map((m) => m.id));
       if (!view.regions.some((r) => names.has(r.region) && r.owner !== null && live.has(r.owner)))
         return;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(50, this.renewMs)));
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, this.lookMs)));
     }
   }
 
