@@ -50,8 +50,13 @@ export class RegionRouter {
     this.#open = open;
   }
 
-  /** The route of `row` (latin1) of `table`; the first region for no row. */
-  async route(table: string, row: string | undefined): Promise<Route> {
+  /**
+   * The route of `row` (latin1) of `table` (the first region for no row): at once where it is
+   * known (no map yet, or a server with a session open), so that a call goes out in the order
+   * its caller made it (an unlock never overtakes the put made before it); a promise only while
+   * a session on the region's server opens. Throws `NOT_SERVING_REGION` where nobody serves it.
+   */
+  route(table: string, row: string | undefined): Route | Promise<Route> {
     const map = this.#maps.get(table);
     if (map === undefined) return { client: this.#home, endKey: undefined };
     const entry = entryOf(map.regions, row ?? '');
@@ -60,29 +65,45 @@ export class RegionRouter {
         `No server of the fleet serves the region of this row of table ${table} just now`,
       );
     }
-    return { client: await this.#clientOf(map, entry.server), endKey: entry.endKey };
+    const client = this.#clientOf(map, entry.server);
+    return client instanceof Promise
+      ? client.then((c) => ({ client: c, endKey: entry.endKey }))
+      : { client, endKey: entry.endKey };
   }
 
   /**
    * Runs `call` on the route of `row`, sending it again after a `NOT_SERVING_REGION` (the map
    * read again first), as the class says.
    */
-  async run<T>(
+  run<T>(
     table: string,
     row: string | undefined,
     call: (route: Route) => Promise<T>,
     signal?: AbortSignal,
   ): Promise<T> {
     const deadline = this.#home.now() + this.#home.callTimeoutMs;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await call(await this.route(table, row));
-      } catch (err) {
-        if (!(err instanceof NotServingRegionError) || this.#closed || this.#home.now() >= deadline)
-          throw err;
-        signal?.throwIfAborted();
-        await this.refresh(table, attempt);
-      }
+    const again = (err: unknown, attempt: number): Promise<T> => {
+      if (!(err instanceof NotServingRegionError) || this.#closed || this.#home.now() >= deadline)
+        return Promise.reject(err);
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      return this.refresh(table, attempt).then(() =>
+        this.#attempt(table, row, call).catch((e: unknown) => again(e, attempt + 1)),
+      );
+    };
+    return this.#attempt(table, row, call).catch((err: unknown) => again(err, 1));
+  }
+
+  /** One try: the call made in this turn where its route is known. */
+  #attempt<T>(
+    table: string,
+    row: string | undefined,
+    call: (route: Route) => Promise<T>,
+  ): Promise<T> {
+    try {
+      const route = this.route(table, row);
+      return route instanceof Promise ? route.then(call) : call(route);
+    } catch (err) {
+      return Promise.reject(err);
     }
   }
 
@@ -149,6 +170,14 @@ export class RegionRouter {
         () => {
           if (this.#members.get(server) === opening) this.#members.delete(server);
         },
+      );
+    }
+    const open = this.#open_.get(server);
+    if (open !== undefined && this.#members.get(server) !== undefined) {
+      if (open.tables.connected) return open.tables;
+      // Nothing is sent to a server that went away: its regions will be served elsewhere.
+      throw new NotServingRegionError(
+        `The server of this region, ${server}, cannot be reached just now`,
       );
     }
     return member.then(

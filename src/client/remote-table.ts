@@ -423,7 +423,8 @@ export class RemoteTable implements Table {
       let client = this.#client;
       if (router !== undefined) {
         try {
-          client = (await router.route(this.name, m.row)).client;
+          const route = router.route(this.name, m.row);
+          client = (route instanceof Promise ? await route : route).client;
         } catch (err) {
           out[at] = err as Error;
           continue;

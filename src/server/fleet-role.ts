@@ -410,16 +410,28 @@ export class FleetRole {
     this.#move(name, 'handed-over', `the fleet's balance gives it to ${to ?? 'another server'}`);
   }
 
+  /**
+   * Deletes what the storage keeps of a region no table describes. The catalog is read again
+   * once the region is claimed (nobody else can open it then): a table of that name created
+   * since this look began keeps its region.
+   */
   async #clearDropped(name: string): Promise<void> {
     const me = this.#id as string;
     const epoch = await this.#store.claim(me, name);
     if (epoch === undefined) return;
+    let dropped = false;
     try {
-      await (this.#catalog as TableCatalog).destroyRegion(name, epoch);
+      const described = (await this.#readDescriptors()).some((d) =>
+        TableCatalog.regionNames(d).includes(name),
+      );
+      if (!described) {
+        await (this.#catalog as TableCatalog).destroyRegion(name, epoch);
+        dropped = true;
+      }
     } finally {
       await this.#store.release(me, name, epoch);
     }
-    await this.#store.forgetRegions([name]);
+    if (dropped) await this.#store.forgetRegions([name]);
   }
 
   /** Regions claimed, handed over and lost since this server started (for /metrics). */
