@@ -31,9 +31,10 @@ const RETRY_MAX_MS = 1000;
  * the table's region map is asked of that server (`regionMap`), cached, and each call goes to
  * its row's region's server, over a session of its own there (opened at first use). A
  * `NOT_SERVING_REGION` means nothing of the call was applied (the server refuses before it
- * applies anything), so any call is sent again, after the map is read again, up to
- * {@link MAX_ROUTE_TRIES} times; where no server serves the region yet (its server died and the
- * others have not taken it over), the tries are spaced out, up to a second apart.
+ * applies anything), so a call is sent again after the map is read again (from any server the
+ * client is connected to), until the call's timeout (a scan or batch: {@link MAX_ROUTE_TRIES}
+ * tries); a region whose server cannot be reached is refused so here, before anything is sent.
+ * The tries are spaced out, up to a second apart, while a region waits to be taken over.
  */
 export class RegionRouter {
   readonly #home: TableClient;
@@ -173,22 +174,10 @@ export class RegionRouter {
       );
     }
     const open = this.#open_.get(server);
-    if (open !== undefined && this.#members.get(server) !== undefined) {
-      if (open.tables.connected) return open.tables;
-      // Nothing is sent to a server that went away: its regions will be served elsewhere.
-      throw new NotServingRegionError(
-        `The server of this region, ${server}, cannot be reached just now`,
-      );
-    }
+    if (open !== undefined && this.#members.get(server) !== undefined)
+      return connected(open, server);
     return member.then(
-      (m) => {
-        // Nothing is sent to a server that went away: its regions will be served elsewhere.
-        if (!m.tables.connected)
-          throw new NotServingRegionError(
-            `The server of this region, ${server}, cannot be reached just now`,
-          );
-        return m.tables;
-      },
+      (m) => connected(m, server),
       (err: unknown) => {
         // Nothing was sent: the region's server is gone, or going; the map will say.
         throw new NotServingRegionError(
@@ -198,6 +187,17 @@ export class RegionRouter {
       },
     );
   }
+}
+
+/**
+ * `member`'s client if its connection is up. Nothing is sent to a server that went away (its
+ * regions will be served elsewhere): `NOT_SERVING_REGION`, for the call to be routed again.
+ */
+function connected(member: FleetMember, server: string): TableClient {
+  if (member.tables.connected) return member.tables;
+  throw new NotServingRegionError(
+    `The server of this region, ${server}, cannot be reached just now`,
+  );
 }
 
 /** The region of `row` in a checked map (contiguous, in key order, from `''` to the end). */
