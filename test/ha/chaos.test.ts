@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
 import { PrivateDatabaseServer, privateServerUnavailable } from '../fixtures/private-db-server.js';
-import { fixture, sleep, tempDir } from '../helpers.js';
+import { eventually, fixture, sleep, tempDir } from '../helpers.js';
 import { EtcdCluster, etcdMissing } from '../store/etcd-cluster.js';
 import { Cluster, runWorkload } from './cluster.js';
 import { readHistories } from './history.js';
@@ -313,6 +313,162 @@ async function storageChaos(
   }
 }
 
+/** What can happen to a fleet: a member killed, paused or leaving, or its database crashing. */
+type FleetFault = 'kill' | 'pause' | 'leave' | 'database';
+
+interface FleetScenario {
+  faults: FleetFault[];
+  durationMs: number;
+  clients?: number;
+  opTimeoutMs?: number;
+  settleMs?: number;
+  program?: string;
+  env?: Record<string, string>;
+}
+
+/**
+ * Split keys of the fleet's table: 12 regions, each with one counter (`ctr-0` .. `ctr-7`) or
+ * the registers of one client (`reg-w0` .. `reg-w3`), so every region is written.
+ */
+const FLEET_SPLITS = [
+  ...['ctr-1', 'ctr-2', 'ctr-3', 'ctr-4', 'ctr-5', 'ctr-6', 'ctr-7'],
+  ...['reg-w0', 'reg-w1', 'reg-w2', 'reg-w3'],
+];
+
+/** Region start key → the server serving it, as one member's `/status` says (null: nobody). */
+async function regionServers(cluster: Cluster): Promise<Map<string, string | null> | undefined> {
+  for (const member of cluster.members) {
+    const s = await cluster.status(member.index);
+    const regions = s?.status.regions as
+      | { table: string; startKey: string; server: string | null }[]
+      | undefined;
+    if (regions === undefined) continue;
+    return new Map(regions.filter((r) => r.table === 'chaos').map((r) => [r.startKey, r.server]));
+  }
+  return undefined;
+}
+
+/**
+ * The chaos run on a fleet (`serve --fleet`): three members on data directories of their own,
+ * the table's 12 regions and the members' leases in a private PostgreSQL server. Each fault
+ * strikes the next member in turn: kill -9 (restarted after `downMs`), SIGSTOP past the lease,
+ * SIGTERM (it hands its regions over, and is started again), or the database crashes and
+ * restarts (every member's lease runs out: all regions close and are claimed again). Every
+ * fault moves regions, and a restarted member takes its share back, so regions move under the
+ * clients' load all along. `failovers` in the outcome counts the region moves seen (a
+ * region's server changing from one member to another, sampled every 200 ms).
+ */
+async function fleetChaos(
+  t: TestContext,
+  dataDir: string,
+  scenario: FleetScenario,
+): Promise<Outcome> {
+  await using database = await PrivateDatabaseServer.create('postgres');
+  await using cluster = await Cluster.start({
+    size: 3,
+    dataDir: join(dataDir, 'data'),
+    separateData: true,
+    args: [
+      ...['--storage', database.url, '--fleet'],
+      ...['--lease', `${LEASE_MS}ms`, '--renew', '500ms'],
+    ],
+    ...(scenario.program === undefined ? {} : { program: scenario.program }),
+    ...(scenario.env === undefined ? {} : { env: scenario.env }),
+  });
+  {
+    await using client = await connect((cluster.members[0] as { url: string }).url);
+    await client.createTable('chaos', ['f'], { splits: FLEET_SPLITS });
+  }
+  const allServed = async (what: string) => {
+    let last = '';
+    await eventually(
+      async () => {
+        const servers = await regionServers(cluster);
+        last = JSON.stringify([...(servers ?? [])]);
+        return servers?.size === FLEET_SPLITS.length + 1 && ![...servers.values()].includes(null);
+      },
+      30_000,
+      () => `every region served ${what} (last seen: ${last})\n${cluster.output(15)}`,
+      100,
+    );
+  };
+  await allServed('before the load');
+  const owners = new Map<string, string>();
+  let moves = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      for (const [startKey, server] of (await regionServers(cluster)) ?? []) {
+        if (server === null) continue;
+        const before = owners.get(startKey);
+        if (before !== undefined && before !== server) moves++;
+        owners.set(startKey, server);
+      }
+      await sleep(200);
+    }
+  })();
+  const names = Array.from({ length: scenario.clients ?? CLIENTS }, (_, i) => `w${i}`);
+  const common = [...['--addresses', cluster.addresses, '--table', 'chaos', '--keys', '8']];
+  const files = names.map((name) => join(dataDir, `${name}.jsonl`));
+  const clients = names.map((name, i) =>
+    runWorkload([
+      ...common,
+      ...['--client', name, '--duration', String(scenario.durationMs), '--out', files[i] as string],
+      ...['--peers', names.join(','), '--seed', String(i + 1)],
+      ...['--op-timeout', String(scenario.opTimeoutMs ?? 5_000)],
+    ]),
+  );
+  const faults: string[] = [];
+  try {
+    const end = Date.now() + scenario.durationMs - 2_000;
+    await sleep(1_500);
+    for (let n = 0; Date.now() < end; n++) {
+      const fault = scenario.faults[n % scenario.faults.length] as FleetFault;
+      const index = n % cluster.members.length;
+      faults.push(fault === 'database' ? 'database' : `${fault} ${index}`);
+      if (fault === 'kill') {
+        await cluster.kill9(index);
+        await sleep(LEASE_FAULTS.downMs);
+        await cluster.restart(index);
+      } else if (fault === 'pause') {
+        cluster.pause(index);
+        await sleep(LEASE_FAULTS.pauseMs);
+        cluster.resume(index);
+      } else if (fault === 'leave') {
+        await cluster.terminate(index);
+        await sleep(1_000);
+        await cluster.restart(index);
+      } else {
+        await database.kill();
+        await sleep(1_000);
+        await database.start();
+      }
+      await sleep(scenario.settleMs ?? 1_500);
+    }
+  } finally {
+    await Promise.allSettled(clients);
+    sampling = false;
+    await sampler;
+  }
+  const outputs = (await Promise.all(clients)).join('');
+  await allServed('after the faults');
+  const finalFile = join(dataDir, 'final.jsonl');
+  await runWorkload([...common, '--client', 'final', '--out', finalFile, '--final']);
+  const result = checkHistory(readHistories([...files, finalFile]), {
+    clockSlackMs: 1,
+    requireFinalReads: true,
+  });
+  t.diagnostic(`faults: ${faults.join(', ')}; region moves seen ${moves}`);
+  t.diagnostic(summarize(result).replaceAll('\n', '; '));
+  return {
+    splitKeys: FLEET_SPLITS,
+    result,
+    failovers: moves,
+    faults,
+    output: `${outputs}\n${cluster.output(15)}`,
+  };
+}
+
 /** Sessions resumed and lost, summed over the workload clients' last lines. */
 function sessionCounts(output: string): { resumed: number; lost: number } {
   let resumed = 0;
@@ -410,6 +566,44 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     const sessions = sessionCounts(outcome.output);
     t.diagnostic(`sessions resumed ${sessions.resumed}, lost ${sessions.lost}`);
     assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
+  });
+
+  it('a fleet (serve --fleet, 3 members, 12 regions, a private PostgreSQL): members killed, paused past their lease, leaving and joining, the database crashed; regions move under the load and histories are linearizable', {
+    timeout: 240_000,
+    skip: postgresMissing,
+  }, async (t) => {
+    using dir = tempDir();
+    const outcome = await fleetChaos(t, dir.path, {
+      faults: ['kill', 'pause', 'leave', 'database'],
+      durationMs: 45_000,
+    });
+    for (const kind of ['kill', 'pause', 'leave', 'database']) {
+      assert.ok(
+        outcome.faults.some((f) => f.startsWith(kind)),
+        `no ${kind} fault: ${outcome.faults.join(', ')}`,
+      );
+    }
+    // Each member fault moves its share (4 regions) away and back.
+    assertLinearizable(outcome, 8);
+  });
+
+  it('a fleet whose fence is broken (a test server acknowledges the writes PostgreSQL refused): the checker reports violations', {
+    timeout: 240_000,
+    skip: postgresMissing,
+  }, async (t) => {
+    using dir = tempDir();
+    const outcome = await fleetChaos(t, dir.path, {
+      faults: ['pause'],
+      durationMs: 30_000,
+      clients: 8,
+      settleMs: 500,
+      opTimeoutMs: LEASE_FAULTS.pauseMs + 5_000,
+      program: fixture('unfenced-serve'),
+      // Every append waits first, so a member paused under load has appends in flight when
+      // it wakes, past its per-call lease check.
+      env: { LOCKSMITH_UNFENCED_SLOW_APPEND_MS: '300' },
+    });
+    assertCaught(t, outcome, 'a broken fence in a fleet');
   });
 
   it('tables in PostgreSQL with the fence of its writes broken (a test server acknowledges what PostgreSQL refused): the checker reports violations', {

@@ -260,6 +260,17 @@ export class Cluster implements AsyncDisposable {
     member.state = 'running';
   }
 
+  /** SIGTERM (a member's orderly leaving); resolves once the process is gone. */
+  async terminate(index: number): Promise<void> {
+    const member = this.#member(index);
+    const proc = member.proc;
+    if (proc === undefined) return;
+    member.state = 'stopped';
+    const exited = exitOf(proc);
+    proc.kill('SIGTERM');
+    await exited;
+  }
+
   /** Stops every member: SIGCONT a paused one, SIGTERM, then SIGKILL after `graceMs`. */
   async stop(graceMs = 5_000): Promise<void> {
     await Promise.all(
