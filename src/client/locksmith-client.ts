@@ -287,7 +287,15 @@ export class LocksmithClient
     key: BytesInput,
     options?: AdminCallOptions,
   ): Promise<TableDescription> {
-    return this.#admin('splitTable', [name, checkRow(key, 'split key')], options);
+    const row = checkRow(key, 'split key');
+    const opts = this.#adminOptions('splitTable', options);
+    // In a fleet, the server of the region holding `key` splits it.
+    return this.#router.run(
+      name,
+      row,
+      (route) => route.client.call('splitTable', [name, row], opts),
+      opts.signal,
+    );
   }
 
   /** The server's status (what `GET /status` serves). */
@@ -302,15 +310,15 @@ export class LocksmithClient
 
   /** An administrative call with its options checked: a signal and a timeout, as every call. */
   #admin<
-    M extends
-      | 'createTable'
-      | 'listTables'
-      | 'describeTable'
-      | 'dropTable'
-      | 'splitTable'
-      | 'status'
-      | 'ping',
+    M extends 'createTable' | 'listTables' | 'describeTable' | 'dropTable' | 'status' | 'ping',
   >(method: M, args: CallArgs<M>, options: AdminCallOptions | undefined): Promise<CallResult<M>> {
+    return this.#call(method, args, this.#adminOptions(method, options));
+  }
+
+  #adminOptions(
+    method: string,
+    options: AdminCallOptions | undefined,
+  ): { signal: AbortSignal | undefined; timeoutMs?: number } {
     const opts = checkOptionsObject(options ?? {}, `${method} options`);
     for (const key of Object.keys(opts)) {
       if (key !== 'signal' && key !== 'timeoutMs') {
@@ -319,12 +327,12 @@ export class LocksmithClient
         );
       }
     }
-    return this.#call(method, args, {
+    return {
       signal: checkSignal(opts.signal, `${method} option signal`),
       ...(opts.timeoutMs === undefined
         ? {}
         : { timeoutMs: checkDuration(opts.timeoutMs, `${method} option timeoutMs`) }),
-    });
+    };
   }
 
   /** Ends the session (the server releases its locks) and closes the connection. Idempotent. */

@@ -160,8 +160,14 @@ export class Dispatcher {
         this.#sessions.end(ctx.session, sessionClosed(ctx.session));
       },
       createTable: ([descriptor]) => this.#catalog.create(descriptor),
-      listTables: () => this.#catalog.list(),
-      describeTable: ([name]) => this.#catalog.describe(name),
+      listTables: async () => {
+        await this.#catalog.current();
+        return this.#catalog.list();
+      },
+      describeTable: async ([name]) => {
+        await this.#catalog.current();
+        return this.#catalog.describe(name);
+      },
       dropTable: ([name]) => this.#catalog.drop(name),
       splitTable: ([name, key]) => this.#catalog.split(name, key),
       regionMap: ([name]) => {

@@ -6,7 +6,7 @@ import type { TableDescriptor } from '../rows/table-descriptor.js';
 import { describe } from '../store/describe-error.js';
 import { assignRegions } from './fleet-assignment.js';
 import { type FleetMemberRow, FleetStore, type FleetView } from './fleet-store.js';
-import { type CatalogFleet, TableCatalog } from './table-catalog.js';
+import { type CatalogFleet, type FleetSplit, TableCatalog } from './table-catalog.js';
 
 /** `LocksmithServer.listen`'s `fleet` option: serve a share of the tables of a PostgreSQL storage. */
 export interface FleetOptions {
@@ -88,6 +88,10 @@ export class FleetRole {
   #renewTimer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
   readonly #served = new Map<string, Served>();
+  /** Daughters of live splits under way here, claimed but not described by any table yet. */
+  readonly #pending = new Map<string, number>();
+  /** Counts the steps of live splits here: a look that overlapped one judges no claim of it. */
+  #splitSteps = 0;
   /** Per member id: the first look that saw it live (moves go only to members seen twice). */
   readonly #seen = new Map<string, number>();
   #looks = 0;
@@ -126,6 +130,15 @@ export class FleetRole {
     serving: () => this.#checkServing(),
     changed: () => this.#poke(),
     released: (regions) => this.#released(regions),
+    claimDaughter: (region) => this.#claimDaughter(region),
+    commitSplit: (split) => this.#commitSplit(split),
+    splitServed: (region, table, startKey, epoch) => {
+      this.#splitSteps++;
+      this.#pending.delete(region);
+      this.#served.set(region, { table, startKey, epoch });
+      this.#move(region, 'claimed', 'split off a region served here');
+    },
+    splitFailed: (regions, why) => this.#splitFailed(regions, why),
   };
 
   /** Starts serving regions of `catalog` (opened with {@link catalogHooks}). */
@@ -295,6 +308,7 @@ export class FleetRole {
   async #tick(): Promise<void> {
     const catalog = this.#catalog;
     if (catalog === undefined || this.#id === null) return;
+    const splitSteps = this.#splitSteps;
     const descriptors = await this.#readDescriptors();
     await catalog.refresh(descriptors);
     const where = new Map<string, { table: string; startKey: string }>();
@@ -325,14 +339,23 @@ export class FleetRole {
       if (!this.#seen.has(m.id)) this.#seen.set(m.id, this.#looks);
     }
     const claims = new Map(view.regions.map((r) => [r.region, r]));
+    // A live split ran here during this look: what it read may be from before or after the
+    // split's commit, so it judges none of this member's claims (the next look does).
+    const judge = this.#pending.size === 0 && this.#splitSteps === splitSteps;
     // A region this member serves that the fleet says is someone else's: lost (never happens
     // while the lease holds; the storage fences it anyway).
-    for (const [name, s] of [...this.#served]) {
+    for (const [name, s] of judge ? [...this.#served] : []) {
       const claim = claims.get(name);
       if (claim?.owner !== me || claim.epoch !== s.epoch) {
         this.#served.delete(name);
         this.#move(name, 'lost', 'its claim is no longer this server’s');
         await catalog.serveElsewhere(s.table, s.startKey, null);
+      } else if (where.has(name) && !catalog.serves(s.table, s.startKey)) {
+        // The catalog closed it (a split whose outcome was unknown): the claim goes.
+        this.#served.delete(name);
+        await this.#store.release(me, name, s.epoch);
+        this.#move(name, 'lost', 'it closed here');
+        claim.owner = null;
       } else if (!where.has(name)) {
         // Its table was dropped: closed already by the catalog's refresh; the claim goes.
         this.#served.delete(name);
@@ -341,6 +364,13 @@ export class FleetRole {
         this.#move(name, 'handed-over', 'its table was dropped');
         claim.owner = null;
       }
+    }
+    // Claims of this member it does not serve (a release that failed): given back.
+    for (const claim of judge ? view.regions : []) {
+      if (claim.owner !== me || this.#served.has(claim.region) || this.#pending.has(claim.region))
+        continue;
+      await this.#store.release(me, claim.region, claim.epoch);
+      claim.owner = null;
     }
     const takers = [...live.values()].filter((m) => !m.leaving);
     const owners = new Map(
@@ -370,8 +400,8 @@ export class FleetRole {
       }
     }
     // Regions of dropped tables: whoever gets there first deletes what the storage keeps.
-    for (const claim of view.regions) {
-      if (where.has(claim.region)) continue;
+    for (const claim of judge ? view.regions : []) {
+      if (where.has(claim.region) || this.#pending.has(claim.region)) continue;
       if (claim.owner !== null && live.has(claim.owner) && claim.owner !== me) continue;
       await this.#clearDropped(claim.region);
     }
@@ -382,6 +412,9 @@ export class FleetRole {
     const epoch = await this.#store.claim(me, name);
     if (epoch === undefined) return;
     try {
+      // The catalog read again now that the region is claimed: a split committed before the
+      // claim (by its last owner) is in it, and nobody else can split this region now.
+      await (this.#catalog as TableCatalog).refresh(await this.#readDescriptors());
       if (!(await (this.#catalog as TableCatalog).serveRegion(table, startKey, epoch))) {
         await this.#store.release(me, name, epoch);
         return;
@@ -443,6 +476,69 @@ export class FleetRole {
     this.#moveCounts[change]++;
     this.#moves.push({ at: Date.now(), region, change, why });
     if (this.#moves.length > MAX_MOVES) this.#moves.shift();
+  }
+
+  // ---- live splits -------------------------------------------------------------------------
+
+  async #claimDaughter(region: string): Promise<number> {
+    this.#checkServing();
+    const epoch = await this.#store.claimDaughter(this.#id as string, region);
+    if (epoch === undefined) {
+      throw new NotServingRegionError(
+        `Region ${region} is still being cleared after an earlier split that did not commit: try again shortly`,
+      );
+    }
+    this.#splitSteps++;
+    this.#pending.set(region, epoch);
+    return epoch;
+  }
+
+  /** The split's commit point (see `FleetStore.commitSplit`); a refusal is `NOT_SERVING_REGION`. */
+  async #commitSplit(split: FleetSplit): Promise<void> {
+    this.#checkServing();
+    const me = this.#id as string;
+    const parent = this.#served.get(split.parent);
+    const daughterEpoch = this.#pending.get(split.daughter);
+    if (parent === undefined || daughterEpoch === undefined) {
+      throw new NotServingRegionError(`Region ${split.parent} is no longer served by this server`);
+    }
+    const out = await this.#store.commitSplit(me, {
+      ...split,
+      parentEpoch: parent.epoch,
+      daughterEpoch,
+    });
+    if ('refused' in out) {
+      throw new NotServingRegionError(
+        `The split of table ${split.table} was refused: ${out.refused}; nothing changed`,
+      );
+    }
+  }
+
+  /**
+   * A split that did not commit (or may have: `unknown`): the daughter's claim goes back; with
+   * an unknown outcome the parent, closed by the catalog, goes back too, and whoever claims it
+   * next opens it as the catalog then describes it.
+   */
+  async #splitFailed(
+    regions: { parent: string; daughter: string },
+    unknown: boolean,
+  ): Promise<void> {
+    this.#splitSteps++;
+    const me = this.#id;
+    const daughterEpoch = this.#pending.get(regions.daughter);
+    this.#pending.delete(regions.daughter);
+    const parent = unknown ? this.#served.get(regions.parent) : undefined;
+    if (parent !== undefined) {
+      this.#served.delete(regions.parent);
+      this.#move(regions.parent, 'lost', 'its split may or may not have been recorded');
+    }
+    if (me === null) return;
+    // A release that fails is retried by the next look (a claim of this member it does not serve).
+    if (daughterEpoch !== undefined)
+      await this.#store.release(me, regions.daughter, daughterEpoch).catch(() => false);
+    if (parent !== undefined)
+      await this.#store.release(me, regions.parent, parent.epoch).catch(() => false);
+    this.#poke();
   }
 
   // ---- the shared catalog ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import {
 } from '../rows/postgres-storage-schema.js';
 import type { TableDescriptor } from '../rows/table-descriptor.js';
 import { describe } from '../store/describe-error.js';
+import type { FleetSplit } from './table-catalog.js';
 
 /** The fleet's tables beside the region storage's (same prefix), and their version. */
 export const FLEET_SCHEMA_VERSION = 1;
@@ -282,6 +283,92 @@ export class FleetStore {
     return epoch === undefined ? undefined : Number(epoch);
   }
 
+  /**
+   * Claims `region`, a daughter a live split of one of `id`'s regions is making, for `id`:
+   * recorded if new, else taken only while nobody live owns it (what an earlier split that did
+   * not commit left). Its epoch is above every one the storage has seen. Resolves with the
+   * epoch, or `undefined` when refused. Nobody else claims it while `id` lives, and no table
+   * describes it until the split commits; if `id` dies first, it is a dropped table's region
+   * to every member, and the first to get to it deletes what its storage keeps.
+   */
+  async claimDaughter(id: string, region: string): Promise<number | undefined> {
+    const { members, regions, storage } = this.#t;
+    const live = (who: string) =>
+      `EXISTS (SELECT 1 FROM ${members} m WHERE m.id = ${who} AND m.expires_ms > ${NOW_MS})`;
+    const r = await this.#query(
+      `claiming region ${region}`,
+      `INSERT INTO ${regions} AS f (region, owner, epoch)
+         SELECT $2, $1, GREATEST((SELECT COALESCE(MAX(epoch), 0) + 1 FROM ${storage.regions}), ${NOW_US})
+         WHERE EXISTS (SELECT 1 FROM ${members} WHERE id = $1 AND expires_ms > ${NOW_MS} AND NOT leaving)
+       ON CONFLICT (region) DO UPDATE SET owner = $1, epoch = GREATEST(f.epoch + 1, EXCLUDED.epoch)
+         WHERE f.owner IS NULL OR f.owner = $1 OR NOT ${live('f.owner')}
+       RETURNING epoch`,
+      [id, region],
+    );
+    const epoch = r.rows[0]?.epoch;
+    return epoch === undefined ? undefined : Number(epoch);
+  }
+
+  /**
+   * The commit point of a live split, one transaction: table `split.table`'s descriptor gains
+   * split key `split.key`, only while member `id` is live and still holds the region being
+   * split (`parent`, with `parentEpoch`) and its daughter (with `daughterEpoch`), and the
+   * catalog still gives the parent the range `[startKey, endKey)` (another member may have
+   * split another region of the table meanwhile: that stays). A member claiming either region
+   * after this sees the split: it reads the catalog after its claim. Resolves with the
+   * descriptor recorded, or with why it was refused (nothing changed); throws `LOCK_IO` when
+   * the outcome is unknown.
+   */
+  async commitSplit(
+    id: string,
+    split: FleetSplit & { parentEpoch: number; daughterEpoch: number },
+  ): Promise<{ recorded: TableDescriptor } | { refused: string }> {
+    return this.#transaction('recording a split', async (client) => {
+      const { members, regions, storage } = this.#t;
+      const claims = new Map(
+        (
+          await client.query(
+            `SELECT region, owner, epoch FROM ${regions} WHERE region = ANY($1::text[]) FOR UPDATE`,
+            [[split.parent, split.daughter]],
+          )
+        ).rows.map((r: { region: string; owner: string | null; epoch: string }) => [r.region, r]),
+      );
+      for (const [name, epoch] of [
+        [split.parent, split.parentEpoch],
+        [split.daughter, split.daughterEpoch],
+      ] as const) {
+        const claim = claims.get(name);
+        if (claim?.owner !== id || Number(claim.epoch) !== epoch)
+          return { refused: `region ${name} is no longer this server's` };
+      }
+      const live = await client.query(
+        `SELECT 1 FROM ${members} WHERE id = $1 AND expires_ms > ${NOW_MS}`,
+        [id],
+      );
+      if (live.rowCount !== 1) return { refused: "this server's fleet lease ran out" };
+      const row = (
+        await client.query(`SELECT descriptor FROM ${storage.tables} WHERE name = $1 FOR UPDATE`, [
+          split.table,
+        ])
+      ).rows[0] as { descriptor: string } | undefined;
+      if (row === undefined) return { refused: `table ${split.table} was dropped` };
+      const descriptor = parseDescriptor(split.table, row.descriptor, storage);
+      const starts = ['', ...descriptor.splits];
+      const i = starts.indexOf(split.startKey);
+      if (i < 0 || (starts[i + 1] ?? '') !== split.endKey)
+        return { refused: 'the region was split meanwhile' };
+      const recorded: TableDescriptor = {
+        ...descriptor,
+        splits: [...descriptor.splits.slice(0, i), split.key, ...descriptor.splits.slice(i)],
+      };
+      await client.query(`UPDATE ${storage.tables} SET descriptor = $2 WHERE name = $1`, [
+        split.table,
+        JSON.stringify(recorded),
+      ]);
+      return { recorded };
+    });
+  }
+
   /** Gives `region` back if `id` still holds it with `epoch`; true when it did. */
   async release(id: string, region: string, epoch: number): Promise<boolean> {
     const r = await this.#query(
@@ -300,6 +387,41 @@ export class FleetStore {
   }
 
   async #query(what: string, sql: string, args: unknown[] = []): Promise<pg.QueryResult> {
+    return this.#run(what, (client) => client.query(sql, args));
+  }
+
+  /**
+   * `work` between BEGIN and COMMIT (ROLLBACK when it throws, or returns a refusal), on a
+   * connection of its own: the shared one's renewals and looks must never land inside it.
+   */
+  async #transaction<T>(what: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+    const failed = (err: unknown) =>
+      new LockIOError(`Fleet in ${this.#db.where}: ${what} failed: ${describe(err)}`, {
+        cause: err,
+      });
+    if (this.#closed) throw failed(new Error('the fleet store is closed'));
+    let client: pg.Client;
+    try {
+      client = await connectStorage(this.#db, 'fleet');
+    } catch (err) {
+      throw failed(err);
+    }
+    client.on('error', () => undefined);
+    try {
+      await client.query('BEGIN');
+      const out = await work(client);
+      await client.query(
+        typeof out === 'object' && out !== null && 'refused' in out ? 'ROLLBACK' : 'COMMIT',
+      );
+      return out;
+    } catch (err) {
+      throw err instanceof LockIOError ? err : failed(err);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  async #run<T>(what: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
     try {
       if (this.#closed) throw new Error('the fleet store is closed');
       if (this.#client === undefined || this.#failure !== undefined) {
@@ -308,7 +430,7 @@ export class FleetStore {
         await old?.end().catch(() => undefined);
         this.#watch(await connectStorage(this.#db, 'fleet'));
       }
-      return await (this.#client as pg.Client).query(sql, args);
+      return await work(this.#client as pg.Client);
     } catch (err) {
       // A statement that failed on a connection that broke: the next one reconnects.
       if (this.#failure === undefined && (err as { code?: string }).code === undefined)

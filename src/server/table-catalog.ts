@@ -2,7 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../core/clock.js';
-import { InternalError, InvalidArgumentError, LockIOError, TableError } from '../core/errors.js';
+import {
+  InternalError,
+  InvalidArgumentError,
+  LockIOError,
+  NotServingRegionError,
+  TableError,
+} from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { makeDirectories } from '../directory/make-directories.js';
 import { toStringBinary } from '../rows/bytes.js';
@@ -35,6 +41,19 @@ export interface CatalogMastership {
 const STANDALONE: CatalogMastership = { epoch: 0, check: () => undefined };
 
 /**
+ * A live split in a fleet: table `table`'s region `parent` (storage name), `[startKey, endKey)`,
+ * cut at `key`; the rows from `key` on go to region `daughter`.
+ */
+export interface FleetSplit {
+  table: string;
+  parent: string;
+  daughter: string;
+  startKey: string;
+  endKey: string;
+  key: string;
+}
+
+/**
  * What a fleet member adds to its catalog (see `FleetRole`): the tables are the fleet's, read
  * from the shared catalog without claiming it; a table's regions are served by whichever member
  * claimed each, so this catalog opens a region only when told to ({@link TableCatalog.serveRegion}).
@@ -60,6 +79,17 @@ export interface CatalogFleet {
    * at their next look), or after a lease at most.
    */
   released(regions: readonly string[]): Promise<void>;
+  /**
+   * A live split of a region served here, in steps: the daughter's region claimed for this
+   * member before it is made (resolves with the epoch to open it with; nobody else serves it
+   * meanwhile), the commit point (the descriptor recorded only while this member still holds
+   * both regions; a refusal is `NOT_SERVING_REGION`, anything else leaves the outcome unknown),
+   * then the daughter served here, or the split failed (`unknown`: it may have been recorded).
+   */
+  claimDaughter(region: string): Promise<number>;
+  commitSplit(split: FleetSplit): Promise<void>;
+  splitServed(region: string, table: string, startKey: string, epoch: number): void;
+  splitFailed(regions: { parent: string; daughter: string }, unknown: boolean): Promise<void>;
 }
 
 /**
@@ -105,6 +135,11 @@ function regionDirectory(name: string, key: string): string {
 interface TableEntry {
   descriptor: TableDescriptor;
   readonly regions: TableRegions;
+  /**
+   * In a fleet: split keys this member recorded that no read of the shared catalog has shown
+   * yet (a read from before the split must not undo it; see `refresh`).
+   */
+  ownSplits?: Set<string>;
 }
 
 /**
@@ -199,6 +234,15 @@ export class TableCatalog {
     return entry.descriptor;
   }
 
+  /**
+   * In a fleet, reads the shared catalog again (another member may have created, dropped or
+   * split a table a moment ago), so that what `describe` and `list` say next is not older than
+   * the call; elsewhere nothing.
+   */
+  async current(): Promise<void> {
+    if (this.#fleet !== undefined) await this.refresh(await this.#fleet.read());
+  }
+
   /** Table names in byte order. */
   list(): string[] {
     return [...this.#tables.keys()].sort();
@@ -262,12 +306,6 @@ export class TableCatalog {
   split(name: unknown, key: unknown): Promise<TableDescriptor> {
     return this.#serially(async () => {
       this.#mastership.check();
-      if (this.#fleet !== undefined) {
-        this.regions(name);
-        throw new InvalidArgumentError(
-          'A fleet does not split live regions yet: create the table with its split keys (createTable splits, rows create-table --splits)',
-        );
-      }
       const regions = this.regions(name);
       const entry = this.#tables.get(name as string) as TableEntry;
       const { descriptor } = entry;
@@ -288,6 +326,7 @@ export class TableCatalog {
         );
       }
       const dir = regionDirectory(next.name, row);
+      if (this.#fleet !== undefined) return this.#splitInFleet(entry, next, row, dir);
       let recording = false;
       let daughter: Region | undefined;
       try {
@@ -378,6 +417,97 @@ export class TableCatalog {
   // ---- in a fleet ------------------------------------------------------------------------
 
   /**
+   * `split` in a fleet: the member serving the region splits it (any other refuses with
+   * `NOT_SERVING_REGION`, naming the server, where the client sends it again). The daughter is
+   * claimed in the fleet for this member before it is made, with an epoch of its own; the commit
+   * point records the split in the shared catalog in one transaction that also checks this
+   * member still holds both regions and its lease (see `FleetStore.commitSplit`). The daughter
+   * is then served here, until the fleet's balance moves it. If the split fails before its
+   * commit, the daughter's claim goes back and what it stored is deleted by whoever clears it;
+   * if the commit's outcome is unknown, the parent closes here too and is served again, as the
+   * catalog then says, by whoever claims it.
+   */
+  async #splitInFleet(
+    entry: TableEntry,
+    next: TableDescriptor,
+    row: string,
+    dir: string,
+  ): Promise<TableDescriptor> {
+    const fleet = this.#fleet as CatalogFleet;
+    const { descriptor, regions } = entry;
+    fleet.serving();
+    const ranges = regions.ranges();
+    const index = ranges.findIndex((r) => r.startKey <= row && (r.endKey === '' || row < r.endKey));
+    const range = ranges[index];
+    if (range?.region === undefined) throw regions.refusalFor(row);
+    // The catalog's regions and the descriptor's are the same list, in key order.
+    const parent = TableCatalog.regionNames(descriptor)[index] as string;
+    const daughterName = `tables/${dir}`;
+    const epoch = await fleet.claimDaughter(daughterName);
+    let recording = false;
+    let daughter: Region | undefined;
+    try {
+      await regions.split(
+        row,
+        async (region, readPoint) => {
+          await rm(join(this.#dir, dir), { recursive: true, force: true });
+          await this.#destroyStored(dir, epoch);
+          daughter = await this.#openRegion(
+            next,
+            dir,
+            {
+              startKey: row,
+              endKey: region.range.endKey,
+              split: {
+                cells: region.cellsFrom(row, 0, readPoint),
+                tokensAbove: region.tokenCeiling,
+              },
+            },
+            epoch,
+          );
+          await daughter.flush();
+          return daughter;
+        },
+        async () => {
+          fleet.serving();
+          recording = true;
+          await fleet.commitSplit({
+            table: descriptor.name,
+            parent,
+            daughter: daughterName,
+            startKey: range.startKey,
+            endKey: range.endKey,
+            key: row,
+          });
+          recording = false;
+        },
+      );
+    } catch (err) {
+      await daughter?.close();
+      const unknown = recording && !(err instanceof NotServingRegionError);
+      if (unknown) {
+        // The parent must not take writes for rows that the catalog may now give the daughter.
+        await regions.serveElsewhere(descriptor.name, range.startKey, null)?.close();
+      }
+      await fleet.splitFailed({ parent, daughter: daughterName }, unknown);
+      if (!unknown) throw err;
+      throw new LockIOError(
+        `The split of table ${descriptor.name} at ${toStringBinary(row)} may or may not be recorded (${(err as Error).message}): its region is served again shortly, as the catalog says; no acknowledged write is lost`,
+        { cause: err },
+      );
+    }
+    entry.descriptor = {
+      ...entry.descriptor,
+      splits: checkSplits([...entry.descriptor.splits, row]),
+    };
+    entry.ownSplits ??= new Set();
+    entry.ownSplits.add(row);
+    fleet.splitServed(daughterName, descriptor.name, row, epoch);
+    fleet.changed();
+    return entry.descriptor;
+  }
+
+  /**
    * The storage names of every region of `descriptor` (`tables/<directory>`, what the region
    * storage keys them by), first region first.
    */
@@ -397,6 +527,7 @@ export class TableCatalog {
       for (const [name, entry] of [...this.#tables]) {
         const now = named.get(name);
         if (now !== undefined && sameDescriptor(now, entry.descriptor)) continue;
+        if (now !== undefined && (await this.#splitElsewhere(entry, now))) continue;
         // Dropped (or dropped and made again under its name): its regions here close.
         this.#tables.delete(name);
         await entry.regions.close();
@@ -405,6 +536,30 @@ export class TableCatalog {
         if (!this.#tables.has(descriptor.name)) this.#addElsewhere(descriptor);
       }
     });
+  }
+
+  /**
+   * Takes in `now`, the shared catalog's description of `entry`'s table, where it differs only
+   * by splits: those made by other members (their regions are served elsewhere), and none of
+   * this member's missing but those no read has shown yet (a read from before them). False
+   * where `now` is another table (dropped and made again under the name).
+   */
+  async #splitElsewhere(entry: TableEntry, now: TableDescriptor): Promise<boolean> {
+    const before = entry.descriptor;
+    if (!sameDescriptor({ ...now, splits: [] }, { ...before, splits: [] })) return false;
+    const own = entry.ownSplits ?? new Set<string>();
+    const known = new Set(now.splits);
+    if (before.splits.some((key) => !known.has(key) && !own.has(key))) return false;
+    for (const key of now.splits) own.delete(key);
+    const added = now.splits.filter((key) => !before.splits.includes(key));
+    for (const key of added) await entry.regions.splitElsewhere(now.name, key)?.close();
+    entry.descriptor = { ...before, splits: checkSplits([...before.splits, ...added]) };
+    return true;
+  }
+
+  /** Whether this member serves the region of table `table` that starts at `startKey`. */
+  serves(table: string, startKey: string): boolean {
+    return this.#tables.get(table)?.regions.serves(startKey) === true;
   }
 
   #addElsewhere(descriptor: TableDescriptor): void {

@@ -116,6 +116,42 @@ export class TableRegions {
   }
 
   /**
+   * Another server of the fleet split the region holding `key` there: both parts are served
+   * elsewhere from now on (the part's server is learnt at the next look). Returns the region
+   * that was served here, for the caller to close (never, while the fleet's claims hold: only
+   * a region's server splits it).
+   */
+  splitElsewhere(table: string, key: string): Region | undefined {
+    const i = this.#indexOf(key);
+    const starts = this.#starts;
+    if (starts[i] === key) return undefined;
+    const slot = this.#regions[i] as Slot;
+    const server = slot instanceof RegionElsewhere ? slot.server : null;
+    this.#starts = [...starts.slice(0, i + 1), key, ...starts.slice(i + 1)];
+    this.#regions = [
+      ...this.#regions.slice(0, i),
+      new RegionElsewhere(table, starts[i] as string, key, server),
+      new RegionElsewhere(table, key, starts[i + 1] ?? '', null),
+      ...this.#regions.slice(i + 1),
+    ];
+    this.#generation++;
+    return slot instanceof Region ? slot : undefined;
+  }
+
+  /** Whether the region starting at `startKey` is served here. */
+  serves(startKey: string): boolean {
+    return this.#regions[this.#starts.indexOf(startKey)] instanceof Region;
+  }
+
+  /** The refusal of a call for row `key` (latin1), whose region is served elsewhere. */
+  refusalFor(key: string): NotServingRegionError | InternalError {
+    const slot = this.#regions[this.#indexOf(key)];
+    return slot instanceof RegionElsewhere
+      ? slot.refusal()
+      : new InternalError('The region of this row is served here');
+  }
+
+  /**
    * Cuts the region holding `key` in two (see `TableCatalog.split`), in two steps:
    *
    * 1. While the region serves on, `open` makes the new region (rows `[key, end)`) from the

@@ -313,8 +313,11 @@ async function storageChaos(
   }
 }
 
-/** What can happen to a fleet: a member killed, paused or leaving, or its database crashing. */
-type FleetFault = 'kill' | 'pause' | 'leave' | 'database';
+/**
+ * What can happen to a fleet: a member killed, paused or leaving, its database crashing, or a
+ * region split live (by whichever member serves it).
+ */
+type FleetFault = 'kill' | 'pause' | 'leave' | 'database' | 'split';
 
 interface FleetScenario {
   faults: FleetFault[];
@@ -327,13 +330,16 @@ interface FleetScenario {
 }
 
 /**
- * Split keys of the fleet's table: 12 regions, each with one counter (`ctr-0` .. `ctr-7`) or
- * the registers of one client (`reg-w0` .. `reg-w3`), so every region is written.
+ * Split keys of the fleet's table: 12 regions, four with two counters each (`ctr-0` ..
+ * `ctr-7`), four with the registers of one client each (`reg-w0` .. `reg-w3`), and four empty.
+ * The `split` fault cuts the counters' regions between their two counters, in turn
+ * ({@link FLEET_LIVE_SPLITS}): each moves a counter under the load.
  */
 const FLEET_SPLITS = [
-  ...['ctr-1', 'ctr-2', 'ctr-3', 'ctr-4', 'ctr-5', 'ctr-6', 'ctr-7'],
+  ...['a', 'b', 'c', 'ctr-2', 'ctr-4', 'ctr-6', 'd'],
   ...['reg-w0', 'reg-w1', 'reg-w2', 'reg-w3'],
 ];
+const FLEET_LIVE_SPLITS = ['ctr-1', 'ctr-5', 'ctr-3', 'ctr-7'];
 
 /** Region start key → the server serving it, as one member's `/status` says (null: nobody). */
 async function regionServers(cluster: Cluster): Promise<Map<string, string | null> | undefined> {
@@ -379,13 +385,16 @@ async function fleetChaos(
     await using client = await connect((cluster.members[0] as { url: string }).url);
     await client.createTable('chaos', ['f'], { splits: FLEET_SPLITS });
   }
+  let regions = FLEET_SPLITS.length + 1;
   const allServed = async (what: string) => {
     let last = '';
     await eventually(
       async () => {
         const servers = await regionServers(cluster);
         last = JSON.stringify([...(servers ?? [])]);
-        return servers?.size === FLEET_SPLITS.length + 1 && ![...servers.values()].includes(null);
+        return (
+          servers !== undefined && servers.size >= regions && ![...servers.values()].includes(null)
+        );
       },
       30_000,
       () => `every region served ${what} (last seen: ${last})\n${cluster.output(15)}`,
@@ -419,14 +428,32 @@ async function fleetChaos(
     ]),
   );
   const faults: string[] = [];
+  const liveSplits = [...FLEET_LIVE_SPLITS];
   try {
     const end = Date.now() + scenario.durationMs - 2_000;
     await sleep(1_500);
     for (let n = 0; Date.now() < end; n++) {
       const fault = scenario.faults[n % scenario.faults.length] as FleetFault;
       const index = n % cluster.members.length;
-      faults.push(fault === 'database' ? 'database' : `${fault} ${index}`);
-      if (fault === 'kill') {
+      const key = fault === 'split' ? liveSplits.shift() : undefined;
+      if (fault === 'split' && key === undefined) continue;
+      faults.push(
+        fault === 'database'
+          ? 'database'
+          : fault === 'split'
+            ? `split at ${key}`
+            : `${fault} ${index}`,
+      );
+      if (fault === 'split') {
+        // Sent to any member: the client routes it to the region's server. It may fail with
+        // the next fault under it; the checker judges the data either way.
+        try {
+          await using client = await connect((cluster.members[index] as { url: string }).url);
+          await client.splitTable('chaos', key as string);
+        } catch (err) {
+          faults.push(`(split at ${key}: ${(err as { code?: string }).code})`);
+        }
+      } else if (fault === 'kill') {
         await cluster.kill9(index);
         await sleep(LEASE_FAULTS.downMs);
         await cluster.restart(index);
@@ -451,6 +478,12 @@ async function fleetChaos(
     await sampler;
   }
   const outputs = (await Promise.all(clients)).join('');
+  let splitKeys: string[] = [];
+  {
+    await using client = await connect(cluster.addresses);
+    splitKeys = (await client.describeTable('chaos')).splits.map((k) => k.toString('latin1'));
+  }
+  regions = splitKeys.length + 1;
   await allServed('after the faults');
   const finalFile = join(dataDir, 'final.jsonl');
   await runWorkload([...common, '--client', 'final', '--out', finalFile, '--final']);
@@ -461,7 +494,7 @@ async function fleetChaos(
   t.diagnostic(`faults: ${faults.join(', ')}; region moves seen ${moves}`);
   t.diagnostic(summarize(result).replaceAll('\n', '; '));
   return {
-    splitKeys: FLEET_SPLITS,
+    splitKeys,
     result,
     failovers: moves,
     faults,
@@ -568,16 +601,21 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     assert.equal(sessions.lost, 0, `a session was lost, not resumed: ${outcome.output}`);
   });
 
-  it('a fleet (serve --fleet, 3 members, 12 regions, a private PostgreSQL): members killed, paused past their lease, leaving and joining, the database crashed; regions move under the load and histories are linearizable', {
+  it('a fleet (serve --fleet, 3 members, 12 regions, a private PostgreSQL): members killed, paused past their lease, leaving and joining, the database crashed, regions split live; regions move under the load and histories are linearizable', {
     timeout: 240_000,
     skip: postgresMissing,
   }, async (t) => {
     using dir = tempDir();
     const outcome = await fleetChaos(t, dir.path, {
-      faults: ['kill', 'pause', 'leave', 'database'],
-      durationMs: 45_000,
+      faults: ['kill', 'split', 'pause', 'split', 'leave', 'split', 'database', 'split'],
+      durationMs: 50_000,
     });
-    for (const kind of ['kill', 'pause', 'leave', 'database']) {
+    t.diagnostic(`split keys at the end: ${outcome.splitKeys.join(', ')}`);
+    assert.ok(
+      outcome.splitKeys.length > FLEET_SPLITS.length,
+      `no live split landed: ${outcome.faults.join(', ')}`,
+    );
+    for (const kind of ['kill', 'pause', 'leave', 'database', 'split']) {
       assert.ok(
         outcome.faults.some((f) => f.startsWith(kind)),
         `no ${kind} fault: ${outcome.faults.join(', ')}`,
