@@ -22,6 +22,8 @@ const FLEET_SCHEMA_NAME = 'fleet';
 /** The database's clock, in ms and µs: leases are decided on it alone (no two machines' clocks are compared). */
 const NOW_MS = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
 const NOW_US = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000) AS BIGINT)';
+/** How long a transaction of the fleet may wait for its member's next statement. */
+const IDLE_IN_TRANSACTION_MS = 1000;
 /** A member whose lease ran out this long ago is forgotten (its row would otherwise stay forever). */
 const PRUNE_AFTER_MS = 60_000;
 
@@ -408,6 +410,10 @@ export class FleetStore {
     }
     client.on('error', () => undefined);
     try {
+      // A member stopped inside the transaction (SIGSTOP) holds its row locks, which the
+      // others' claims wait for: the database ends such a transaction after a moment (rolled
+      // back; to the member, an unknown outcome).
+      await client.query(`SET idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`);
       await client.query('BEGIN');
       const out = await work(client);
       await client.query(

@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
+import { PostgresCatalogStore } from '../../src/rows/postgres-catalog-store.js';
+import { checkTableDescriptor } from '../../src/rows/table-descriptor.js';
 import { FleetStore } from '../../src/server/fleet-store.js';
 import { dropStoragePrefixes, POSTGRES_URL } from '../fixtures/db-servers.js';
 import { sleep } from '../helpers.js';
@@ -42,6 +44,81 @@ describe('FleetStore', () => {
       assert.equal(view.members.find((m) => m.id === ida)?.live, false);
       assert.equal(view.members.find((m) => m.id === idb)?.live, true);
     } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('a live split commits only while its member is live and holds both regions, and the parent still has the range it cut', async () => {
+    const prefix = `lsm_${randomBytes(4).toString('hex')}`;
+    const a = await store(prefix);
+    const b = await store(prefix);
+    const catalog = await PostgresCatalogStore.open({
+      database: POSTGRES_URL,
+      tablePrefix: prefix,
+      epoch: await a.freshEpoch(),
+    });
+    try {
+      await catalog.add(checkTableDescriptor('t', ['f'], { splits: ['g', 'p'] }));
+      const ida = await a.join('127.0.0.1:1', 60_000);
+      const idb = await b.join('127.0.0.1:2', 60_000);
+      await a.addRegions(['tables/t', 'tables/t@g', 'tables/t@p']);
+      const parent = (await a.claim(ida, 'tables/t@g')) as number;
+      // A daughter another live member holds (its split under way) is refused; a fresh one
+      // comes with an epoch above every one the storage has seen.
+      const theirs = (await b.claimDaughter(idb, 'tables/t@k')) as number;
+      assert.equal(await a.claimDaughter(ida, 'tables/t@k'), undefined);
+      const daughter = (await a.claimDaughter(ida, 'tables/t@j')) as number;
+      assert.ok(daughter > theirs && theirs > parent, `${parent} < ${theirs} < ${daughter}`);
+      const split = {
+        table: 't',
+        parent: 'tables/t@g',
+        parentEpoch: parent,
+        daughter: 'tables/t@j',
+        daughterEpoch: daughter,
+        startKey: 'g',
+        endKey: 'p',
+        key: 'j',
+      };
+      const splitsNow = async () =>
+        (await a.descriptors()).find((d) => d.name === 't')?.splits.join();
+      // Refused (nothing changed): a stale epoch, a region of another member, another range.
+      for (const [wrong, why] of [
+        [{ parentEpoch: parent - 1 }, /no longer this server's/],
+        [{ daughter: 'tables/t@k', daughterEpoch: theirs }, /no longer this server's/],
+        [{ endKey: 'q' }, /split meanwhile/],
+        [{ table: 'gone' }, /no longer this server's|dropped/],
+      ] as const) {
+        const out = await a.commitSplit(ida, { ...split, ...wrong });
+        assert.ok('refused' in out && why.test(out.refused), JSON.stringify(out));
+        assert.equal(await splitsNow(), 'g,p');
+      }
+      const out = await a.commitSplit(ida, split);
+      assert.ok('recorded' in out, JSON.stringify(out));
+      assert.deepEqual(out.recorded.splits, ['g', 'j', 'p']);
+      assert.equal(await splitsNow(), 'g,j,p');
+      // The same split again: the parent's range is no longer [g, p).
+      const again = await a.commitSplit(ida, split);
+      assert.ok('refused' in again && /split meanwhile/.test(again.refused));
+      // A member whose lease ran out commits nothing.
+      const idc = await a.join('127.0.0.1:3', 300);
+      const e = (await a.claim(idc, 'tables/t@p')) as number;
+      const d2 = (await a.claimDaughter(idc, 'tables/t@x')) as number;
+      await sleep(500);
+      const late = await a.commitSplit(idc, {
+        ...split,
+        parent: 'tables/t@p',
+        parentEpoch: e,
+        daughter: 'tables/t@x',
+        daughterEpoch: d2,
+        startKey: 'p',
+        endKey: '',
+        key: 'x',
+      });
+      assert.ok('refused' in late && /lease ran out/.test(late.refused), JSON.stringify(late));
+      assert.equal(await splitsNow(), 'g,j,p');
+    } finally {
+      await catalog.close();
       await a.close();
       await b.close();
     }
