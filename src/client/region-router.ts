@@ -125,6 +125,7 @@ export class RegionRouter {
           // Any server answers for the whole map: the first one connected now.
           const asked = this.clients().find((c) => c.connected) ?? this.#home;
           this.#maps.set(table, await asked.call('regionMap', [table]));
+          this.#forgetGone();
         } finally {
           this.#reading.delete(table);
         }
@@ -154,6 +155,24 @@ export class RegionRouter {
     this.#members.clear();
     this.#open_.clear();
     await Promise.allSettled(members.map(async (m) => (await m).close()));
+  }
+
+  /**
+   * Closes the sessions on servers that cannot be reached and that no map names any more (a
+   * server that died: its client would otherwise try to reconnect until this client closes).
+   * One still reachable is kept (calls may be under way on it), and one holding locks too (its
+   * handles end as its session does).
+   */
+  #forgetGone(): void {
+    const named = new Set<string>();
+    for (const map of this.#maps.values())
+      for (const r of map.regions) if (r.server !== null) named.add(r.server);
+    for (const [server, member] of [...this.#open_]) {
+      if (named.has(server) || member.tables.connected || member.tables.locks.size > 0) continue;
+      this.#open_.delete(server);
+      this.#members.delete(server);
+      member.close().catch(() => undefined);
+    }
   }
 
   #clientOf(map: RegionMap, server: string): Promise<TableClient> | TableClient {

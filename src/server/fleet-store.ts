@@ -26,6 +26,7 @@ const NOW_US = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000) AS B
 const IDLE_IN_TRANSACTION_MS = 1000;
 /** A member whose lease ran out this long ago is forgotten (its row would otherwise stay forever). */
 const PRUNE_AFTER_MS = 60_000;
+const PRUNE_EVERY_MS = 10_000;
 
 /** A server of the fleet as the database has it. */
 export interface FleetMemberRow {
@@ -82,6 +83,8 @@ export class FleetStore {
   };
   #failure: unknown;
   #closed = false;
+  /** When the next look forgets members long gone (performance.now()). */
+  #pruneAt = 0;
 
   private constructor(client: pg.Client, tables: StorageTables, db: StorageDatabase) {
     this.#db = db;
@@ -185,14 +188,20 @@ export class FleetStore {
     );
   }
 
-  /** Every member and region claim, as of one statement; forgets members long gone. */
+  /**
+   * Every member and region claim, as of one statement; forgets members long gone (every
+   * {@link PRUNE_EVERY_MS} at most: a look comes every second, a gone member is rare).
+   */
   async view(): Promise<FleetView> {
     const { members, regions } = this.#t;
-    await this.#query(
-      'forgetting members long gone',
-      `DELETE FROM ${members} WHERE expires_ms < ${NOW_MS} - $1`,
-      [PRUNE_AFTER_MS],
-    );
+    if (performance.now() >= this.#pruneAt) {
+      await this.#query(
+        'forgetting members long gone',
+        `DELETE FROM ${members} WHERE expires_ms < ${NOW_MS} - $1`,
+        [PRUNE_AFTER_MS],
+      );
+      this.#pruneAt = performance.now() + PRUNE_EVERY_MS;
+    }
     const r = await this.#query(
       'reading the fleet',
       `SELECT 'm' AS kind, id AS a, address AS b, joined_ms AS c, (expires_ms > ${NOW_MS}) AS live, leaving FROM ${members}

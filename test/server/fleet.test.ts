@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
@@ -304,6 +305,20 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
       await load.stop();
       assert.ok(load.acks > before, 'writes go on after the takeover');
       await load.check(client);
+      // The client's session on the dead server is closed once no map names it: nothing dials
+      // its address any more (it would, every 2 s at most, until the client closed).
+      let dials = 0;
+      const listener = createServer((socket) => {
+        dials++;
+        socket.destroy();
+      });
+      await new Promise<void>((resolve) => listener.listen(victim.port, '127.0.0.1', resolve));
+      try {
+        await sleep(5_000);
+      } finally {
+        await new Promise((resolve) => listener.close(resolve));
+      }
+      assert.equal(dials, 0, 'the client still dials the dead server');
     } finally {
       await fleet.close();
     }
