@@ -490,6 +490,18 @@ export class TableCatalog {
         await regions.serveElsewhere(descriptor.name, range.startKey, null)?.close();
       }
       await fleet.splitFailed({ parent, daughter: daughterName }, unknown);
+      if (
+        !unknown &&
+        !(err instanceof NotServingRegionError) &&
+        !this.#stillServes(regions, range.startKey)
+      ) {
+        // The region went to another server meanwhile (this one paused past its lease): the
+        // client sends the split there.
+        throw new NotServingRegionError(
+          `The region moved to another server while it was being split (${(err as Error).message}); nothing changed`,
+          { cause: err },
+        );
+      }
       if (!unknown) throw err;
       throw new LockIOError(
         `The split of table ${descriptor.name} at ${toStringBinary(row)} may or may not be recorded (${(err as Error).message}): its region is served again shortly, as the catalog says; no acknowledged write is lost`,
@@ -555,6 +567,15 @@ export class TableCatalog {
     for (const key of added) await entry.regions.splitElsewhere(now.name, key)?.close();
     entry.descriptor = { ...before, splits: checkSplits([...before.splits, ...added]) };
     return true;
+  }
+
+  #stillServes(regions: TableRegions, startKey: string): boolean {
+    try {
+      (this.#fleet as CatalogFleet).serving();
+    } catch {
+      return false;
+    }
+    return regions.serves(startKey);
   }
 
   /** Whether this member serves the region of table `table` that starts at `startKey`. */

@@ -503,11 +503,18 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
     }
   });
 
-  it('kill -9 of the splitting server at any moment of a split: the survivor serves the table split or not, every row once with its value, and what an uncommitted split made is cleared', {
-    timeout: 300_000,
+  it('kill -9, or SIGSTOP past its lease, of the splitting server at any moment of a split: the table is split or not, every row once with its value, and what an uncommitted split made is cleared', {
+    timeout: 400_000,
   }, async (t) => {
     const rows = Array.from({ length: 10_000 }, (_, i) => `a${String(i).padStart(6, '0')}`);
-    for (const delayMs of [0, 50, 100, 150, 200, 300]) {
+    const cases = [
+      ...[0, 50, 100, 150, 200, 300].map((delayMs) => ({ fault: 'kill -9', delayMs })),
+      // Woken, the splitter goes on with its split where it stopped: its commit (or the
+      // writes to the new region before it) must be refused, its regions being the
+      // survivor's now.
+      ...[30, 100, 200].map((delayMs) => ({ fault: 'SIGSTOP', delayMs })),
+    ];
+    for (const { fault, delayMs } of cases) {
       const fleet = new Fleet();
       try {
         const a = await fleet.start();
@@ -529,7 +536,13 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
           (err: { code?: string }) => err.code,
         );
         await sleep(delayMs);
-        await splitter.kill9();
+        if (fault === 'kill -9') {
+          await splitter.kill9();
+        } else {
+          splitter.proc.kill('SIGSTOP');
+          await sleep(2 * LEASE_MS + 1000);
+          splitter.proc.kill('SIGCONT');
+        }
         const outcome = await split;
         const reader = await fleet.client(survivor);
         // Once the survivor serves every region the catalog describes (the splitter's lease
@@ -550,16 +563,16 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
         );
         assert.ok(
           splits.join() === 'm' || splits.join() === 'a005000,m',
-          `kill ${delayMs} ms into the split (${outcome}): splits ${splits}`,
+          `${fault} ${delayMs} ms into the split (${outcome}): splits ${splits}`,
         );
         const seen: string[] = [];
         for await (const r of reader.table('t').scan(new Scan({ stopRow: 'm' }))) {
           assert.equal(r.getValue('f', 'q')?.toString(), r.row.toString());
           seen.push(r.row.toString());
         }
-        assert.deepEqual(seen, rows, `kill ${delayMs} ms into the split (splits ${splits})`);
+        assert.deepEqual(seen, rows, `${fault} ${delayMs} ms into the split (splits ${splits})`);
         t.diagnostic(
-          `kill -9 ${delayMs} ms into the split: ${splits.length === 2 ? 'split' : 'not split'} (the call: ${outcome})`,
+          `${fault} ${delayMs} ms into the split: ${splits.length === 2 ? 'split' : 'not split'} (the call: ${outcome})`,
         );
       } finally {
         await fleet.close();
