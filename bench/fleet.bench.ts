@@ -14,6 +14,11 @@
  *    server and routing by key) × 16 puts in flight of 100-byte rows spread over the 12
  *    regions, fsync on, for BENCH_SECONDS after BENCH_WARMUP_MS.
  *
+ * 4. **A live split in the fleet** under write load: 3 servers, 2 × N rows in the first region
+ *    (N = 1,000 and 10,000), 8 writers with 4 puts in flight each, half on the rows the split
+ *    moves; the split sent through a client of the first server (routed to the region's
+ *    server): how long it took, and the slowest put that overlapped it.
+ *
  *   npm run build && npm run build:test && node dist-test/bench/fleet.bench.js
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -213,6 +218,47 @@ async function throughput(n: number): Promise<number> {
   }
 }
 
+/** A split of the first region at its middle (N rows move) under writes: ms it took, slowest put. */
+async function liveSplit(moved: number): Promise<[number, number, number]> {
+  const { fleet, client } = await fleetOf(3, 10_000);
+  const key = (i: number) => `a-${String(i).padStart(7, '0')}`;
+  try {
+    const t = client.table('t');
+    for (let i = 0; i < 2 * moved; i += 1000) {
+      const batch = Array.from({ length: Math.min(1000, 2 * moved - i) }, (_, j) =>
+        new Put(key(i + j)).add('f', 'q', VALUE),
+      );
+      await t.batch(batch);
+    }
+    let stop = false;
+    let window: [number, number] = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY];
+    const overlapping: number[] = [];
+    const loops = Array.from({ length: 32 }, async (_, w) => {
+      for (let i = 0; !stop; i++) {
+        const row =
+          w % 2 === 0 ? key(moved + ((i * 37 + w) % moved)) : `${PREFIXES[(i + w) % 12]}-${w}`;
+        const began = performance.now();
+        await t.put(new Put(row).add('f', 'q', VALUE));
+        const ended = performance.now();
+        if (began < window[1] && ended > window[0]) overlapping.push(ended - began);
+      }
+    });
+    await sleep(WARMUP_MS);
+    const t0 = performance.now();
+    window = [t0, Number.POSITIVE_INFINITY];
+    await client.splitTable('t', key(moved));
+    const took = performance.now() - t0;
+    window = [t0, t0 + took];
+    await sleep(300);
+    stop = true;
+    await Promise.all(loops);
+    return [took, Math.max(...overlapping), overlapping.length];
+  } finally {
+    await client.close();
+    await fleet.close();
+  }
+}
+
 async function main(): Promise<void> {
   const postgres = await postgresAnswers(PG);
   if (postgres === undefined) {
@@ -254,6 +300,17 @@ async function main(): Promise<void> {
     '## Puts per second, 8 clients × 16 in flight over 12 regions (fsync on)',
     ['servers', 'puts/s', 'vs 1 server'],
     rates,
+  );
+  say();
+  const splits: string[][] = [];
+  for (const moved of [1_000, 10_000]) {
+    const [took, slowest, puts] = await liveSplit(moved);
+    splits.push([fmt(moved), `${fmt(took)} ms`, `${fmt(slowest)} ms`, fmt(puts)]);
+  }
+  sayTable(
+    '## A live split in a fleet of 3 under 32 puts in flight (half on the moved rows)',
+    ['rows moved', 'the split took', 'slowest put overlapping it', 'puts overlapping it'],
+    splits,
   );
   say();
   say(`- ${await load()}`);
