@@ -15,7 +15,7 @@
  *    regions, fsync on, for BENCH_SECONDS after BENCH_WARMUP_MS.
  *
  * 4. **A live split in the fleet** under write load: 3 servers, 2 × N rows in the first region
- *    (N = 1,000 and 10,000), 8 writers with 4 puts in flight each, half on the rows the split
+ *    (N = 1,000 and 10,000), 32 puts in flight through one client, half on the rows the split
  *    moves; the split sent through a client of the first server (routed to the region's
  *    server): how long it took, and the slowest put that overlapped it.
  *
