@@ -163,6 +163,9 @@ export class TableCatalog {
   readonly #tables = new Map<string, TableEntry>();
   #admin: Promise<unknown> = Promise.resolve();
   #closed = false;
+  /** The shared catalog's read under way for `current`, and the one to start after it. */
+  #reading: Promise<void> | undefined;
+  #nextRead: Promise<void> | undefined;
 
   private constructor(
     dir: string,
@@ -239,8 +242,25 @@ export class TableCatalog {
    * split a table a moment ago), so that what `describe` and `list` say next is not older than
    * the call; elsewhere nothing.
    */
-  async current(): Promise<void> {
-    if (this.#fleet !== undefined) await this.refresh(await this.#fleet.read());
+  current(): Promise<void> {
+    const fleet = this.#fleet;
+    if (fleet === undefined) return Promise.resolve();
+    // Callers share reads: one that starts after a call began serves it, so however many
+    // describe at once, at most two reads are under way or waiting (one running, one next).
+    if (this.#nextRead !== undefined) return this.#nextRead;
+    const read = async (): Promise<void> => {
+      this.#nextRead = undefined;
+      await this.refresh(await fleet.read());
+    };
+    const running = this.#reading;
+    const next = running === undefined ? read() : running.then(read, read);
+    if (running !== undefined) this.#nextRead = next;
+    const tracked = next.finally(() => {
+      if (this.#reading === tracked) this.#reading = undefined;
+    });
+    tracked.catch(() => undefined);
+    this.#reading = tracked;
+    return next;
   }
 
   /** Table names in byte order. */

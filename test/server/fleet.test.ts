@@ -472,6 +472,15 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
       });
       const splits = (await client.describeTable('t')).splits.map((k) => k.toString());
       assert.equal(splits.length, SPLITS.length + 4, splits.join(','));
+      // Every member describes the splits at once (it reads the shared catalog; many describes
+      // at once share their reads).
+      for (const m of fleet.members) {
+        const other = await fleet.client(m);
+        const described = await Promise.all(
+          Array.from({ length: 200 }, () => other.describeTable('t')),
+        );
+        assert.ok(described.every((d) => d.splits.length === SPLITS.length + 4));
+      }
       // Every member learns the splits; the 16 regions are spread evenly (6, 5, 5).
       for (const m of fleet.members) {
         await eventually(
