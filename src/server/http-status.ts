@@ -29,6 +29,8 @@ export interface ServerMetrics {
   fleetMembers: number;
   regionsUnserved: number;
   regionMoves: { change: 'claimed' | 'handed-over' | 'lost'; count: number }[];
+  /** Each region this server serves, by its opaque id (`RegionStatus.id`). */
+  regions: { id: string; rows: number; cells: number; lockWaiters: number }[];
   lanes: { lane: string; size: number; busy: number; queued: number; parked: number }[];
   calls: { method: string; outcome: 'ok' | 'error'; count: number }[];
 }
@@ -110,6 +112,30 @@ export class HttpStatus {
       'locksmith_fleet_regions_unserved',
       'Regions of the fleet that no live server serves now',
       (m) => m.regionsUnserved,
+    );
+    // Per region served here, labelled by its opaque id (no table name, no key): its series
+    // follows the region from server to server.
+    const perRegion = (
+      name: string,
+      help: string,
+      value: (r: ServerMetrics['regions'][number]) => number,
+    ) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['region'],
+        registers: [registry],
+        collect() {
+          this.reset();
+          for (const r of read().regions) this.set({ region: r.id }, value(r));
+        },
+      });
+    perRegion('locksmith_region_rows', 'Rows of each region this server serves', (r) => r.rows);
+    perRegion('locksmith_region_cells', 'Cells of each region this server serves', (r) => r.cells);
+    perRegion(
+      'locksmith_region_row_lock_waiters',
+      'Lock calls waiting for a row of each region this server serves',
+      (r) => r.lockWaiters,
     );
     new Counter({
       name: 'locksmith_region_moves_total',

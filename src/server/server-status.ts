@@ -52,6 +52,12 @@ export interface TableStatus {
 
 /** One region of a table: the rows from `startKey` (inclusive) to `endKey` (exclusive). */
 export interface RegionStatus {
+  /**
+   * The region's id: the first 64 bits of the SHA-256 of its storage name, as 16 hex digits.
+   * The same on every server and across moves (a split's new region gets a new one); the label
+   * of its series in `/metrics`, which names no table and no key.
+   */
+  id: string;
   table: string;
   /** The region's first row, as HBase prints keys; `''` for a table's first region. */
   startKey: string;

@@ -24,7 +24,7 @@ import type { ServerStatus } from './server-status.js';
 import type { HeldLock, Session } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
 import { LOCKS_LISTED, SESSIONS_LISTED, Shortlist } from './status-lists.js';
-import type { TableCatalog } from './table-catalog.js';
+import { TableCatalog } from './table-catalog.js';
 
 export type { ServerOptions } from './server-options.js';
 
@@ -373,11 +373,13 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     const regions =
       data === undefined
         ? []
-        : data.catalog.list().flatMap((table) =>
-            data.catalog
+        : data.catalog.list().flatMap((table) => {
+            const ids = TableCatalog.regionIds(data.catalog.describe(table));
+            return data.catalog
               .regions(table)
               .ranges()
-              .map(({ startKey, endKey, region, server }) => ({
+              .map(({ startKey, endKey, region, server }, i) => ({
+                id: ids[i] as string,
                 table,
                 startKey: toStringBinary(startKey),
                 endKey: toStringBinary(endKey),
@@ -385,8 +387,8 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
                   region === undefined ? (server ?? null) : (this.#fleet?.address ?? ha.address),
                 rows: region?.rowCount ?? null,
                 cells: region?.cellCount ?? null,
-              })),
-          );
+              }));
+          });
     const locks = listedLocks.list().map(({ session, held: { table, lock }, leftMs, renews }) => ({
       table,
       row: toStringBinary(lock.row.toString('latin1')),
@@ -457,11 +459,21 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
     for (const s of data?.sessions.all() ?? []) {
       locksHeld += s.locks.size;
     }
-    let regionsServed = 0;
-    for (const [, { regions }] of data?.catalog.entries() ?? []) {
-      lockWaiters += regions.rowLockWaiting();
-      for (const r of regions.ranges()) if (r.region !== undefined) regionsServed++;
+    const regions: ServerMetrics['regions'] = [];
+    for (const [, { descriptor, regions: table }] of data?.catalog.entries() ?? []) {
+      lockWaiters += table.rowLockWaiting();
+      const ids = TableCatalog.regionIds(descriptor);
+      for (const [i, { region }] of table.ranges().entries()) {
+        if (region === undefined) continue;
+        regions.push({
+          id: ids[i] as string,
+          rows: region.rowCount,
+          cells: region.cellCount,
+          lockWaiters: region.rowLockWaiting(),
+        });
+      }
     }
+    const regionsServed = regions.length;
     const fleet = this.#fleet?.status();
     const moves = this.#fleet?.moveCounts() ?? { claimed: 0, 'handed-over': 0, lost: 0 };
     const lane = (l: Lane) => ({
@@ -481,6 +493,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       scannersExpired: data?.scanners.expired ?? 0,
       tables: data?.catalog.size ?? 0,
       regionsServed,
+      regions,
       fleetMembers: fleet?.members.filter((m) => m.live).length ?? 0,
       regionsUnserved: fleet?.unserved ?? 0,
       regionMoves: Object.entries(moves).map(([change, count]) => ({

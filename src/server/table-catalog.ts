@@ -547,6 +547,13 @@ export class TableCatalog {
     return regionDirectories(descriptor).map((dir) => `tables/${dir}`);
   }
 
+  /** The ids of a table's regions, first region first (see `RegionStatus.id`). */
+  static regionIds(descriptor: TableDescriptor): string[] {
+    return TableCatalog.regionNames(descriptor).map((name) =>
+      createHash('sha256').update(name).digest('hex').slice(0, 16),
+    );
+  }
+
   /**
    * Makes this member's tables those of `descriptors` (the shared catalog, read again): a new
    * table comes with every region served elsewhere, a dropped one goes (the regions served

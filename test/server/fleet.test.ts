@@ -300,6 +300,20 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
       assert.match(metrics, /locksmith_fleet_members 2\n/);
       assert.match(metrics, /locksmith_regions_served 6\n/);
       assert.match(metrics, /locksmith_region_moves_total\{change="claimed"\} [6-9]\n/);
+      // A series per region served, labelled by the region's opaque id (no table, no key).
+      const first = fleet.members[0] as ServeProcess;
+      const mine = (await fleet.status(first)).regions
+        .filter((r) => r.server === `127.0.0.1:${first.port}`)
+        .map((r) => r.id)
+        .sort();
+      const labelled = [
+        ...metrics.matchAll(/locksmith_region_rows\{region="([0-9a-f]{16})"\} \d+/g),
+      ]
+        .map((m) => m[1])
+        .sort();
+      assert.equal(mine.length, 6);
+      assert.deepEqual(labelled, mine);
+      assert.doesNotMatch(metrics, /table="|="t"/, 'no series names the table');
       const before = load.acks;
       await sleep(1500);
       await load.stop();
