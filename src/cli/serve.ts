@@ -1,5 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { refuseFleetPrefixAtStart } from '../rows/postgres-catalog-store.js';
 import { postgresRegionStorage } from '../rows/postgres-region-storage.js';
 import { storageDatabase } from '../rows/postgres-storage-connection.js';
 import { tablesOf } from '../rows/postgres-storage-schema.js';
@@ -265,6 +266,9 @@ export async function run(args: string[]): Promise<number> {
     }
   }
   const fleet = values.fleet === true ? fleetOptions(values, storageUrl, storagePrefix) : undefined;
+  if (storageUrl !== undefined && fleet === undefined) {
+    await refuseFleetPrefixAtStart({ database: storageUrl, tablePrefix: storagePrefix });
+  }
   const ha =
     fleet === undefined
       ? await haOptions(values, dataDir, port, (holder) => {

@@ -1,5 +1,11 @@
 import type pg from 'pg';
-import { FencedError, LockIOError, LocksmithError, TableError } from '../core/errors.js';
+import {
+  FencedError,
+  InvalidArgumentError,
+  LockIOError,
+  LocksmithError,
+  TableError,
+} from '../core/errors.js';
 import { describe } from '../store/describe-error.js';
 import { connectStorage, storageDatabase } from './postgres-storage-connection.js';
 import {
@@ -47,10 +53,15 @@ export class PostgresCatalogStore implements TableCatalogStore {
     });
   }
 
+  /**
+   * `fleet`: opened by a fleet member for one change. Any other server refuses a prefix a
+   * fleet has used (`INVALID_ARGUMENT`): its opens would fence the fleet's, and the fleet's its.
+   */
   static async open(options: {
     database: string;
     tablePrefix?: string | undefined;
     epoch?: number | undefined;
+    fleet?: boolean | undefined;
   }): Promise<PostgresCatalogStore> {
     const tables = tablesOf(options.tablePrefix ?? 'locksmith');
     const db = storageDatabase(options.database);
@@ -58,6 +69,7 @@ export class PostgresCatalogStore implements TableCatalogStore {
     const client = await connectStorage(db, 'catalog');
     try {
       await ensureStorageSchema(client, tables);
+      if (options.fleet !== true) await refuseFleetPrefix(client, tables);
       await client.query('BEGIN');
       try {
         const { generation } = await claimRegion(client, tables, CATALOG_REGION, epoch);
@@ -184,4 +196,39 @@ export function parseDescriptor(name: string, text: string, t: StorageTables): T
       },
     );
   }
+}
+
+/**
+ * Refuses (`INVALID_ARGUMENT`) the prefix of a fleet to a server that is not one of its members,
+ * at its start: a server that cannot reach the database yet is let through (its catalog's open
+ * checks again).
+ */
+export async function refuseFleetPrefixAtStart(options: {
+  database: string;
+  tablePrefix?: string | undefined;
+}): Promise<void> {
+  const tables = tablesOf(options.tablePrefix ?? 'locksmith');
+  let client: pg.Client;
+  try {
+    client = await connectStorage(storageDatabase(options.database), 'catalog');
+  } catch {
+    return;
+  }
+  try {
+    const present = await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [
+      tables.schema,
+    ]);
+    if (present.rows[0]?.present === true) await refuseFleetPrefix(client, tables);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Refuses the prefix of a fleet to a server that is not one of its members (see `open`). */
+async function refuseFleetPrefix(client: pg.Client, tables: StorageTables): Promise<void> {
+  const fleet = await client.query(`SELECT 1 FROM ${tables.schema} WHERE name = 'fleet'`);
+  if (fleet.rowCount === 0) return;
+  throw new InvalidArgumentError(
+    `The tables of prefix ${tables.tables.slice(0, -'_tables'.length)} belong to a fleet (servers started with --fleet): start this server with --fleet too, or give it a --storage-prefix of its own. To serve them without a fleet instead, stop every server of the fleet, then run: DELETE FROM ${tables.schema} WHERE name = 'fleet'`,
+  );
 }

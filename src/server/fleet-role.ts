@@ -585,6 +585,7 @@ export class FleetRole {
       database: this.#options.database,
       tablePrefix: this.#options.tablePrefix,
       epoch,
+      fleet: true,
     });
     try {
       const out = await work(store, epoch);

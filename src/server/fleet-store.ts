@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { LockIOError } from '../core/errors.js';
+import { InvalidArgumentError, LockIOError } from '../core/errors.js';
 import { parseDescriptor } from '../rows/postgres-catalog-store.js';
 import {
   connectStorage,
@@ -120,6 +120,7 @@ export class FleetStore {
       await store.#ensureSchema();
     } catch (err) {
       await client.end().catch(() => undefined);
+      if (err instanceof InvalidArgumentError) throw err;
       throw store.#ioError('creating the fleet tables', err);
     }
     return store;
@@ -137,6 +138,19 @@ export class FleetStore {
       await client.query(
         `CREATE TABLE IF NOT EXISTS ${regions} (region TEXT PRIMARY KEY, owner TEXT, epoch BIGINT NOT NULL DEFAULT 0)`,
       );
+      const marked = await client.query(`SELECT 1 FROM ${schema} WHERE name = $1`, [
+        FLEET_SCHEMA_NAME,
+      ]);
+      const used = await client.query(
+        `SELECT 1 FROM ${this.#t.storage.regions} WHERE region = 'catalog' UNION ALL SELECT 1 FROM ${this.#t.storage.tables} LIMIT 1`,
+      );
+      if (marked.rowCount === 0 && used.rowCount !== 0) {
+        // Servers without --fleet (standalone, master/slave) have used these tables: a fleet's
+        // opens would fence theirs, and theirs the fleet's.
+        throw new InvalidArgumentError(
+          `The tables of prefix ${members.slice(0, -'_fleet_members'.length)} were made by servers without --fleet: a fleet would take them from those servers. Give the fleet a --storage-prefix of its own, or, to turn these tables over to a fleet, stop every server that uses them, then run: INSERT INTO ${schema} (name, version) VALUES ('fleet', ${FLEET_SCHEMA_VERSION})`,
+        );
+      }
       await client.query(
         `INSERT INTO ${schema} (name, version) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
         [FLEET_SCHEMA_NAME, FLEET_SCHEMA_VERSION],

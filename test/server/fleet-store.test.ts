@@ -57,6 +57,7 @@ describe('FleetStore', () => {
       database: POSTGRES_URL,
       tablePrefix: prefix,
       epoch: await a.freshEpoch(),
+      fleet: true,
     });
     try {
       await catalog.add(checkTableDescriptor('t', ['f'], { splits: ['g', 'p'] }));

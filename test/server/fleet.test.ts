@@ -8,6 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import pg from 'pg';
 import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
 import { Get, Put, Scan } from '../../src/rows/index.js';
 import type { ServerStatus } from '../../src/server/server-status.js';
@@ -629,6 +630,75 @@ describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
       });
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, message);
+    }
+  });
+
+  it('one group per storage prefix: a fleet refuses the tables of servers without --fleet, they refuse a fleet’s, and the documented statement hands them over', async () => {
+    const prefix = `lsm_${randomBytes(4).toString('hex')}`;
+    prefixes.push(prefix);
+    const storage = ['--storage', POSTGRES_URL, '--storage-prefix', prefix];
+    const dir = join(dirs.path, prefix);
+    mkdirSync(dir);
+    const serve = (...args: string[]) =>
+      run([cliPath, 'serve', '--data', dir, '--port', '0', ...storage, ...args], {
+        timeoutMs: 20_000,
+      });
+    // A standalone server's table, with a row.
+    const standalone = await startServeProcess(dir, storage);
+    {
+      await using c = await connect(standalone.url);
+      await c.createTable('t', ['f']);
+      await c.table('t').put(new Put('r').add('f', 'q', 'kept'));
+    }
+    await standalone.kill9();
+    const refused = await serve('--fleet');
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /made by servers without --fleet.*INSERT INTO .*_schema/s);
+    assert.match(refused.stderr, /INVALID_ARGUMENT/);
+    // Handed over as the message says: the fleet serves the table, the row there.
+    const pgc = new pg.Client({ connectionString: POSTGRES_URL });
+    await pgc.connect();
+    try {
+      await pgc.query(`INSERT INTO ${prefix}_schema (name, version) VALUES ('fleet', 1)`);
+    } finally {
+      await pgc.end();
+    }
+    const fleet = new Fleet();
+    const member = await startServeProcess(join(dir, 'member'), [
+      ...storage,
+      '--fleet',
+      '--lease',
+      `${LEASE_MS}ms`,
+      '--renew',
+      `${RENEW_MS}ms`,
+    ]);
+    try {
+      const c = await fleet.client(member);
+      const cells = await eventually(
+        async () => {
+          try {
+            return (await c.table('t').get(new Get('r'))).cells;
+          } catch {
+            return false;
+          }
+        },
+        20_000,
+        'the fleet to serve the table',
+        100,
+      );
+      assert.equal(cells[0]?.value.toString(), 'kept');
+      // Now the fleet's: servers without --fleet refuse it at their start.
+      for (const args of [
+        [],
+        ['--ha', 'lease-database', '--db', POSTGRES_URL, '--lock-table', `${prefix}_lock`],
+      ]) {
+        const r = await serve(...args);
+        assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+        assert.match(r.stderr, /belong to a fleet.*DELETE FROM .*_schema WHERE name = 'fleet'/s);
+      }
+    } finally {
+      await fleet.close();
+      await member.kill9();
     }
   });
 });
