@@ -309,8 +309,7 @@ export class FleetRole {
     const catalog = this.#catalog;
     if (catalog === undefined || this.#id === null) return;
     const splitSteps = this.#splitSteps;
-    const descriptors = await this.#readDescriptors();
-    await catalog.refresh(descriptors);
+    const descriptors = await catalog.refresh();
     const where = new Map<string, { table: string; startKey: string }>();
     for (const d of descriptors) {
       const names = TableCatalog.regionNames(d);
@@ -414,7 +413,7 @@ export class FleetRole {
     try {
       // The catalog read again now that the region is claimed: a split committed before the
       // claim (by its last owner) is in it, and nobody else can split this region now.
-      await (this.#catalog as TableCatalog).refresh(await this.#readDescriptors());
+      await (this.#catalog as TableCatalog).refresh();
       if (!(await (this.#catalog as TableCatalog).serveRegion(table, startKey, epoch))) {
         await this.#store.release(me, name, epoch);
         return;

@@ -166,6 +166,9 @@ export class TableCatalog {
   /** The shared catalog's read under way for `current`, and the one to start after it. */
   #reading: Promise<void> | undefined;
   #nextRead: Promise<void> | undefined;
+  /** Reads of the shared catalog made, and the newest one taken in (see `refresh`). */
+  #reads = 0;
+  #applied = 0;
 
   private constructor(
     dir: string,
@@ -250,7 +253,7 @@ export class TableCatalog {
     if (this.#nextRead !== undefined) return this.#nextRead;
     const read = async (): Promise<void> => {
       this.#nextRead = undefined;
-      await this.refresh(await fleet.read());
+      await this.refresh();
     };
     const running = this.#reading;
     const next = running === undefined ? read() : running.then(read, read);
@@ -555,13 +558,19 @@ export class TableCatalog {
   }
 
   /**
-   * Makes this member's tables those of `descriptors` (the shared catalog, read again): a new
+   * Reads the shared catalog again and makes this member's tables those it describes: a new
    * table comes with every region served elsewhere, a dropped one goes (the regions served
-   * here close: their locks are lost). Returns the regions this member served of dropped
-   * tables, closed, by storage name.
+   * here close: their locks are lost). Resolves with the descriptors read. Reads go out in
+   * order on one connection, so a later one sees at least what an earlier one saw; one that
+   * comes back after a later one was taken in is not (it would undo what the later one showed).
    */
-  async refresh(descriptors: readonly TableDescriptor[]): Promise<void> {
+  async refresh(): Promise<TableDescriptor[]> {
+    const fleet = this.#fleet as CatalogFleet;
+    const seq = ++this.#reads;
+    const descriptors = await fleet.read();
     await this.#serially(async () => {
+      if (seq < this.#applied) return;
+      this.#applied = seq;
       const named = new Map(descriptors.map((d) => [d.name, d]));
       for (const [name, entry] of [...this.#tables]) {
         const now = named.get(name);
@@ -575,6 +584,7 @@ export class TableCatalog {
         if (!this.#tables.has(descriptor.name)) this.#addElsewhere(descriptor);
       }
     });
+    return descriptors;
   }
 
   /**
