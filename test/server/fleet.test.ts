@@ -207,7 +207,8 @@ async function fleetWithTable(fleet: Fleet, members: number): Promise<LocksmithC
   return client;
 }
 
-describe('a fleet of servers on PostgreSQL', { timeout: 180_000 }, () => {
+// The suite's timeout bounds all its tests together (each has its own bound besides).
+describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
   it('spreads 12 regions evenly over 3 servers; a client of one reaches every region (puts, gets, a scan, a batch, row locks)', async () => {
     const fleet = new Fleet();
     try {
