@@ -220,7 +220,10 @@ describe('EtcdLocker on a 3-member etcd cluster', { timeout: 240_000 }, () => {
   it('two lockers: one master, the other waits; stop() hands over to a larger token, never two masters', async (t) => {
     if (skip(t)) return;
     const name = election();
-    const a = make({ electionName: name, holderId: 'a' });
+    // a's lease outlasts the test on a busy machine: the handover is stop()'s, not an expiry's
+    // (with 2 s, a's lease ran out between its last keep-alive and stop() once, under two CPU
+    // burners, and b was master before a's stop() returned).
+    const a = make({ electionName: name, holderId: 'a', leaseMs: 30_000 });
     const logB = recordingLogger();
     const b = make({ electionName: name, holderId: 'b', logger: logB });
     const ma = await a.start();
