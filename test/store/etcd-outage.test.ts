@@ -105,6 +105,21 @@ function takeover(
 }
 
 /**
+ * `a` starts and is master, kept alive by a keeper; then `b` starts as its candidate. With what
+ * the tests watch of both: `master` says when `b` became master, and whether `a` still counted
+ * itself master at that moment.
+ */
+async function contest(a: EtcdLocker, b: EtcdLocker, period = PERIOD) {
+  const ma: Mastership = await a.start({ keepAlivePeriodMs: period });
+  const tokenA = a.token as number;
+  const lossA = lossOf(a);
+  const ka = keeper(a, period);
+  const startB = tracked(b.start({ keepAlivePeriodMs: period }));
+  const master = takeover(startB, a, ma, lossA);
+  return { ma, tokenA, lossA, ka, startB, master };
+}
+
+/**
  * A TCP proxy to one etcd member that can be turned into a black hole: while `blackHole` is
  * on, nothing is read or written on either side, but every socket stays open (no reset, no
  * FIN), and new connections are accepted but not forwarded. `forward()` lets everything held
@@ -238,18 +253,7 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     const a = make({ electionName: name, holderId: 'a' });
     const logB = recordingLogger();
     const b = make({ electionName: name, holderId: 'b', logger: logB });
-    const ma: Mastership = await a.start({ keepAlivePeriodMs: PERIOD });
-    const tokenA = a.token as number;
-    const lossA = lossOf(a);
-    const ka = keeper(a);
-    const startB = tracked(b.start({ keepAlivePeriodMs: PERIOD }));
-    const master: { at: number | undefined } = { at: undefined };
-    startB.promise.then(
-      () => {
-        master.at = performance.now();
-      },
-      () => {},
-    );
+    const { ma, tokenA, lossA, ka, startB, master } = await contest(a, b);
     await eventually(() => logB.lines.some((l) => /slave mode/.test(l.message)), 10_000, 'b waits');
     await sleep(1000);
     assert.ok(
@@ -330,15 +334,9 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
         logger: logA,
       });
       const b = make({ electionName: name, holderId: 'b' });
-      const ma: Mastership = await a.start({ keepAlivePeriodMs: PERIOD });
-      const tokenA = a.token as number;
-      const lossA = lossOf(a);
-      const ka = keeper(a);
-      const startB = tracked(b.start({ keepAlivePeriodMs: PERIOD }));
-      // At the moment b is master, a must no longer count itself master.
-      const master = takeover(startB, a, ma, lossA);
+      const watched = await contest(a, b);
       await sleep(1500);
-      return { logA, a, b, ma, tokenA, lossA, ka, startB, master };
+      return { logA, a, b, ...watched };
     };
     let setup = await setUp();
     for (let attempt = 1; setup.lossA.at !== undefined; attempt++) {
@@ -438,12 +436,7 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     const logB = recordingLogger();
     const a = make({ electionName: name, holderId: 'a', leaseMs: lease });
     const b = make({ electionName: name, holderId: 'b', leaseMs: lease, logger: logB });
-    const ma: Mastership = await a.start({ keepAlivePeriodMs: period });
-    const tokenA = a.token as number;
-    const lossA = lossOf(a);
-    const ka = keeper(a, period);
-    const startB = tracked(b.start({ keepAlivePeriodMs: period }));
-    const master = takeover(startB, a, ma, lossA);
+    const { ma, tokenA, lossA, ka, startB, master } = await contest(a, b, period);
     await eventually(() => logB.lines.some((l) => /slave mode/.test(l.message)), 10_000, 'b waits');
 
     const leader = await c.leader();
@@ -505,12 +498,7 @@ describe('EtcdLocker through etcd outages', { timeout: 180_000 }, () => {
     const others = c.members.filter((m) => m !== member).map((m) => m.clientUrl);
     const logB = recordingLogger();
     const b = make({ electionName: name, holderId: 'b', endpoints: others, logger: logB });
-    const ma: Mastership = await a.start({ keepAlivePeriodMs: PERIOD });
-    const tokenA = a.token as number;
-    const lossA = lossOf(a);
-    const ka = keeper(a);
-    const startB = tracked(b.start({ keepAlivePeriodMs: PERIOD }));
-    const master = takeover(startB, a, ma, lossA);
+    const { tokenA, lossA, ka, startB, master } = await contest(a, b);
     await eventually(() => logB.lines.some((l) => /slave mode/.test(l.message)), 10_000, 'b waits');
 
     await member.kill9();
