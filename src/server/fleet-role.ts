@@ -138,7 +138,7 @@ export class FleetRole {
       this.#served.set(region, { table, startKey, epoch });
       this.#move(region, 'claimed', 'split off a region served here');
     },
-    splitFailed: (regions, why) => this.#splitFailed(regions, why),
+    splitFailed: (regions, unknown) => this.#splitFailed(regions, unknown),
   };
 
   /** Starts serving regions of `catalog` (opened with {@link catalogHooks}). */

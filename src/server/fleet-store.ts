@@ -290,17 +290,25 @@ export class FleetStore {
   }
 
   /**
+   * SQL: member `who` (a column or parameter) holds a live lease on the database's clock; with
+   * `taking`, it is not leaving either (a member that may take regions).
+   */
+  #live(who: string, taking = false): string {
+    return `EXISTS (SELECT 1 FROM ${this.#t.members} m WHERE m.id = ${who} AND m.expires_ms > ${NOW_MS}${taking ? ' AND NOT m.leaving' : ''})`;
+  }
+
+  /**
    * Claims `region` for member `id`: only while `id`'s lease is live and the region has no
    * owner, or one whose lease ran out. Resolves with the claim's epoch (the storage epoch to
    * open the region with), or `undefined` when the claim was refused.
    */
   async claim(id: string, region: string): Promise<number | undefined> {
-    const { members, regions } = this.#t;
+    const { regions } = this.#t;
     const r = await this.#query(
       `claiming region ${region}`,
       `UPDATE ${regions} SET owner = $1, epoch = GREATEST(epoch + 1, ${NOW_US}) WHERE region = $2
-         AND EXISTS (SELECT 1 FROM ${members} WHERE id = $1 AND expires_ms > ${NOW_MS} AND NOT leaving)
-         AND (owner IS NULL OR NOT EXISTS (SELECT 1 FROM ${members} m WHERE m.id = owner AND m.expires_ms > ${NOW_MS}))
+         AND ${this.#live('$1', true)}
+         AND (owner IS NULL OR NOT ${this.#live('owner')})
        RETURNING epoch`,
       [id, region],
     );
@@ -317,16 +325,14 @@ export class FleetStore {
    * to every member, and the first to get to it deletes what its storage keeps.
    */
   async claimDaughter(id: string, region: string): Promise<number | undefined> {
-    const { members, regions, storage } = this.#t;
-    const live = (who: string) =>
-      `EXISTS (SELECT 1 FROM ${members} m WHERE m.id = ${who} AND m.expires_ms > ${NOW_MS})`;
+    const { regions, storage } = this.#t;
     const r = await this.#query(
       `claiming region ${region}`,
       `INSERT INTO ${regions} AS f (region, owner, epoch)
          SELECT $2, $1, GREATEST((SELECT COALESCE(MAX(epoch), 0) + 1 FROM ${storage.regions}), ${NOW_US})
-         WHERE EXISTS (SELECT 1 FROM ${members} WHERE id = $1 AND expires_ms > ${NOW_MS} AND NOT leaving)
+         WHERE ${this.#live('$1', true)}
        ON CONFLICT (region) DO UPDATE SET owner = $1, epoch = GREATEST(f.epoch + 1, EXCLUDED.epoch)
-         WHERE f.owner IS NULL OR f.owner = $1 OR NOT ${live('f.owner')}
+         WHERE f.owner IS NULL OR f.owner = $1 OR NOT ${this.#live('f.owner')}
        RETURNING epoch`,
       [id, region],
     );
@@ -349,7 +355,7 @@ export class FleetStore {
     split: FleetSplit & { parentEpoch: number; daughterEpoch: number },
   ): Promise<{ recorded: TableDescriptor } | { refused: string }> {
     return this.#transaction('recording a split', async (client) => {
-      const { members, regions, storage } = this.#t;
+      const { regions, storage } = this.#t;
       const claims = new Map(
         (
           await client.query(
@@ -366,11 +372,8 @@ export class FleetStore {
         if (claim?.owner !== id || Number(claim.epoch) !== epoch)
           return { refused: `region ${name} is no longer this server's` };
       }
-      const live = await client.query(
-        `SELECT 1 FROM ${members} WHERE id = $1 AND expires_ms > ${NOW_MS}`,
-        [id],
-      );
-      if (live.rowCount !== 1) return { refused: "this server's fleet lease ran out" };
+      const live = await client.query(`SELECT ${this.#live('$1')} AS live`, [id]);
+      if (live.rows[0]?.live !== true) return { refused: "this server's fleet lease ran out" };
       const row = (
         await client.query(`SELECT descriptor FROM ${storage.tables} WHERE name = $1 FOR UPDATE`, [
           split.table,

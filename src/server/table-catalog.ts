@@ -107,6 +107,9 @@ export function regionDirectories(descriptor: TableDescriptor): string[] {
 }
 
 /** The directory of table `name`'s region that starts at split key `key` (see above). */
+/** `TableCatalog.regionIds` of each descriptor asked for (descriptors are never changed in place). */
+const regionIdsOf = new WeakMap<TableDescriptor, string[]>();
+
 /** Two descriptors of one table name describe the same table (not a new one made after a drop). */
 function sameDescriptor(a: TableDescriptor, b: TableDescriptor): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
@@ -550,11 +553,19 @@ export class TableCatalog {
     return regionDirectories(descriptor).map((dir) => `tables/${dir}`);
   }
 
-  /** The ids of a table's regions, first region first (see `RegionStatus.id`). */
+  /**
+   * The ids of a table's regions, first region first (see `RegionStatus.id`); worked out once
+   * per descriptor (a change makes a new one), not at every status or scrape.
+   */
   static regionIds(descriptor: TableDescriptor): string[] {
-    return TableCatalog.regionNames(descriptor).map((name) =>
-      createHash('sha256').update(name).digest('hex').slice(0, 16),
-    );
+    let ids = regionIdsOf.get(descriptor);
+    if (ids === undefined) {
+      ids = TableCatalog.regionNames(descriptor).map((name) =>
+        createHash('sha256').update(name).digest('hex').slice(0, 16),
+      );
+      regionIdsOf.set(descriptor, ids);
+    }
+    return ids;
   }
 
   /**
