@@ -171,11 +171,6 @@ function fleetOptions(
     throw new UsageError('--fleet and --ha go separately: a fleet member holds its own lease');
   }
   onlyWithHa(values, ['fail-if-locked']);
-  if (values.sessions === 'durable') {
-    throw new UsageError(
-      '--sessions durable is not available with --fleet yet (a member keeps its sessions in memory)',
-    );
-  }
   const advertise = values.advertise as string | undefined;
   if (
     advertise !== undefined &&

@@ -222,7 +222,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--handlers <n>              handlers for data calls; lock waits never hold one (default: 10)',
       '--lease-period <duration>   lease of a row lock and of a scanner (default: 60s)',
       '--session-lease <duration>  lease of a session that asks for none (default: 10s)',
-      '--sessions durable|memory   durable: sessions and row locks are recorded and survive a restart or a failover; memory: they end with the server (default: durable)',
+      '--sessions durable|memory   durable: sessions and row locks are recorded and survive a restart or a failover (with --fleet: row locks survive a move of their region); memory: they end with the server (default: durable)',
       '--token-file <path>         clients must present the token in this file (default: none)',
       '--tls-cert <path>           PEM certificate: serve TLS only (with --tls-key)',
       '--tls-key <path>            PEM private key of the certificate',

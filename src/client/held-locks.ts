@@ -13,6 +13,13 @@ export interface HeldLocksOptions {
   sessionValidUntil(): number;
   /** Sends `unlockRow` for a lock of the session; its answer does not matter. */
   giveBack(table: string, lockId: string): Promise<unknown>;
+  /** The id of the session now (the proof of holding its locks, see `adoptLock`). */
+  sessionId(): string | undefined;
+  /**
+   * A lock that is moving to its region's next server (a fleet): it is to be adopted there
+   * (`unlock`: then released there, its handle being closed). Absent: nothing moves.
+   */
+  moving?(lock: RemoteRowLock, from: HeldLocks, unlock: boolean): Promise<unknown>;
 }
 
 /**
@@ -39,7 +46,10 @@ export class HeldLocks {
     this.#control = {
       clock: options.clock,
       sessionValidUntil: () => options.sessionValidUntil(),
-      unlock: (table: string, lockId: string) => options.giveBack(table, lockId),
+      unlock: (table: string, lockId: string, lock: RemoteRowLock) =>
+        lock.moving && options.moving !== undefined
+          ? options.moving(lock, this, true)
+          : options.giveBack(table, lockId),
       forget: (lock: RemoteRowLock, lost: boolean) => this.#forget(lock, lost),
     };
   }
@@ -60,8 +70,43 @@ export class HeldLocks {
       grant.leaseMs,
       this.#control,
     );
+    lock.sessionId = this.#options.sessionId();
     this.#locks.set(grant.lockId, lock);
     return lock;
+  }
+
+  /**
+   * `lockId` of the server's `lockMoved` notice (its region closed there: the region's next
+   * server keeps it for this client), or every lock (`undefined`: the connection dropped in a
+   * fleet, its server may be gone): each moves on (see `HeldLocksOptions.moving`).
+   */
+  moved(lockId: unknown): void {
+    const moving = this.#options.moving;
+    if (moving === undefined) return;
+    const locks =
+      lockId === undefined
+        ? [...this.#locks.values()]
+        : typeof lockId === 'string'
+          ? [this.#locks.get(lockId)]
+          : [];
+    for (const lock of locks) {
+      if (lock === undefined || lock.moving) continue;
+      lock.markMoving();
+      moving(lock, this, false).catch(() => undefined);
+    }
+  }
+
+  /** Whether `lockId` is a handle of this session's. */
+  has(lockId: string): boolean {
+    return this.#locks.has(lockId);
+  }
+
+  /** A moving lock adopted by another session: it is that one's now (not lost). */
+  handOver(lock: RemoteRowLock, to: HeldLocks): void {
+    if (this.#locks.get(lock.lockId) === lock) this.#locks.delete(lock.lockId);
+    // A handle closed while it moved is released by the relocation, not held.
+    if (!lock.closed) to.#locks.set(lock.lockId, lock);
+    lock.settled(to.#control, to.#options.sessionId());
   }
 
   /** The handle of a lock held now, if any. */
@@ -94,7 +139,8 @@ export class HeldLocks {
 
   /** The session ended (expired, closed, master changed): every lock with it. */
   loseAll(reason: LockLostError): void {
-    for (const lock of [...this.#locks.values()]) lock.lose(reason);
+    // A moving lock is not this session's to lose: its adoption elsewhere decides.
+    for (const lock of [...this.#locks.values()]) if (!lock.moving) lock.lose(reason);
   }
 
   /** The client closes its session: every lock ends with it. */
@@ -114,7 +160,10 @@ export class HeldLocks {
   reconnected(resumed: boolean, held: readonly (readonly [string, string])[]): void {
     const stillHeld = new Set(held.map(([lockId]) => lockId));
     for (const lock of [...this.#locks.values()]) {
-      if (!stillHeld.has(lock.lockId)) {
+      // A moving lock still held here did not move after all (the same session resumed).
+      if (lock.moving && stillHeld.has(lock.lockId)) lock.settled(this.#control, lock.sessionId);
+      else if (lock.moving) continue;
+      else if (!stillHeld.has(lock.lockId)) {
         lock.lose(
           new LockLostError(`${lock.resource}: not held by the session after reconnecting`, {
             code: resumed ? 'LEASE_EXPIRED' : 'SESSION_EXPIRED',

@@ -129,6 +129,8 @@ export class LocksmithClient
   readonly #tables = new Map<string, RemoteTable>();
   readonly #tableClient: TableClient;
   readonly #router: RegionRouter;
+  /** Where this session's moving locks go to be adopted (see `RegionRouter.relocate`). */
+  #relocator: RegionRouter;
 
   private constructor(
     connection: ClientConnection,
@@ -144,6 +146,8 @@ export class LocksmithClient
       clock,
       sessionValidUntil: () => connection.sessionValidUntil,
       giveBack: (table, lockId) => call('unlockRow', [table, lockId]),
+      sessionId: () => connection.session?.id,
+      moving: (lock, from, unlock) => this.#relocator.relocate(lock, from, unlock),
     });
     this.#locks = locks;
     this.#tableClient = {
@@ -162,16 +166,24 @@ export class LocksmithClient
     // The other servers of a fleet, each with a session of its own, opened at first use.
     this.#router = new RegionRouter(this.#tableClient, async (address) => {
       const member = await LocksmithClient.connect(address, memberOptions);
+      // A member's locks move through the routing of the client that opened it.
+      member.#relocator = this.#router;
       return { tables: member.#tableClient, close: () => member.close() };
     });
+    this.#relocator = this.#router;
     connection.on('notice', (name, data) => {
       if (name === 'lockLost') locks.lockLost(data);
+      else if (name === 'lockMoved' && Array.isArray(data)) locks.moved(data[0]);
     });
     connection.on('sessionLost', (reason) => {
       locks.loseAll(reason);
       this.emit('sessionLost', reason);
     });
-    connection.on('disconnected', (reason) => this.emit('disconnected', reason));
+    connection.on('disconnected', (reason) => {
+      // In a fleet the server may be gone for good: its regions' next servers keep the locks.
+      if (this.#relocator.routing) locks.moved(undefined);
+      this.emit('disconnected', reason);
+    });
     connection.on('failover', (from, to, epoch) => this.emit('failover', { from, to, epoch }));
     connection.on('connected', (_info, resumed, held) => {
       locks.reconnected(resumed, held);

@@ -1,5 +1,7 @@
-import { NotServingRegionError } from '../core/errors.js';
+import { LockLostError, NotServingRegionError } from '../core/errors.js';
 import type { RegionMap, RegionMapEntry } from '../wire/calls.js';
+import type { HeldLocks } from './held-locks.js';
+import type { RemoteRowLock } from './remote-row-lock.js';
 import type { TableClient } from './remote-table.js';
 
 /** A server of a fleet the client talks to beside the one it connected to. */
@@ -44,6 +46,8 @@ export class RegionRouter {
   readonly #members = new Map<string, Promise<FleetMember>>();
   /** The members whose session is open, for finding a lock's session without waiting. */
   readonly #open_ = new Map<string, FleetMember>();
+  /** Locks moving to their region's next server, by id (see {@link relocate}). */
+  readonly #relocating = new Map<string, Promise<TableClient | undefined>>();
   #closed = false;
 
   constructor(home: TableClient, open: (address: string) => Promise<FleetMember>) {
@@ -133,6 +137,86 @@ export class RegionRouter {
       this.#reading.set(table, reading);
     }
     await reading;
+  }
+
+  /** Whether the client routes by region (it met a fleet): a dropped connection then moves locks. */
+  get routing(): boolean {
+    return this.#maps.size > 0;
+  }
+
+  /**
+   * Moves `lock` (held by `from`'s session, marked moving) to the server its region has now,
+   * where that server put it back from the fleet's records: the server's map is read until it
+   * names a server for the region, which is asked to give the lock to this client's session
+   * there (`adoptLock`, proving the holding with the id of `from`'s session). Same handle,
+   * same token; it then belongs to that server's client. The lock is lost when that server does
+   * not hold it for this client (released, expired, its table dropped), or when the session
+   * that held it is past its lease before it is adopted. One relocation per lock at a time;
+   * `unlock`: the handle was closed meanwhile, and the lock is released once adopted.
+   */
+  relocate(lock: RemoteRowLock, from: HeldLocks, unlock: boolean): Promise<void> {
+    let running = this.#relocating.get(lock.lockId);
+    if (running === undefined) {
+      running = this.#relocation(lock, from).finally(() => {
+        this.#relocating.delete(lock.lockId);
+      });
+      this.#relocating.set(lock.lockId, running);
+    }
+    return running.then(async (at) => {
+      if (unlock && at !== undefined && lock.closed)
+        await at.call('unlockRow', [lock.table, lock.lockId]).catch(() => undefined);
+    });
+  }
+
+  /** Resolves with the client whose session adopted the lock; undefined if it did not move. */
+  async #relocation(lock: RemoteRowLock, from: HeldLocks): Promise<TableClient | undefined> {
+    const row = lock.row.toString('latin1');
+    for (let attempt = 1; !this.#closed; attempt++) {
+      if (!lock.moving || lock.lostReason !== undefined) return undefined;
+      const holder = lock.sessionId;
+      if (holder === undefined || this.#home.now() >= lock.validUntil) {
+        lock.lose(
+          new LockLostError(
+            `${lock.resource}: its region moved, and its new server did not take it over within the session lease of the server that held it`,
+            { code: 'SESSION_EXPIRED' },
+          ),
+        );
+        return undefined;
+      }
+      try {
+        await this.refresh(lock.table, attempt);
+        if (!lock.moving) return undefined;
+        const route = await this.route(lock.table, row);
+        const sentAt = route.client.now();
+        await route.client.call('adoptLock', [lock.table, row, lock.lockId, holder]);
+        if (!lock.moving) return undefined;
+        from.handOver(lock, route.client.locks);
+        lock.renewedAt(sentAt);
+        return route.client;
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code === 'UNKNOWN_ROW_LOCK' || code === 'TABLE_NOT_FOUND') {
+          lock.lose(
+            new LockLostError(
+              `${lock.resource}: its region moved, and its new server does not hold it (${(err as Error).message})`,
+              { code: 'LOCK_LOST', cause: err },
+            ),
+          );
+          return undefined;
+        }
+        // Not served yet, or unreachable: the map is read again, a little later each time.
+      }
+    }
+    return undefined;
+  }
+
+  /** The handle of lock `lockId` and the session holding it, if any client has it. */
+  handleOf(lockId: string): { lock: RemoteRowLock; from: HeldLocks } | undefined {
+    for (const c of this.clients()) {
+      const lock = c.locks.get(lockId);
+      if (lock !== undefined) return { lock, from: c.locks };
+    }
+    return undefined;
   }
 
   /** The client whose session holds lock `lockId` (the home one if none does). */

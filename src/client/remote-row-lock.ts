@@ -12,7 +12,7 @@ export interface RemoteLockControl {
    * every lock of a session whose lease ran out, whatever the lock's own lease says.
    */
   sessionValidUntil(): number;
-  unlock(table: string, lockId: string): Promise<unknown>;
+  unlock(table: string, lockId: string, lock: RemoteRowLock): Promise<unknown>;
   /**
    * The handle is done: closed (its unlock sent or answered) or `lost`. Only a lost id needs
    * remembering: the server may still hold it while this side counts it lost, so a later use
@@ -42,8 +42,16 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
   readonly table: string;
   /** The lock's own lease; 0 when it renews itself (held while the session lives). */
   readonly leaseMs: number;
-  readonly #control: RemoteLockControl;
+  #control: RemoteLockControl;
   #validUntil: number;
+  /**
+   * While the lock moves to its region's next server (see `RegionRouter.relocate`): until when
+   * the session that held it was known alive, in place of that session's (which may be
+   * replaced meanwhile). Undefined when it does not move.
+   */
+  #movingUntil: number | undefined;
+  /** @internal The id of the session holding it (its proof of holding, for an adoption). */
+  sessionId: string | undefined;
   #timer: NodeJS.Timeout | undefined;
 
   /** @internal Made by the remote table from a grant. */
@@ -79,7 +87,28 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
 
   /** Monotonic time until which the lock is known to be held (its lease's and its session's). */
   get validUntil(): number {
-    return Math.min(this.#validUntil, this.#control.sessionValidUntil());
+    return Math.min(this.#validUntil, this.#sessionValidUntil());
+  }
+
+  #sessionValidUntil(): number {
+    return this.#movingUntil ?? this.#control.sessionValidUntil();
+  }
+
+  /** @internal Whether it is moving to its region's next server. */
+  get moving(): boolean {
+    return this.#movingUntil !== undefined;
+  }
+
+  /** @internal Its region moved, or its server went away: valid for its session's lease at most. */
+  markMoving(): void {
+    this.#movingUntil ??= this.#control.sessionValidUntil();
+  }
+
+  /** @internal Held again by a session: adopted by another (`control`), or resumed. */
+  settled(control: RemoteLockControl, sessionId: string | undefined): void {
+    this.#control = control;
+    this.#movingUntil = undefined;
+    this.sessionId = sessionId;
   }
 
   /** @internal A call carrying this lock, sent at `sentAt`, was answered: the lease renewed. */
@@ -107,7 +136,7 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
       this.#expire();
       throw this.lostReason;
     }
-    if (now >= this.#control.sessionValidUntil()) {
+    if (now >= this.#sessionValidUntil()) {
       this.lose(
         new LockLostError(
           `Session lost: no answer from the server for a whole session lease; ${this.resource} may have been handed to someone else`,
@@ -129,7 +158,7 @@ export class RemoteRowLock extends LockHandleBase implements TableRowLock {
     clearTimeout(this.#timer);
     this.#control.forget(this, false);
     if (this.lostReason !== undefined) return;
-    this.#control.unlock(this.table, this.lockId).catch(() => undefined);
+    this.#control.unlock(this.table, this.lockId, this).catch(() => undefined);
   }
 
   #arm(): void {

@@ -102,9 +102,13 @@ export class RemoteTable implements Table {
     return router.run(this.name, row, (route) => call(route.client), signal);
   }
 
-  /** The client whose session holds `lockId`. */
-  #holderOf(lockId: string): TableClient {
-    return this.#router?.holderOf(lockId) ?? this.#client;
+  /** The client whose session holds `lockId`, once the lock is done moving if it moves. */
+  async #settledHolderOf(lockId: string): Promise<TableClient> {
+    const router = this.#router;
+    if (router === undefined) return this.#client;
+    const found = router.handleOf(lockId);
+    if (found?.lock.moving === true) await router.relocate(found.lock, found.from, false);
+    return router.holderOf(lockId);
   }
 
   /**
@@ -167,7 +171,7 @@ export class RemoteTable implements Table {
 
   async unlockRow(lock: RowLockRef): Promise<void> {
     const id = rowLockIdOf(lock);
-    const c = this.#holderOf(id);
+    const c = await this.#settledHolderOf(id);
     await c.call('unlockRow', [this.name, id]);
     // The server released it: the handle closes without a second round trip.
     c.locks.get(id)?.released();
@@ -175,7 +179,7 @@ export class RemoteTable implements Table {
 
   async renewLease(lock: RowLockRef): Promise<void> {
     const id = rowLockIdOf(lock);
-    const c = this.#holderOf(id);
+    const c = await this.#settledHolderOf(id);
     const sentAt = c.now();
     await c.call('renewLease', [this.name, id]);
     c.locks.get(id)?.renewedAt(sentAt);
@@ -524,7 +528,24 @@ export class RemoteTable implements Table {
   async #using<T>(c: TableClient, lockId: string | undefined, call: () => Promise<T>): Promise<T> {
     if (lockId === undefined) return call();
     const { locks } = c;
-    const lock = locks.get(lockId);
+    let lock = locks.get(lockId);
+    const router = this.#router;
+    if (lock === undefined && router !== undefined) {
+      // Held through another server's session: the row's region is served here now, so the
+      // lock moves here first (its old server closed the region, or went away).
+      const found = router.handleOf(lockId);
+      if (found !== undefined) {
+        found.lock.markMoving();
+        await router.relocate(found.lock, found.from, false);
+        lock = locks.get(lockId);
+        if (lock === undefined && router.handleOf(lockId) !== undefined) {
+          // It stayed with (or went to) another server: the call is routed again.
+          throw new NotServingRegionError(
+            `Row lock ${lockId} is held through another server of the fleet: routed again`,
+          );
+        }
+      }
+    }
     if (lock === undefined && locks.isGone(lockId)) {
       throw new UnknownRowLockError(
         `Unknown row lock ${lockId}: never granted, already released, or its lease expired`,

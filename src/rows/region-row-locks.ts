@@ -20,6 +20,18 @@ import {
 import type { RowLockTokenStore } from './row-lock-tokens.js';
 import { type RowLockRef, rowLockIdOf } from './table.js';
 
+/** The losses {@link RegionRowLocks.close} makes (see {@link lostToRegionClose}). */
+const regionClosings = new WeakSet<object>();
+
+/**
+ * Whether a lock's loss is its region's closing (a move, a shutdown, a drop), not its lease or
+ * its release: where locks are recorded outside the region (a fleet), the lock is then still
+ * recorded, for the region's next server to put back.
+ */
+export function lostToRegionClose(reason: unknown): boolean {
+  return typeof reason === 'object' && reason !== null && regionClosings.has(reason);
+}
+
 /** What the row locks need of the region's options. */
 export interface RowLockSettings {
   clock: Clock;
@@ -195,6 +207,11 @@ export class RegionRowLocks {
     grant.handle = lock;
   }
 
+  /** See `RowLockManager.transferRowLock`; the handle stays the same. */
+  transfer(lock: RowLock, owner: RowLockOwner | undefined, renew: boolean): void {
+    this.#manager.transferRowLock(lock.lockId, owner, renew);
+  }
+
   /** See `RowLockManager.raiseTokens`. */
   raiseTokens(floor: number): void {
     this.#manager.raiseTokens(floor);
@@ -214,6 +231,7 @@ export class RegionRowLocks {
         `Row lock lost: the region closed while it was held (${lock.resource})`,
         { code: 'LOCK_LOST' },
       );
+      regionClosings.add(reason);
       lock[markRowLockLost](reason);
       tellOwnerOfLoss(grant.owner, lock, reason);
     }

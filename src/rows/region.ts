@@ -260,6 +260,16 @@ export class Region extends EventEmitter<RegionEvents> implements Table {
     );
   }
 
+  /**
+   * Gives a held explicit lock to `owner` (its holder's next session), with a full lease from
+   * now unless it renews itself; the handle stays the same (see
+   * `RowLockManager.transferRowLock`).
+   */
+  transferRowLock(lock: RowLock, owner: RowLockOwner | undefined, renew: boolean): void {
+    this.#checkOpen();
+    this.#locks.transfer(lock, owner, renew);
+  }
+
   /** Releases an explicit lock; `UNKNOWN_ROW_LOCK` if it is not held (released, expired). */
   async unlockRow(lock: RowLockRef): Promise<void> {
     this.#locks.unlockRow(lock);

@@ -142,9 +142,10 @@ class Hold implements RowLockGrant {
   readonly row: string;
   readonly lockId: string | undefined;
   readonly token: number;
-  readonly owner: RowLockOwner | undefined;
+  /** Changed only by `transferRowLock` (an explicit lock adopted by its holder's next session). */
+  owner: RowLockOwner | undefined;
   /** Who holds the row for the wait-for graph (see `PendingWait.holds`). */
-  readonly holds: RowLockOwner | undefined;
+  holds: RowLockOwner | undefined;
   /** Tells a foreign grant without a map lookup on the release path. */
   readonly manager: RowLockManager;
   /**
@@ -477,6 +478,26 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     this.#ids.set(lockId, hold);
     if (!renew) this.#leases.add(hold);
     this.#rows.set(row, hold);
+    return hold;
+  }
+
+  /**
+   * Gives a held explicit lock to another owner, with a full lease from now unless it renews
+   * itself: same row, id and token, never free in between (a lock put back by
+   * {@link restoreRowLock} for a holder that comes back later under another session).
+   * `UNKNOWN_ROW_LOCK` for an id not held.
+   */
+  transferRowLock(lockId: string, owner: RowLockOwner | undefined, renew: boolean): RowLockGrant {
+    this.#checkOpen();
+    if (owner !== undefined) checkOwner(owner);
+    checkRenew(renew);
+    const hold = this.#liveLock(lockId);
+    const hadLease = hold.deadline !== Number.POSITIVE_INFINITY;
+    hold.owner = owner;
+    hold.holds = owner;
+    hold.deadline = renew ? Number.POSITIVE_INFINITY : this.#leaseDeadline();
+    if (hadLease && renew) this.#leases.remove();
+    if (!hadLease && !renew) this.#leases.add(hold);
     return hold;
   }
 

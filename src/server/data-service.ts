@@ -6,7 +6,7 @@ import { takeOverLock } from '../directory/take-over-lock.js';
 import type { OpenRegionStorage } from '../rows/region-storage.js';
 import type { ServingData } from './connection.js';
 import { dataDirInUse } from './data-dir-in-use.js';
-import { Dispatcher, type DispatchLimits } from './dispatch.js';
+import { Dispatcher, type DispatchLimits, type LockRecords } from './dispatch.js';
 import { DurableSessions } from './durable-sessions.js';
 import { ScannerRegistry } from './scanner-registry.js';
 import type { ServerStatus } from './server-status.js';
@@ -68,6 +68,8 @@ export class DataService implements ServingData {
   readonly #lock: Lock;
   readonly #journal: SessionJournal | undefined;
   readonly #durable: DurableSessions | undefined;
+  /** Where grants and releases are recorded: the session journal's, or a fleet's. */
+  readonly #records: LockRecords | undefined;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -79,6 +81,7 @@ export class DataService implements ServingData {
     lock: Lock;
     journal: SessionJournal | undefined;
     durable: DurableSessions | undefined;
+    records: LockRecords | undefined;
   }) {
     this.epoch = parts.mastership?.token ?? 0;
     this.role = parts.mastership === undefined ? 'standalone' : 'master';
@@ -89,6 +92,7 @@ export class DataService implements ServingData {
     this.#lock = parts.lock;
     this.#journal = parts.journal;
     this.#durable = parts.durable;
+    this.#records = parts.records;
   }
 
   /**
@@ -100,6 +104,7 @@ export class DataService implements ServingData {
     mastership: DataMastership | undefined,
     onLockLost: (reason: unknown) => void,
     fleet?: CatalogFleet,
+    fleetLocks?: LockRecords,
   ): Promise<DataService> {
     const { dataDir, clock } = settings;
     // Standalone, the directory is this server's alone: a second server on it fails here. A
@@ -131,7 +136,8 @@ export class DataService implements ServingData {
             : (err: unknown) => mastership.lost(err);
       let durable: DurableSessions | undefined;
       let recorded: JournalState | undefined;
-      if (settings.sessions === 'durable') {
+      // A fleet's members keep their sessions in memory; their locks are the fleet's records.
+      if (settings.sessions === 'durable' && fleet === undefined) {
         journal = await SessionJournal.open(dataDir, {
           durability,
           clock,
@@ -173,7 +179,7 @@ export class DataService implements ServingData {
           ]),
         check: mastership === undefined ? undefined : () => mastership.check(),
         onFenced,
-        records: durable,
+        records: durable ?? fleetLocks,
       });
       self = new DataService({
         mastership,
@@ -184,6 +190,7 @@ export class DataService implements ServingData {
         lock,
         journal,
         durable,
+        records: durable ?? fleetLocks,
       });
       if (recorded !== undefined && durable !== undefined) {
         await restore(recorded, sessions, catalog, dispatcher, durable);
@@ -227,11 +234,10 @@ export class DataService implements ServingData {
 
   #endSession(session: Session, reason: LockLostError): void {
     this.scanners.closeAll(session);
-    const durable = this.#durable;
-    durable?.ended(session);
+    this.#durable?.ended(session);
     for (const [lockId, { table, lock }] of [...session.locks]) {
       session.removeLock(lockId);
-      durable?.released(lockId).catch(() => undefined);
+      this.#records?.released(lockId).catch(() => undefined);
       // The unlock runs at once; a refusal comes later: its lease ran out or its table was
       // dropped meanwhile (the handle knows already).
       (async () => this.catalog.regions(table).unlockRow(lock))().catch(() =>

@@ -7,7 +7,9 @@ import {
 import { describeValue } from '../core/options.js';
 import { callContext, type RowCallContext } from '../rows/call-context.js';
 import type { CallOptions, LockRowOptions } from '../rows/call-options.js';
+import { lostToRegionClose } from '../rows/region-row-locks.js';
 import type { Result } from '../rows/result.js';
+import { checkRow } from '../rows/row-input.js';
 import type { RowLock } from '../rows/row-lock.js';
 import {
   type ArgScope,
@@ -26,6 +28,7 @@ import type { ServerStatus } from './server-status.js';
 import type { Session } from './session.js';
 import type { SessionRegistry } from './session-registry.js';
 import type { TableCatalog } from './table-catalog.js';
+import type { TableRegions } from './table-regions.js';
 
 /** Per-session limits the dispatcher enforces (the connection enforces calls in flight). */
 export interface DispatchLimits {
@@ -136,6 +139,25 @@ export class Dispatcher {
         this.#checkLockRoom(ctx.session);
         const lock = await t.regions.tryLockRow(row, { owner: ctx.session, renew });
         return lock === null ? null : this.#hold(ctx, t.name, lock);
+      },
+      adoptLock: ([t, row, lockId, holderId], ctx) => {
+        const adopt = this.#records?.adopt;
+        if (adopt === undefined) {
+          throw new UnknownRowLockError(
+            `Unknown row lock ${lockId}: this server keeps no locks for their holders to adopt (only a fleet member with durable sessions does)`,
+          );
+        }
+        this.#checkLockRoom(ctx.session);
+        const lock = adopt.call(
+          this.#records,
+          ctx.session,
+          t.name,
+          t.regions,
+          checkRow(row),
+          lockId,
+          holderId,
+        );
+        return this.#hold(ctx, t.name, lock);
       },
       unlockRow: ([t, lockId], ctx) => {
         // The decoder checked that the session holds it (on this table).
@@ -338,11 +360,16 @@ export class Dispatcher {
 
   /** A lock of `session` was lost (see {@link adopt}); one function for every lock. */
   readonly #lockLost = (session: Session, lock: RowLock, reason: Error): void => {
-    if (session.locks.get(lock.lockId)?.lock === lock) {
-      session.removeLock(lock.lockId);
-      this.#notifyLost(session, lock.lockId, reason);
-      this.#records?.released(lock.lockId).catch(() => undefined);
+    if (session.locks.get(lock.lockId)?.lock !== lock) return;
+    session.removeLock(lock.lockId);
+    const records = this.#records;
+    if (records?.survivesRegionClose === true && lostToRegionClose(reason)) {
+      records.movedAway?.(lock.lockId);
+      session.sink?.notify('lockMoved', [lock.lockId]);
+      return;
     }
+    this.#notifyLost(session, lock.lockId, reason);
+    records?.released(lock.lockId).catch(() => undefined);
   };
 
   async #nextRows(
@@ -391,6 +418,21 @@ function resultBytes(result: Result): number {
 export interface LockRecords {
   granted(session: Session, table: string, lock: RowLock): Promise<void>;
   released(lockId: string): Promise<void>;
+  /**
+   * Set where a lock outlives its region's closing here (a fleet): such a loss is not recorded
+   * as a release (`movedAway` instead), and the client is told `lockMoved`, not `lockLost`.
+   */
+  readonly survivesRegionClose?: boolean;
+  movedAway?(lockId: string): void;
+  /** Gives a lock kept for its holder to `session` (see `FleetLocks.adopt`); absent: none kept. */
+  adopt?(
+    session: Session,
+    table: string,
+    regions: TableRegions,
+    row: string,
+    lockId: string,
+    holderId: string,
+  ): RowLock;
 }
 
 function ended(session: Session): LockLostError {

@@ -5,6 +5,7 @@ import type { TableCatalogStore } from '../rows/table-catalog-store.js';
 import type { TableDescriptor } from '../rows/table-descriptor.js';
 import { describe } from '../store/describe-error.js';
 import { assignRegions } from './fleet-assignment.js';
+import { FleetLocks, type RegionClaim } from './fleet-locks.js';
 import { type FleetMemberRow, FleetStore, type FleetView } from './fleet-store.js';
 import { type CatalogFleet, type FleetSplit, TableCatalog } from './table-catalog.js';
 
@@ -75,6 +76,8 @@ export class FleetRole {
   readonly lookMs: number;
   readonly #options: FleetOptions;
   readonly #store: FleetStore;
+  /** The row locks of the regions served here, recorded (durable sessions); absent: in memory. */
+  readonly locks: FleetLocks | undefined;
   readonly #clock: Clock;
   #catalog: TableCatalog | undefined;
   #id: string | null = null;
@@ -100,8 +103,21 @@ export class FleetRole {
   readonly #moveCounts = { claimed: 0, 'handed-over': 0, lost: 0 };
   #closed = false;
 
-  private constructor(store: FleetStore, options: FleetOptions, address: string, clock: Clock) {
+  private constructor(
+    store: FleetStore,
+    options: FleetOptions,
+    address: string,
+    clock: Clock,
+    keepLocks: boolean,
+  ) {
     this.#store = store;
+    this.locks = keepLocks
+      ? new FleetLocks({
+          ...store.lockTables,
+          member: () => this.#id,
+          claimOf: (table, row) => this.#claimOf(table, row),
+        })
+      : undefined;
     this.#options = options;
     this.#clock = clock;
     this.address = options.advertise ?? address;
@@ -111,9 +127,14 @@ export class FleetRole {
   }
 
   /** Connects to the fleet's database and joins; regions come once the catalog is attached. */
-  static async join(options: FleetOptions, address: string, clock: Clock): Promise<FleetRole> {
+  static async join(
+    options: FleetOptions,
+    address: string,
+    clock: Clock,
+    keepLocks: boolean,
+  ): Promise<FleetRole> {
     const store = await FleetStore.open(options);
-    const role = new FleetRole(store, options, address, clock);
+    const role = new FleetRole(store, options, address, clock, keepLocks);
     try {
       await role.#join();
     } catch (err) {
@@ -139,7 +160,35 @@ export class FleetRole {
       this.#move(region, 'claimed', 'split off a region served here');
     },
     splitFailed: (regions, unknown) => this.#splitFailed(regions, unknown),
+    opened: async (table, range, region, claim) => {
+      await this.locks?.restore(table, range, region, claim);
+    },
+    tableGone: async (name) => {
+      await this.locks?.tableGone(name);
+    },
   };
+
+  /** The claim a lock record of `row` of `table` is fenced by (see `FleetLocks`). */
+  #claimOf(table: string, row: string): RegionClaim | undefined {
+    let descriptor: TableDescriptor;
+    try {
+      descriptor = (this.#catalog as TableCatalog).describe(table);
+    } catch {
+      return undefined;
+    }
+    const { splits } = descriptor;
+    let lo = 0;
+    let hi = splits.length;
+    // The region of `row`: the number of split keys <= row.
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((splits[mid] as string) <= row) lo = mid + 1;
+      else hi = mid;
+    }
+    const region = TableCatalog.regionNames(descriptor)[lo] as string;
+    const epoch = this.#served.get(region)?.epoch ?? this.#pending.get(region);
+    return epoch === undefined ? undefined : { region, epoch };
+  }
 
   /** Starts serving regions of `catalog` (opened with {@link catalogHooks}). */
   attach(catalog: TableCatalog): void {
@@ -192,6 +241,7 @@ export class FleetRole {
     await this.#dropAll(null, 'the server is closing');
     if (id !== null) await this.#store.leave(id).catch(() => undefined);
     this.#id = null;
+    await this.locks?.close();
     await this.#store.close();
   }
 

@@ -67,6 +67,9 @@ export interface FleetView {
  *   ran out; it raises `epoch` to `max(epoch + 1, database time in µs)`, which is the epoch the
  *   claimer opens the region's storage with: the storage refuses every write of the earlier
  *   owner from then on (its fence is in the write's own statement).
+ * - `<prefix>_fleet_locks (tbl, row, lock_id, token, holder, renew, lease_ms)`: the explicit
+ *   row locks granted by the fleet's servers (see `FleetLocks`), so that a region's next
+ *   server holds them too.
  *
  * A region's lease is its owner's: one renewal per server keeps all its regions (HBase region
  * servers, too, hold one ZooKeeper session, not one per region).
@@ -78,6 +81,7 @@ export class FleetStore {
   readonly #t: {
     members: string;
     regions: string;
+    locks: string;
     schema: string;
     storage: StorageTables;
   };
@@ -93,6 +97,7 @@ export class FleetStore {
     this.#t = {
       members: `${p}_fleet_members`,
       regions: `${p}_fleet_regions`,
+      locks: `${p}_fleet_locks`,
       schema: tables.schema,
       storage: tables,
     };
@@ -137,6 +142,10 @@ export class FleetStore {
       );
       await client.query(
         `CREATE TABLE IF NOT EXISTS ${regions} (region TEXT PRIMARY KEY, owner TEXT, epoch BIGINT NOT NULL DEFAULT 0)`,
+      );
+      // Added to version 1 (a table more, nothing changed): a fleet made before has none yet.
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${this.#t.locks} (tbl TEXT NOT NULL, row BYTEA NOT NULL, lock_id TEXT NOT NULL, token BIGINT NOT NULL, holder TEXT NOT NULL, renew BOOLEAN NOT NULL, lease_ms BIGINT NOT NULL, PRIMARY KEY (tbl, row, lock_id))`,
       );
       const marked = await client.query(`SELECT 1 FROM ${schema} WHERE name = $1`, [
         FLEET_SCHEMA_NAME,
@@ -395,6 +404,11 @@ export class FleetStore {
       ]);
       return { recorded };
     });
+  }
+
+  /** Where the fleet's row locks are recorded (see `FleetLocks`), and the claims that fence them. */
+  get lockTables(): { db: StorageDatabase; locks: string; regions: string } {
+    return { db: this.#db, locks: this.#t.locks, regions: this.#t.regions };
   }
 
   /** Gives `region` back if `id` still holds it with `epoch`; true when it did. */

@@ -94,8 +94,10 @@ export interface ServerOptions {
   openStorage?: OpenRegionStorage | undefined;
   /**
    * Serve a share of the tables of a PostgreSQL storage as one member of a fleet
-   * (docs/server.md, "A fleet"): `openStorage` must be that storage's. Sessions are then kept in
-   * memory: a region that moves loses its row locks (`sessions: 'durable'` is refused).
+   * (docs/server.md, "A fleet"): `openStorage` must be that storage's. A member's sessions are
+   * its own, in memory; with `sessions: 'durable'` (the default) its explicit row locks are
+   * recorded in the fleet's database, so that a region that moves keeps them for their clients
+   * to adopt on its next server (`memory`: a region that moves loses its locks).
    */
   fleet?: FleetOptions | undefined;
 }
@@ -272,11 +274,7 @@ export function checkServerOptions(options: ServerOptions) {
       throw new InvalidArgumentError(
         'fleet needs openStorage: the PostgreSQL storage (postgresRegionStorage) of fleet.database',
       );
-    if ((options as { sessions?: unknown }).sessions === 'durable')
-      throw new InvalidArgumentError(
-        "sessions: 'durable' is not available in a fleet yet (a member's sessions are in memory)",
-      );
-    return { ...o, dataDir: o.dataDir, sessions: 'memory' as const };
+    return { ...o, dataDir: o.dataDir };
   }
   return { ...o, dataDir: o.dataDir };
 }

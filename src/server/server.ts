@@ -217,7 +217,12 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       // A member listens first: it joins under the address it listens on (or advertises).
       const where = created.host.includes(':') ? `[${created.host}]` : created.host;
       try {
-        const role = await FleetRole.join(fleet, `${where}:${created.port}`, clock);
+        const role = await FleetRole.join(
+          fleet,
+          `${where}:${created.port}`,
+          clock,
+          settings.sessions === 'durable',
+        );
         created.#fleet = role;
         created.#standalone = await DataService.open(
           settings,
@@ -226,6 +231,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
             void created.close();
           },
           role.catalogHooks,
+          role.locks,
         );
         role.attach(created.#standalone.catalog);
       } catch (err) {

@@ -90,6 +90,18 @@ export interface CatalogFleet {
   commitSplit(split: FleetSplit): Promise<void>;
   splitServed(region: string, table: string, startKey: string, epoch: number): void;
   splitFailed(regions: { parent: string; daughter: string }, unknown: boolean): Promise<void>;
+  /**
+   * A region claimed here (`name`, `epoch`) opened and is about to serve: the row locks recorded
+   * on its rows are put back first (see `FleetLocks.restore`). Throwing keeps it closed.
+   */
+  opened(
+    table: string,
+    range: RegionPlacement,
+    region: Region,
+    claim: { region: string; epoch: number },
+  ): Promise<void>;
+  /** Whatever is recorded of table `name`'s row locks goes (it was dropped, or is made anew). */
+  tableGone(name: string): Promise<void>;
 }
 
 /**
@@ -109,6 +121,7 @@ export function regionDirectories(descriptor: TableDescriptor): string[] {
 /** The directory of table `name`'s region that starts at split key `key` (see above). */
 /** `TableCatalog.regionIds` of each descriptor asked for (descriptors are never changed in place). */
 const regionIdsOf = new WeakMap<TableDescriptor, string[]>();
+const regionNamesOf = new WeakMap<TableDescriptor, readonly string[]>();
 
 /** Two descriptors of one table name describe the same table (not a new one made after a drop). */
 function sameDescriptor(a: TableDescriptor, b: TableDescriptor): boolean {
@@ -549,8 +562,13 @@ export class TableCatalog {
    * The storage names of every region of `descriptor` (`tables/<directory>`, what the region
    * storage keys them by), first region first.
    */
-  static regionNames(descriptor: TableDescriptor): string[] {
-    return regionDirectories(descriptor).map((dir) => `tables/${dir}`);
+  static regionNames(descriptor: TableDescriptor): readonly string[] {
+    let names = regionNamesOf.get(descriptor);
+    if (names === undefined) {
+      names = regionDirectories(descriptor).map((dir) => `tables/${dir}`);
+      regionNamesOf.set(descriptor, names);
+    }
+    return names;
   }
 
   /**
@@ -657,12 +675,17 @@ export class TableCatalog {
       const i = starts.indexOf(startKey);
       if (i < 0) return false;
       const dir = regionDirectories(descriptor)[i] as string;
-      const region = await this.#openRegion(
-        descriptor,
-        dir,
-        { startKey, endKey: starts[i + 1] ?? '' },
-        epoch,
-      );
+      const range = { startKey, endKey: starts[i + 1] ?? '' };
+      const region = await this.#openRegion(descriptor, dir, range, epoch);
+      try {
+        await (this.#fleet as CatalogFleet).opened(table, range, region, {
+          region: `tables/${dir}`,
+          epoch,
+        });
+      } catch (err) {
+        await region.close();
+        throw err;
+      }
       entry.regions.serve(startKey, region);
       return true;
     });
@@ -702,6 +725,7 @@ export class TableCatalog {
         throw new TableError('TABLE_EXISTS', `Table ${descriptor.name} already exists`);
       // What a dropped table of this name left in the storage goes first (nobody serves it).
       for (const dir of dirs) await this.#destroyStored(dir, epoch);
+      await fleet.tableGone(descriptor.name);
       await store.add(descriptor);
     });
     if (!this.#tables.has(descriptor.name)) this.#addElsewhere(descriptor);
@@ -716,11 +740,12 @@ export class TableCatalog {
     await fleet.change([], async (store) => {
       await store.remove(descriptor.name);
     });
+    await fleet.tableGone(descriptor.name).catch(() => undefined);
     const entry = this.#tables.get(descriptor.name);
     this.#tables.delete(descriptor.name);
     await entry?.regions.close();
     fleet.changed();
-    return TableCatalog.regionNames(descriptor);
+    return [...TableCatalog.regionNames(descriptor)];
   }
 
   async #load(): Promise<void> {

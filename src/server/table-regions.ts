@@ -329,6 +329,16 @@ export class TableRegions {
     return this.#of(checkRow(row)).restoreRowLock(row, recorded);
   }
 
+  /** Throws `NOT_SERVING_REGION` unless the region of `row` is served here. */
+  checkServed(row: BytesInput): void {
+    this.#of(checkRow(row));
+  }
+
+  /** See `Region.transferRowLock`; `NOT_SERVING_REGION` where its row's region is not served here. */
+  transferRowLock(lock: RowLock, owner: RowLockOwner | undefined, renew: boolean): void {
+    this.#of(lock.row.toString('latin1')).transferRowLock(lock, owner, renew);
+  }
+
   /** Releases a lock this table granted (its row names its region). */
   unlockRow(lock: RowLock): Promise<void> {
     try {

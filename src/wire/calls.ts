@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type LocksmithError, ProtocolError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
+import { LOCK_ID } from '../rows/lock-id.js';
 import type { Delete, Increment, Put, RowMutations } from '../rows/mutation.js';
 import type { Get, Scan } from '../rows/query.js';
 import type { Result } from '../rows/result.js';
@@ -173,6 +174,24 @@ function decodeRenew(value: unknown): boolean {
   if (typeof value !== 'boolean') {
     throw new InvalidArgumentError(`renew must be true or false, got ${describeValue(value)}`);
   }
+  return value;
+}
+
+/** The id of a lock to adopt: any lock id's form (20 characters of base64url). */
+function adoptedLockId(value: unknown): string {
+  if (typeof value !== 'string' || !LOCK_ID.test(value))
+    throw new InvalidArgumentError(
+      `adoptLock: ${describeValue(value)} is not a lock id (20 characters of base64url)`,
+    );
+  return value;
+}
+
+/** The id of the session that held the lock on its region's earlier server (22 characters of base64url). */
+function holderSessionId(value: unknown): string {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9_-]{22}$/.test(value))
+    throw new InvalidArgumentError(
+      `adoptLock: ${describeValue(value)} is not a session id (22 characters of base64url)`,
+    );
   return value;
 }
 
@@ -585,6 +604,27 @@ export const CALLS = {
     ],
     encodeResult: (g: Grant | null) => (g === null ? null : encodeGrant(g)),
     decodeResult: (value): Grant | null => (value === null ? null : grant(value)),
+  }),
+  adoptLock: spec({
+    lane: 'handler',
+    shape: '[table, row, lockId, sessionId]',
+    // Adopting a lock the session already holds answers its grant again.
+    resend: true,
+    late: 'drop',
+    encodeArgs: (table: string, row: string, lockId: string, sessionId: string) => [
+      table,
+      latin1(row),
+      lockId,
+      sessionId,
+    ],
+    decodeArgs: (raw, scope): [TableArg, Bytes, string, string] => [
+      scope.table(raw[0]),
+      bytes(raw[1], 'row'),
+      adoptedLockId(raw[2]),
+      holderSessionId(raw[3]),
+    ],
+    encodeResult: encodeGrant,
+    decodeResult: grant,
   }),
   openScanner: spec({
     lane: 'handler',

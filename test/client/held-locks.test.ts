@@ -9,16 +9,26 @@ import { CALLS } from '../../src/wire/calls.js';
 function held(sessionValidUntil = 1_000_000) {
   const clock = new FakeClock(0);
   const givenBack: [string, string][] = [];
+  /** Every lock handed on to move (a fleet), with whether its handle was closed meanwhile. */
+  const moving: [string, boolean][] = [];
+  let validUntil = sessionValidUntil;
   const locks = new HeldLocks({
     clock,
-    sessionValidUntil: () => sessionValidUntil,
+    sessionValidUntil: () => validUntil,
     giveBack: async (table, lockId) => {
       givenBack.push([table, lockId]);
+    },
+    sessionId: () => 'session-id-of-this-one',
+    moving: async (lock, _from, unlock) => {
+      moving.push([lock.lockId, unlock]);
     },
   });
   const grant = (lockId: string, token = 1) =>
     locks.granted('t', Buffer.from(lockId), { lockId, token, leaseMs: 60_000 }, clock.monotonic());
-  return { clock, locks, givenBack, grant };
+  const sessionLost = () => {
+    validUntil = 0;
+  };
+  return { clock, locks, givenBack, grant, moving, sessionLost };
 }
 
 describe('the owner of a client session’s locks', () => {
@@ -99,5 +109,53 @@ describe('the owner of a client session’s locks', () => {
     const lock = grant('a');
     await clock.advance(501);
     assert.throws(() => lock.ensureValid(), { code: 'SESSION_EXPIRED' });
+  });
+
+  it('a moving lock (a fleet): handed on once, kept through its session’s loss until its adoption decides, valid until its old session’s lease', async () => {
+    const { locks, grant, moving, clock, sessionLost } = held(5_000);
+    const a = grant('a', 3);
+    const b = grant('b', 4);
+    assert.equal(a.sessionId, 'session-id-of-this-one', 'a grant knows its session (the proof)');
+    locks.moved('a');
+    locks.moved('a');
+    locks.moved('not-held');
+    locks.moved(42);
+    assert.deepEqual(moving, [['a', false]], 'one relocation per lock, none for unknown ids');
+    assert.equal(a.moving, true);
+    // The session is lost (a restarted server welcomed a new one): b is lost, a moves on.
+    sessionLost();
+    locks.loseAll(new LockLostError('gone', { code: 'SESSION_EXPIRED' }));
+    assert.equal(b.signal.aborted, true);
+    assert.equal(a.signal.aborted, false, 'a moving lock is not its old session’s to lose');
+    a.ensureValid();
+    // A reconnect listing nothing leaves it moving; its validity stays its old session's lease.
+    locks.reconnected(false, []);
+    assert.equal(a.signal.aborted, false);
+    await clock.advance(5_001);
+    assert.throws(() => a.ensureValid(), { code: 'SESSION_EXPIRED' });
+  });
+
+  it('a moving lock adopted by another session is that one’s; one resumed where it was settles there; one closed while moving is released through its relocation', async () => {
+    const one = held();
+    const other = held();
+    const a = one.grant('a', 3);
+    one.locks.moved(undefined);
+    one.locks.handOver(a, other.locks);
+    assert.equal(a.moving, false);
+    assert.equal(one.locks.get('a'), undefined);
+    assert.equal(other.locks.get('a'), a, 'same handle, now the other session’s');
+    assert.equal(a.token, 3);
+    await a.close();
+    assert.deepEqual(other.givenBack, [['t', 'a']], 'its unlock goes through its new session');
+    const b = one.grant('b');
+    one.locks.moved('b');
+    one.locks.reconnected(true, [['b', 't']]);
+    assert.equal(b.moving, false, 'the same session resumed, still holding it');
+    assert.deepEqual(one.givenBack, [], 'and it is not given back');
+    const c = one.grant('c');
+    one.locks.moved('c');
+    await c.close();
+    assert.deepEqual(one.moving.at(-1), ['c', true], 'closed while moving: released once adopted');
+    assert.deepEqual(one.givenBack, [], 'not through the session it left');
   });
 });

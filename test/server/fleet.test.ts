@@ -3,11 +3,13 @@
 // reaches every region, and what a member's death (kill -9), pause (SIGSTOP past its lease),
 // leaving (SIGTERM) or arrival moves loses no acknowledged write.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
 import { Get, Put, Scan } from '../../src/rows/index.js';
@@ -387,6 +389,106 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
     };
   }
 
+  it('row locks outlive their region’s move: kill -9 of their server, and its SIGTERM hand-over; same handle and token, puts under them work, nobody else takes the rows; a lock whose client died too is released after its session lease', async () => {
+    const fleet = new Fleet();
+    try {
+      const client = await fleetWithTable(fleet, 3);
+      const other = await fleet.client(fleet.members[1] as ServeProcess);
+      const t = client.table('t');
+      const o = other.table('t');
+      const locks = await Promise.all(ROW_PREFIXES.map((p) => t.lockRow(`${p}-lock`)));
+      const tokens = locks.map((l) => l.token);
+      const serverOf = async (row: string) =>
+        [...(await fleet.status(fleet.members[0] as ServeProcess)).regions]
+          .reverse()
+          .find((r) => r.startKey <= row)?.server;
+      const victim = fleet.members[2] as ServeProcess;
+      const gone = `127.0.0.1:${victim.port}`;
+      const onVictim: string[] = [];
+      for (const l of locks)
+        if ((await serverOf(l.row.toString())) === gone) onVictim.push(l.row.toString());
+      assert.ok(onVictim.length >= 3, `locks on the victim's regions: ${onVictim.join(',')}`);
+      // A client process of its own, holding a lock on a region of the victim: killed with it.
+      const orphanRow = `${onVictim[0]}-orphan`;
+      const holder = spawn(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `import { connect } from ${JSON.stringify(pathToFileURL(join(dirname(cliPath), '..', 'client', 'index.js')).href)};
+           const c = await connect(${JSON.stringify(victim.url)}, { sessionLeaseMs: 3000 });
+           const l = await c.table('t').lockRow(${JSON.stringify(orphanRow)});
+           console.log('locked', l.token);
+           setInterval(() => {}, 1000);`,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      let said = '';
+      holder.stdout.on('data', (d: Buffer) => {
+        said += d.toString();
+      });
+      await eventually(() => said.includes('locked'), 20_000, 'the holder process to lock its row');
+      holder.kill('SIGKILL');
+      await victim.kill9();
+      const killedAt = Date.now();
+      await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members.slice(0, 2), 30_000);
+      // Every lock held by the same handle, with its token; a put under it works where its row
+      // is served now, and nobody else gets its row.
+      for (const [i, l] of locks.entries()) {
+        const row = l.row.toString();
+        await t.put(new Put(row, { rowLock: l }).add('f', 'locked', 'after-kill'));
+        assert.equal(l.signal.aborted, false, `the lock on ${row} is held on`);
+        assert.equal(l.token, tokens[i]);
+        assert.equal(await o.tryLockRow(row), null, `nobody else gets ${row}`);
+      }
+      assert.equal(client.heldLocks, locks.length);
+      // The dead client's lock is kept for its session lease (3 s) from its region's reopening,
+      // then released: another client gets the row.
+      const waited = Date.now();
+      const taken = await o.lockRow(orphanRow, { waitMs: 30_000 });
+      const afterKill = Date.now() - killedAt;
+      assert.ok(
+        afterKill >= 3000,
+        `the orphaned lock held at least its holder's session lease after the kill (${afterKill} ms; waited ${Date.now() - waited} ms)`,
+      );
+      assert.ok(taken.token > Number(/locked (\d+)/.exec(said)?.[1]), 'a larger token');
+      await o.unlockRow(taken);
+      // SIGTERM of another member: its regions are handed over with their locks.
+      const leaving = fleet.members[1] as ServeProcess;
+      await other.close();
+      const left = `127.0.0.1:${leaving.port}`;
+      const onLeaving: string[] = [];
+      for (const l of locks)
+        if ((await serverOf(l.row.toString())) === left) onLeaving.push(l.row.toString());
+      assert.ok(onLeaving.length >= 1);
+      assert.equal(await leaving.stop(), 0);
+      const joined = await fleet.start();
+      await fleet.balanced(
+        fleet.members[0] as ServeProcess,
+        [fleet.members[0] as ServeProcess, joined],
+        30_000,
+      );
+      const third = await fleet.client(joined);
+      for (const [i, l] of locks.entries()) {
+        const row = l.row.toString();
+        await t.put(new Put(row, { rowLock: l }).add('f', 'locked', 'after-term'));
+        assert.equal(l.signal.aborted, false, `the lock on ${row} is held on`);
+        assert.equal(l.token, tokens[i]);
+        assert.equal(await third.table('t').tryLockRow(row), null, `nobody else gets ${row}`);
+      }
+      for (const l of locks) await t.unlockRow(l);
+      assert.equal(client.heldLocks, 0);
+      // Released where they are now: another client takes every row at once.
+      for (const l of locks) {
+        const again = await third.table('t').tryLockRow(l.row);
+        assert.ok(again !== null && again.token > l.token, `${l.row} is free again`);
+        await again.close();
+      }
+    } finally {
+      await fleet.close();
+    }
+  });
+
   it('SIGSTOP of a server past its lease: its regions move; woken, it refuses its calls, and no acknowledged write is lost', async () => {
     const fleet = new Fleet();
     try {
@@ -621,10 +723,6 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
     for (const [args, message] of [
       [['--fleet'], /--fleet needs --storage/],
       [['--fleet', '--storage', POSTGRES_URL, '--ha', 'etcd'], /--fleet and --ha go separately/],
-      [
-        ['--fleet', '--storage', POSTGRES_URL, '--sessions', 'durable'],
-        /not available with --fleet/,
-      ],
     ] as const) {
       const r = await run([cliPath, 'serve', '--data', dir, '--port', '0', ...args], {
         timeoutMs: 20_000,

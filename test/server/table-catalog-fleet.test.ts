@@ -26,6 +26,8 @@ function handPlayedFleet(initial: TableDescriptor[]) {
     commitSplit: () => Promise.reject(new Error('no splits here')),
     splitServed: () => undefined,
     splitFailed: () => Promise.resolve(),
+    opened: () => Promise.resolve(),
+    tableGone: () => Promise.resolve(),
   };
   return {
     fleet,
