@@ -235,7 +235,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--shutdown-timeout <duration> how long a stop waits for calls in flight (default: 10s)',
       '--storage <url>             keep the tables, their data and the sessions in PostgreSQL (postgres://...) instead of under --data; servers on other machines then share them (default: files under --data)',
       '--storage-prefix <name>     the name prefix of the storage tables, one per group of servers (default: locksmith)',
-      "--fleet                     serve a share of the --storage tables beside the other --fleet servers on it: regions spread evenly over the live servers, a dead server's taken over after --lease (default 10s), SIGTERM hands them over; sessions in memory",
+      "--fleet                     serve a share of the --storage tables beside the other --fleet servers on it: regions spread evenly over the live servers, a dead server's taken over after --lease (default 5s), SIGTERM hands them over; row locks move with their region (--sessions durable)",
       '--ha <locker>               master/slave with other servers on the same --data (or the same --storage): shared-file (a lock file in --data), database, lease-database or etcd (default: standalone)',
       '--db <url>                  the lock database: a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers)',
       '--lock-table <name>         the lock table (default: ACTIVEMQ_LOCK)',

@@ -121,7 +121,9 @@ export class FleetRole {
     this.#options = options;
     this.#clock = clock;
     this.address = options.advertise ?? address;
-    this.leaseMs = options.leaseMs ?? 10_000;
+    // Half the default session lease: a lock held through a server that dies is taken over
+    // (its region reopened elsewhere) while its client still counts its session alive.
+    this.leaseMs = options.leaseMs ?? 5_000;
     this.renewMs = options.renewMs ?? Math.floor(this.leaseMs / 3);
     this.lookMs = Math.min(this.renewMs, LOOK_MS);
   }

@@ -327,6 +327,11 @@ interface FleetScenario {
   settleMs?: number;
   program?: string;
   env?: Record<string, string>;
+  /** The table's split keys (default {@link FLEET_SPLITS}). */
+  splits?: string[];
+  /** The workload's explicit-lock increments (`--locked`), holding each lock `holdMs`. */
+  locked?: boolean;
+  holdMs?: number;
 }
 
 /**
@@ -383,9 +388,9 @@ async function fleetChaos(
   });
   {
     await using client = await connect((cluster.members[0] as { url: string }).url);
-    await client.createTable('chaos', ['f'], { splits: FLEET_SPLITS });
+    await client.createTable('chaos', ['f'], { splits: scenario.splits ?? FLEET_SPLITS });
   }
-  let regions = FLEET_SPLITS.length + 1;
+  let regions = (scenario.splits ?? FLEET_SPLITS).length + 1;
   const allServed = async (what: string) => {
     let last = '';
     await eventually(
@@ -425,6 +430,7 @@ async function fleetChaos(
       ...['--client', name, '--duration', String(scenario.durationMs), '--out', files[i] as string],
       ...['--peers', names.join(','), '--seed', String(i + 1)],
       ...['--op-timeout', String(scenario.opTimeoutMs ?? 5_000)],
+      ...(scenario.locked === true ? ['--locked', '--hold', String(scenario.holdMs ?? 0)] : []),
     ]),
   );
   const faults: string[] = [];
@@ -623,6 +629,28 @@ describe('linearizability through failovers', { concurrency: false }, () => {
     }
     // Each member fault moves its share (4 regions) away and back.
     assertLinearizable(outcome, 8);
+  });
+
+  it('explicit row locks in a fleet (durable: locks move with their regions): members killed, paused past their lease, leaving, the database crashed; each lock is adopted on its region’s new server, no increment lost or doubled', {
+    timeout: 240_000,
+    skip: postgresMissing,
+  }, async (t) => {
+    using dir = tempDir();
+    // The mutexes (`mutex-0` .. `mutex-7`) in four regions, so that every fault moves some.
+    const outcome = await fleetChaos(t, dir.path, {
+      faults: ['kill', 'pause', 'leave', 'database'],
+      durationMs: 45_000,
+      splits: ['ctr-2', 'ctr-4', 'ctr-6', 'd', 'mutex-2', 'mutex-4', 'mutex-6', 'reg'],
+      locked: true,
+      holdMs: 10,
+    });
+    for (const kind of ['kill', 'pause', 'leave', 'database']) {
+      assert.ok(
+        outcome.faults.some((f) => f.startsWith(kind)),
+        `no ${kind} fault: ${outcome.faults.join(', ')}`,
+      );
+    }
+    assertLinearizable(outcome, 6);
   });
 
   it('a fleet whose fence is broken (a test server acknowledges the writes PostgreSQL refused): the checker reports violations', {
