@@ -20,6 +20,8 @@ export interface HeldLocksOptions {
    * (`unlock`: then released there, its handle being closed). Absent: nothing moves.
    */
   moving?(lock: RemoteRowLock, from: HeldLocks, unlock: boolean): Promise<unknown>;
+  /** Whether locks can move now (the client routes by region: it met a fleet). */
+  moves?(): boolean;
 }
 
 /**
@@ -46,10 +48,19 @@ export class HeldLocks {
     this.#control = {
       clock: options.clock,
       sessionValidUntil: () => options.sessionValidUntil(),
-      unlock: (table: string, lockId: string, lock: RemoteRowLock) =>
-        lock.moving && options.moving !== undefined
-          ? options.moving(lock, this, true)
-          : options.giveBack(table, lockId),
+      unlock: (table: string, lockId: string, lock: RemoteRowLock) => {
+        const moving = options.moving;
+        if (moving === undefined || options.moves?.() !== true)
+          return options.giveBack(table, lockId);
+        if (lock.moving) return moving(lock, this, true);
+        return options.giveBack(table, lockId).catch((err: unknown) => {
+          // Its region closed there just before (a `lockMoved` on its way): released where
+          // its region is now.
+          if ((err as { code?: unknown }).code !== 'UNKNOWN_ROW_LOCK') throw err;
+          lock.markMoving();
+          return moving(lock, this, true);
+        });
+      },
       forget: (lock: RemoteRowLock, lost: boolean) => this.#forget(lock, lost),
     };
   }
@@ -82,7 +93,7 @@ export class HeldLocks {
    */
   moved(lockId: unknown): void {
     const moving = this.#options.moving;
-    if (moving === undefined) return;
+    if (moving === undefined || this.#options.moves?.() !== true) return;
     const locks =
       lockId === undefined
         ? [...this.#locks.values()]
@@ -96,9 +107,11 @@ export class HeldLocks {
     }
   }
 
-  /** Whether `lockId` is a handle of this session's. */
-  has(lockId: string): boolean {
-    return this.#locks.has(lockId);
+  /** Whether a handle of this session's is on `row` (latin1) of `table` (a walk: rare use). */
+  holdsRow(table: string, row: string): boolean {
+    for (const lock of this.#locks.values())
+      if (lock.table === table && lock.row.toString('latin1') === row) return true;
+    return false;
   }
 
   /** A moving lock adopted by another session: it is that one's now (not lost). */

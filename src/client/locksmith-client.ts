@@ -148,6 +148,7 @@ export class LocksmithClient
       giveBack: (table, lockId) => call('unlockRow', [table, lockId]),
       sessionId: () => connection.session?.id,
       moving: (lock, from, unlock) => this.#relocator.relocate(lock, from, unlock),
+      moves: () => this.#relocator.routing,
     });
     this.#locks = locks;
     this.#tableClient = {
@@ -161,6 +162,9 @@ export class LocksmithClient
       scanBatch: 100,
       get connected() {
         return connection.connected;
+      },
+      get session() {
+        return connection.session;
       },
     };
     // The other servers of a fleet, each with a session of its own, opened at first use.
@@ -181,7 +185,7 @@ export class LocksmithClient
     });
     connection.on('disconnected', (reason) => {
       // In a fleet the server may be gone for good: its regions' next servers keep the locks.
-      if (this.#relocator.routing) locks.moved(undefined);
+      locks.moved(undefined);
       this.emit('disconnected', reason);
     });
     connection.on('failover', (from, to, epoch) => this.emit('failover', { from, to, epoch }));

@@ -210,6 +210,36 @@ export class RegionRouter {
     return undefined;
   }
 
+  /**
+   * A `lockRow` or `tryLockRow` of `row` failed without an answer from its server, which went
+   * away (`holder`: the session it was sent on). The server may have granted it, and the
+   * region's next server then holds it for `holder`: it is adopted there and released at once,
+   * so the row is not held for nobody until `holder`'s lease runs out. Nothing is done where a
+   * handle of this client is on the row (its own relocation decides), and only a lock put back
+   * for `holder` can be taken (`adoptLock` without an id takes no lock a session holds).
+   */
+  reclaim(table: string, row: string, holder: { id: string; leaseMs: number }): void {
+    if (!this.routing) return;
+    const deadline = this.#home.now() + holder.leaseMs;
+    const onRow = () => this.clients().some((c) => c.locks.holdsRow(table, row));
+    (async () => {
+      for (let attempt = 1; !this.#closed && this.#home.now() < deadline; attempt++) {
+        if (onRow()) return;
+        try {
+          await this.refresh(table, attempt);
+          const route = await this.route(table, row);
+          if (onRow()) return;
+          const grant = await route.client.call('adoptLock', [table, row, null, holder.id]);
+          await route.client.call('unlockRow', [table, grant.lockId]);
+          return;
+        } catch (err) {
+          const code = (err as { code?: unknown }).code;
+          if (code === 'UNKNOWN_ROW_LOCK' || code === 'TABLE_NOT_FOUND') return;
+        }
+      }
+    })().catch(() => undefined);
+  }
+
   /** The handle of lock `lockId` and the session holding it, if any client has it. */
   handleOf(lockId: string): { lock: RemoteRowLock; from: HeldLocks } | undefined {
     for (const c of this.clients()) {

@@ -46,6 +46,8 @@ export interface TableClient {
   readonly scanBatch: number;
   /** The connection is up (a call now is sent now, not queued until it reconnects). */
   readonly connected: boolean;
+  /** The session now, if any: its id (the proof of holding its locks) and lease. */
+  readonly session: { readonly id: string; readonly leaseMs: number } | undefined;
 }
 
 /** The session owns every lock of the client: an `owner` is refused. */
@@ -102,6 +104,25 @@ export class RemoteTable implements Table {
     return router.run(this.name, row, (route) => call(route.client), signal);
   }
 
+  /**
+   * A lock call failed: where its server went away before answering (its connection lost),
+   * a grant it may have made is reclaimed where the row's region is served next (see
+   * `RegionRouter.reclaim`). Rethrows `err`.
+   */
+  #unanswered(
+    c: TableClient,
+    row: string,
+    holder: { id: string; leaseMs: number } | undefined,
+    err: unknown,
+  ): never {
+    if (
+      holder !== undefined &&
+      ((err as { code?: unknown }).code === 'CONNECTION_LOST' || !c.connected)
+    )
+      this.#router?.reclaim(this.name, row, holder);
+    throw err;
+  }
+
   /** The client whose session holds `lockId`, once the lock is done moving if it moves. */
   async #settledHolderOf(lockId: string): Promise<TableClient> {
     const router = this.#router;
@@ -129,15 +150,18 @@ export class RemoteTable implements Table {
         // A call sent again waits only for what is left of its wait.
         const left = Number.isFinite(wait) ? Math.max(0, wait - (c.now() - began)) : wait;
         const sentAt = c.now();
-        const grant = await c.call(
-          'lockRow',
-          [this.name, key, waitMs === undefined && left === wait ? undefined : left, renew],
-          {
-            signal,
-            timeoutMs: Number.isFinite(left) ? left + c.callTimeoutMs : 0,
-            waitMs: left,
-          },
-        );
+        const holder = c.session;
+        const grant = await c
+          .call(
+            'lockRow',
+            [this.name, key, waitMs === undefined && left === wait ? undefined : left, renew],
+            {
+              signal,
+              timeoutMs: Number.isFinite(left) ? left + c.callTimeoutMs : 0,
+              waitMs: left,
+            },
+          )
+          .catch((err: unknown) => this.#unanswered(c, key, holder, err));
         return c.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
       },
       signal,
@@ -151,7 +175,10 @@ export class RemoteTable implements Table {
     noOwner(owner, 'tryLockRow');
     return this.#on(key, async (c) => {
       const sentAt = c.now();
-      const grant = await c.call('tryLockRow', [this.name, key, renew]);
+      const holder = c.session;
+      const grant = await c
+        .call('tryLockRow', [this.name, key, renew])
+        .catch((err: unknown) => this.#unanswered(c, key, holder, err));
       return grant === null
         ? null
         : c.locks.granted(this.name, Buffer.from(key, 'latin1'), grant, sentAt);
@@ -171,10 +198,21 @@ export class RemoteTable implements Table {
 
   async unlockRow(lock: RowLockRef): Promise<void> {
     const id = rowLockIdOf(lock);
-    const c = await this.#settledHolderOf(id);
-    await c.call('unlockRow', [this.name, id]);
-    // The server released it: the handle closes without a second round trip.
-    c.locks.get(id)?.released();
+    for (let again = true; ; again = false) {
+      const c = await this.#settledHolderOf(id);
+      try {
+        await c.call('unlockRow', [this.name, id]);
+      } catch (err) {
+        // Its region closed there just before (a `lockMoved` on its way): where it is now.
+        const found = this.#router?.handleOf(id);
+        if (!again || (err as { code?: unknown }).code !== 'UNKNOWN_ROW_LOCK' || !found) throw err;
+        found.lock.markMoving();
+        continue;
+      }
+      // The server released it: the handle closes without a second round trip.
+      c.locks.get(id)?.released();
+      return;
+    }
   }
 
   async renewLease(lock: RowLockRef): Promise<void> {

@@ -430,7 +430,7 @@ export interface LockRecords {
     table: string,
     regions: TableRegions,
     row: string,
-    lockId: string,
+    lockId: string | null,
     holderId: string,
   ): RowLock;
 }

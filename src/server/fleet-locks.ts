@@ -46,7 +46,6 @@ interface Release {
 class Orphan implements RowLockLossObserver {
   readonly table: string;
   readonly lock: RowLock;
-  readonly region: Region;
   /** `sessionKey` of the session that held it. */
   readonly holder: string;
   readonly renew: boolean;
@@ -56,14 +55,12 @@ class Orphan implements RowLockLossObserver {
   constructor(
     table: string,
     lock: RowLock,
-    region: Region,
     holder: string,
     renew: boolean,
     gone: (orphan: Orphan) => void,
   ) {
     this.table = table;
     this.lock = lock;
-    this.region = region;
     this.holder = holder;
     this.renew = renew;
     this.#gone = gone;
@@ -109,6 +106,8 @@ export class FleetLocks implements LockRecords {
   /** Where each recorded lock is, for its release. */
   readonly #where = new Map<string, { table: string; row: Buffer }>();
   readonly #orphans = new Map<string, Orphan>();
+  /** The same, by `table\0row` (latin1): one lock per row at most. */
+  readonly #orphanOn = new Map<string, Orphan>();
   #closed = false;
 
   constructor(options: {
@@ -227,12 +226,13 @@ export class FleetLocks implements LockRecords {
           owner,
           renew: true,
         });
-        orphan = new Orphan(table, lock, region, r.holder, r.renew, gone);
+        orphan = new Orphan(table, lock, r.holder, r.renew, gone);
       } catch {
         stale.push(this.#releaseFenced(table, r.row, lockId, claim));
         continue;
       }
       this.#orphans.set(lockId, orphan);
+      this.#orphanOn.set(`${table}\0${r.row.toString('latin1')}`, orphan);
       this.#where.set(lockId, { table, row: r.row });
       const o = orphan;
       o.timer = setTimeout(() => this.#expire(o), Number(r.lease_ms));
@@ -246,21 +246,23 @@ export class FleetLocks implements LockRecords {
    * (the id of the session that held it before) that it is the holder (`row`: the checked
    * latin1 key); `UNKNOWN_ROW_LOCK` when
    * no such lock waits here for that holder (released, expired, or never granted). A lock the
-   * session holds already (an adoption sent again) is answered again.
+   * session holds already (an adoption sent again) is answered again. `lockId` null: the lock
+   * of that holder on `row`, if one waits here (a grant whose answer its client never got).
    */
   adopt(
     session: Session,
     table: string,
     regions: TableRegions,
     row: string,
-    lockId: string,
+    lockId: string | null,
     holderId: string,
   ): RowLock {
     const key = Buffer.from(row, 'latin1');
-    const held = session.locks.get(lockId);
+    const held = lockId === null ? undefined : session.locks.get(lockId);
     if (held !== undefined && held.table === table && held.lock.row.equals(key)) return held.lock;
     regions.checkServed(row);
-    const orphan = this.#orphans.get(lockId);
+    const orphan =
+      lockId === null ? this.#orphanOn.get(`${table}\0${row}`) : this.#orphans.get(lockId);
     if (
       orphan === undefined ||
       orphan.table !== table ||
@@ -268,7 +270,7 @@ export class FleetLocks implements LockRecords {
       orphan.holder !== sessionKey(holderId)
     ) {
       throw new UnknownRowLockError(
-        `Unknown row lock ${lockId}: no lock of that holder on that row waits here to be adopted (released, expired, or never granted)`,
+        `Unknown row lock ${lockId ?? '(any)'}: no lock of that holder on that row waits here to be adopted (released, expired, or never granted)`,
       );
     }
     regions.transferRowLock(orphan.lock, session, orphan.renew);
@@ -296,13 +298,16 @@ export class FleetLocks implements LockRecords {
   #expire(orphan: Orphan): void {
     if (this.#orphans.get(orphan.lock.lockId) !== orphan) return;
     this.#forget(orphan);
-    orphan.region.unlockRow(orphan.lock).catch(() => undefined);
+    // Through the handle: a split since may have moved it to another region.
+    orphan.lock.close().catch(() => undefined);
     this.released(orphan.lock.lockId).catch(() => undefined);
   }
 
   #forget(orphan: Orphan): void {
     clearTimeout(orphan.timer);
     if (this.#orphans.get(orphan.lock.lockId) === orphan) this.#orphans.delete(orphan.lock.lockId);
+    const on = `${orphan.table}\0${orphan.lock.row.toString('latin1')}`;
+    if (this.#orphanOn.get(on) === orphan) this.#orphanOn.delete(on);
   }
 
   #releaseFenced(table: string, row: Buffer, lockId: string, claim: RegionClaim): Promise<void> {

@@ -177,8 +177,9 @@ function decodeRenew(value: unknown): boolean {
   return value;
 }
 
-/** The id of a lock to adopt: any lock id's form (20 characters of base64url). */
-function adoptedLockId(value: unknown): string {
+/** The id of a lock to adopt (20 characters of base64url), or nil: the holder's lock on the row. */
+function adoptedLockId(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
   if (typeof value !== 'string' || !LOCK_ID.test(value))
     throw new InvalidArgumentError(
       `adoptLock: ${describeValue(value)} is not a lock id (20 characters of base64url)`,
@@ -607,17 +608,17 @@ export const CALLS = {
   }),
   adoptLock: spec({
     lane: 'handler',
-    shape: '[table, row, lockId, sessionId]',
+    shape: '[table, row, lockId | nil, sessionId]',
     // Adopting a lock the session already holds answers its grant again.
     resend: true,
     late: 'drop',
-    encodeArgs: (table: string, row: string, lockId: string, sessionId: string) => [
+    encodeArgs: (table: string, row: string, lockId: string | null, sessionId: string) => [
       table,
       latin1(row),
       lockId,
       sessionId,
     ],
-    decodeArgs: (raw, scope): [TableArg, Bytes, string, string] => [
+    decodeArgs: (raw, scope): [TableArg, Bytes, string | null, string] => [
       scope.table(raw[0]),
       bytes(raw[1], 'row'),
       adoptedLockId(raw[2]),

@@ -22,6 +22,7 @@ function held(sessionValidUntil = 1_000_000) {
     moving: async (lock, _from, unlock) => {
       moving.push([lock.lockId, unlock]);
     },
+    moves: () => true,
   });
   const grant = (lockId: string, token = 1) =>
     locks.granted('t', Buffer.from(lockId), { lockId, token, leaseMs: 60_000 }, clock.monotonic());

@@ -17,6 +17,7 @@ import type { ServerStatus } from '../../src/server/server-status.js';
 import { dropStoragePrefixes, POSTGRES_URL } from '../fixtures/db-servers.js';
 import { type ServeProcess, startServeProcess } from '../fixtures/serve-process.js';
 import { cliPath, eventually, fixture, run, sleep, tempDir } from '../helpers.js';
+import { RawClient } from './raw-client.js';
 
 const LEASE_MS = 2000;
 const RENEW_MS = 500;
@@ -484,6 +485,73 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
         assert.ok(again !== null && again.token > l.token, `${l.row} is free again`);
         await again.close();
       }
+    } finally {
+      await fleet.close();
+    }
+  });
+
+  it('adoptLock gives a moved lock only to its proven holder: a wrong session id, row or table, a server not serving it, a second adopter are refused', async () => {
+    const fleet = new Fleet();
+    try {
+      await fleetWithTable(fleet, 3);
+      const row = 'e-adopt';
+      const serverOf = async (r: string) => {
+        const regions = (await fleet.status(fleet.members[0] as ServeProcess)).regions;
+        const address = [...regions].reverse().find((x) => x.startKey <= r)?.server;
+        return fleet.members.find((m) => `127.0.0.1:${m.port}` === address) as ServeProcess;
+      };
+      const first = await serverOf(row);
+      assert.notEqual(first, fleet.members[0], 'the row is not on the member the test reads');
+      const { raw: holder, welcome } = await RawClient.session(first.port, {});
+      const proof = welcome.session as string;
+      const [lockId, token] = (await holder.call('lockRow', ['t', row, null, true])) as [
+        string,
+        number,
+      ];
+      assert.deepEqual(
+        await holder.call('adoptLock', ['t', row, lockId, proof]),
+        [lockId, token, 0],
+        'adopting a lock its session holds answers its grant again',
+      );
+      // SIGTERM: the server closes its connections, then hands its regions over, locks and all.
+      assert.equal(await first.stop(), 0);
+      const live = fleet.members.filter((m) => m !== first);
+      await fleet.balanced(fleet.members[0] as ServeProcess, live, 30_000);
+      const now = await serverOf(row);
+      const other = live.find((m) => m !== now) as ServeProcess;
+      const { raw: adopter } = await RawClient.session(now.port, {});
+      const { raw: third } = await RawClient.session(now.port, {});
+      const { raw: elsewhere } = await RawClient.session(other.port, {});
+      const refused = async (c: RawClient, args: unknown[], code: string) =>
+        assert.rejects(c.call('adoptLock', args), { code }, JSON.stringify(args));
+      await refused(
+        adopter,
+        ['t', row, lockId, randomBytes(16).toString('base64url')],
+        'UNKNOWN_ROW_LOCK',
+      );
+      await refused(adopter, ['t', 'e-other', lockId, proof], 'UNKNOWN_ROW_LOCK');
+      await refused(adopter, ['t', row, 'not a lock id', proof], 'INVALID_ARGUMENT');
+      await refused(adopter, ['t', row, lockId, 'short'], 'INVALID_ARGUMENT');
+      await refused(adopter, ['t', row, lockId, 42], 'INVALID_ARGUMENT');
+      await refused(adopter, ['nope', row, lockId, proof], 'TABLE_NOT_FOUND');
+      await refused(elsewhere, ['t', row, lockId, proof], 'NOT_SERVING_REGION');
+      assert.equal(await third.call('tryLockRow', ['t', row, true]), null, 'the row is held');
+      assert.deepEqual(await adopter.call('adoptLock', ['t', row, lockId, proof]), [
+        lockId,
+        token,
+        0,
+      ]);
+      assert.deepEqual(await adopter.call('adoptLock', ['t', row, lockId, proof]), [
+        lockId,
+        token,
+        0,
+      ]);
+      await refused(third, ['t', row, lockId, proof], 'UNKNOWN_ROW_LOCK');
+      await assert.rejects(third.call('unlockRow', ['t', lockId]), { code: 'UNKNOWN_ROW_LOCK' });
+      await adopter.call('unlockRow', ['t', lockId]);
+      const [, next] = (await third.call('tryLockRow', ['t', row, true])) as [string, number];
+      assert.ok(next > token, 'the row is free, its next grant a larger token');
+      for (const c of [holder, adopter, third, elsewhere]) c.socket.destroy();
     } finally {
       await fleet.close();
     }
