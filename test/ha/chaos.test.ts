@@ -493,11 +493,13 @@ async function fleetChaos(
   await allServed('after the faults');
   const finalFile = join(dataDir, 'final.jsonl');
   await runWorkload([...common, '--client', 'final', '--out', finalFile, '--final']);
-  const result = checkHistory(readHistories([...files, finalFile]), {
-    clockSlackMs: 1,
-    requireFinalReads: true,
-  });
+  const history = readHistories([...files, finalFile]);
+  const result = checkHistory(history, { clockSlackMs: 1, requireFinalReads: true });
   t.diagnostic(`faults: ${faults.join(', ')}; region moves seen ${moves}`);
+  const errors = new Map<string, number>();
+  for (const op of history)
+    if (op.error !== undefined) errors.set(op.error, (errors.get(op.error) ?? 0) + 1);
+  t.diagnostic(`errors: ${[...errors].map(([code, n]) => `${code} ${n}`).join(', ') || 'none'}`);
   t.diagnostic(summarize(result).replaceAll('\n', '; '));
   return {
     splitKeys,
