@@ -19,6 +19,13 @@
  *    moves; the split sent through a client of the first server (routed to the region's
  *    server): how long it took, and the slowest put that overlapped it.
  *
+ * 5. **Row lock cycles** (lockRow + unlock) per second through 3 servers, 8 clients × 16 in
+ *    flight on rows spread over the 12 regions: `--sessions durable` (each grant and unlock
+ *    recorded in PostgreSQL, so locks move with their regions) beside `--sessions memory`.
+ * 6. **A held lock through kill -9 of its server**: a client holds a lock on a row of the
+ *    third server's region; from the kill to the first put under that same lock (adopted on
+ *    the region's new server) that succeeds.
+ *
  *   npm run build && npm run build:test && node dist-test/bench/fleet.bench.js
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -54,7 +61,10 @@ class BenchFleet {
   readonly members: Member[] = [];
   #n = 0;
 
-  constructor(readonly leaseMs: number) {}
+  constructor(
+    readonly leaseMs: number,
+    readonly sessions: 'durable' | 'memory' = 'durable',
+  ) {}
 
   async start(): Promise<Member> {
     const child = spawn(
@@ -75,6 +85,8 @@ class BenchFleet {
         `${this.leaseMs}ms`,
         '--renew',
         `${Math.floor(this.leaseMs / 4)}ms`,
+        '--sessions',
+        this.sessions,
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
@@ -130,7 +142,7 @@ class BenchFleet {
     await c.connect();
     const p = this.prefix;
     await c.query(
-      `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables, ${p}_fleet_members, ${p}_fleet_regions`,
+      `DROP TABLE IF EXISTS ${p}_schema, ${p}_regions, ${p}_log, ${p}_snapshots, ${p}_tables, ${p}_fleet_members, ${p}_fleet_regions, ${p}_fleet_locks`,
     );
     await c.end();
     rmSync(this.dir, { recursive: true, force: true });
@@ -140,8 +152,9 @@ class BenchFleet {
 async function fleetOf(
   n: number,
   leaseMs: number,
+  sessions: 'durable' | 'memory' = 'durable',
 ): Promise<{ fleet: BenchFleet; client: LocksmithClient }> {
-  const fleet = new BenchFleet(leaseMs);
+  const fleet = new BenchFleet(leaseMs, sessions);
   for (let i = 0; i < n; i++) await fleet.start();
   const first = fleet.members[0] as Member;
   const client = await connect(`locksmith://${first.address}`);
@@ -214,6 +227,74 @@ async function throughput(n: number): Promise<number> {
     return rate;
   } finally {
     await Promise.all(clients.map((c) => c.close()));
+    await fleet.close();
+  }
+}
+
+/** Lock cycles per second through 3 servers, 8 clients × 16 in flight, rows over every region. */
+async function lockCycles(sessions: 'durable' | 'memory'): Promise<number> {
+  const { fleet, client } = await fleetOf(3, 10_000, sessions);
+  const clients = [
+    client,
+    ...(await Promise.all(
+      Array.from({ length: 7 }, () =>
+        connect(`locksmith://${(fleet.members[0] as Member).address}`),
+      ),
+    )),
+  ];
+  try {
+    // Every client routed once: its map read, a session open on every server.
+    for (const c of clients)
+      for (const p of PREFIXES) await c.table('t').put(new Put(`${p}-warm`).add('f', 'q', VALUE));
+    let count = 0;
+    let stop = false;
+    const loops = clients.flatMap((c, ci) =>
+      Array.from({ length: 16 }, async (_, d) => {
+        const t = c.table('t');
+        for (let i = 0; !stop; i++) {
+          const lock = await t.lockRow(`${PREFIXES[(i + ci + d) % PREFIXES.length]}-${ci}-${d}`);
+          await t.unlockRow(lock);
+          count++;
+        }
+      }),
+    );
+    await sleep(WARMUP_MS);
+    const c0 = count;
+    const t0 = performance.now();
+    await sleep(SECONDS * 1000);
+    const rate = (count - c0) / ((performance.now() - t0) / 1000);
+    stop = true;
+    await Promise.all(loops);
+    return rate;
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+    await fleet.close();
+  }
+}
+
+/** kill -9 of the server of a held lock's row: ms to the first put under that lock that succeeds. */
+async function heldThroughKill(leaseMs: number): Promise<number> {
+  const { fleet, client } = await fleetOf(3, leaseMs);
+  try {
+    const [first, , victim] = fleet.members as [Member, Member, Member];
+    const rows = await fleet.rowsOf(first, victim);
+    const t = client.table('t');
+    const lock = await t.lockRow(`${rows[0]}-held`);
+    await sleep(Math.random() * (leaseMs / 4));
+    const t0 = performance.now();
+    victim.child.kill('SIGKILL');
+    for (;;) {
+      try {
+        await t.put(new Put(`${rows[0]}-held`, { rowLock: lock }).add('f', 'q', VALUE));
+        if (lock.signal.aborted) throw new Error('the lock was lost');
+        return performance.now() - t0;
+      } catch (err) {
+        if (lock.signal.aborted) throw err;
+        // CONNECTION_LOST (the call in flight), or the call's timeout: again.
+      }
+    }
+  } finally {
+    await client.close();
     await fleet.close();
   }
 }
@@ -311,6 +392,29 @@ async function main(): Promise<void> {
     '## A live split in a fleet of 3 under 32 puts in flight (half on the moved rows)',
     ['rows moved', 'the split took', 'slowest put overlapping it', 'puts overlapping it'],
     splits,
+  );
+  say();
+  const durable = await lockCycles('durable');
+  const memory = await lockCycles('memory');
+  sayTable(
+    '## Row lock cycles (lockRow + unlockRow) per second, 3 servers, 8 clients × 16 in flight',
+    ['--sessions', 'cycles/s', 'vs memory'],
+    [
+      [
+        'durable (recorded: locks move with their region)',
+        fmt(durable),
+        `${fmt(durable / memory)}×`,
+      ],
+      ['memory (a region that moves loses its locks)', fmt(memory), '1×'],
+    ],
+  );
+  say();
+  const held: number[] = [];
+  for (let i = 0; i < SAMPLES; i++) held.push(await heldThroughKill(LEASE_MS));
+  sayTable(
+    `## A held lock through kill -9 of its server (lease ${LEASE_MS / 1000} s; ${SAMPLES} samples)`,
+    ['from the kill to a put under the same lock', 'min', 'max'],
+    [[`${fmt(median(held))} ms`, `${fmt(Math.min(...held))} ms`, `${fmt(Math.max(...held))} ms`]],
   );
   say();
   say(`- ${await load()}`);
