@@ -340,6 +340,11 @@ export class Dispatcher {
     return records.granted(session, table, lock).then(
       () => {
         if (session.ended) throw ended(session);
+        if (records.survivesRegionClose === true && session.locks.get(lock.lockId)?.lock !== lock) {
+          // Its region closed here while the grant was recorded (it moved on, the record
+          // with it): the client is told after the grant, so it adopts the lock where it is.
+          setImmediate(() => session.sink?.notify('lockMoved', [lock.lockId]));
+        }
         return grant;
       },
       (err: unknown) => {

@@ -215,7 +215,11 @@ export class FleetLocks implements LockRecords {
         continue;
       }
       let orphan: Orphan | undefined;
-      const gone = (o: Orphan) => this.#forget(o);
+      // Its region closed here (it moves on, its record stays for the next server).
+      const gone = (o: Orphan) => {
+        this.#forget(o);
+        this.#where.delete(o.lock.lockId);
+      };
       try {
         const owner = {
           [rowLockLost]: () => orphan?.[rowLockLost](),
