@@ -340,14 +340,7 @@ async function liveSplit(moved: number): Promise<[number, number, number]> {
   }
 }
 
-async function main(): Promise<void> {
-  const postgres = await postgresAnswers(PG);
-  if (postgres === undefined) {
-    say(`PostgreSQL does not answer at ${PG}: nothing to measure.`);
-    return;
-  }
-  const load = await machineHeader([`PostgreSQL: ${postgres}`]);
-  say();
+async function beforeLocks(): Promise<void> {
   const rows: string[][] = [];
   for (const [what, signal, lease] of [
     ['kill -9', 'SIGKILL', LEASE_MS],
@@ -394,6 +387,19 @@ async function main(): Promise<void> {
     splits,
   );
   say();
+}
+
+async function main(): Promise<void> {
+  const postgres = await postgresAnswers(PG);
+  if (postgres === undefined) {
+    say(`PostgreSQL does not answer at ${PG}: nothing to measure.`);
+    return;
+  }
+  const load = await machineHeader([`PostgreSQL: ${postgres}`]);
+  say();
+  // FLEET_ONLY=locks: the row lock parts (5 and 6) alone.
+  const only = process.env.FLEET_ONLY;
+  if (only !== 'locks') await beforeLocks();
   const durable = await lockCycles('durable');
   const memory = await lockCycles('memory');
   sayTable(

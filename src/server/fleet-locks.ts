@@ -352,52 +352,17 @@ export class FleetLocks implements LockRecords {
   async #write(group: (Grant | Release)[]): Promise<void> {
     const me = this.#member();
     const claimed = [...new Set(group.flatMap((op) => (op.claim ? [op.claim.region] : [])))];
+    const grants = group.filter((op): op is Grant => op.kind === 'grant');
+    const releases = group.filter((op): op is Release => op.kind === 'release');
     let mine: Map<string, number>;
     try {
-      mine = await this.#run('recording row locks', async (client) => {
-        await client.query('BEGIN');
-        try {
-          const r = await client.query(
-            `SELECT region, epoch FROM ${this.#regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE`,
-            [claimed, me],
-          );
-          const held = new Map<string, number>(
-            (r.rows as { region: string; epoch: string }[]).map((c) => [c.region, Number(c.epoch)]),
-          );
-          const ok = (op: Grant | Release) =>
-            op.claim !== undefined && held.get(op.claim.region) === op.claim.epoch;
-          const grants = group.filter((op): op is Grant => op.kind === 'grant' && ok(op));
-          const releases = group.filter((op): op is Release => op.kind === 'release' && ok(op));
-          if (grants.length > 0) {
-            await client.query(
-              `INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[], $5::text[], $6::boolean[], $7::bigint[]) ON CONFLICT (tbl, row, lock_id) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, renew = EXCLUDED.renew, lease_ms = EXCLUDED.lease_ms`,
-              [
-                grants.map((g) => g.table),
-                grants.map((g) => g.row),
-                grants.map((g) => g.lockId),
-                grants.map((g) => String(g.token)),
-                grants.map((g) => g.holder),
-                grants.map((g) => g.renew),
-                grants.map((g) => String(g.leaseMs)),
-              ],
-            );
-          }
-          if (releases.length > 0) {
-            await client.query(
-              `DELETE FROM ${this.#locks} l USING unnest($1::text[], $2::bytea[], $3::text[]) AS d(tbl, row, lock_id) WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id`,
-              [
-                releases.map((g) => g.table),
-                releases.map((g) => g.row),
-                releases.map((g) => g.lockId),
-              ],
-            );
-          }
-          await client.query('COMMIT');
-          return held;
-        } catch (err) {
-          await client.query('ROLLBACK').catch(() => undefined);
-          throw err;
-        }
+      mine = await this.#run('recording row locks', (client) => {
+        const granted = new Set(grants.map((g) => g.lockId));
+        // One statement (one round trip, one commit), unless a lock is granted and released in
+        // the same group: a statement's DELETE does not see the rows its own INSERT made.
+        return releases.some((r) => granted.has(r.lockId))
+          ? this.#writeInSteps(client, me, claimed, grants, releases)
+          : this.#writeAtOnce(client, me, claimed, grants, releases);
       });
     } catch (err) {
       for (const op of group) op.done(err);
@@ -411,6 +376,88 @@ export class FleetLocks implements LockRecords {
             `The row lock record of ${op.lockId} was not written: its region is no longer this server's (another server claimed it, or this server's lease ran out)`,
           ),
         );
+    }
+  }
+
+  /**
+   * The claims read `FOR SHARE` and the records written for those still this server's, in one
+   * statement; resolves with the claims held (region → epoch).
+   */
+  async #writeAtOnce(
+    client: pg.Client,
+    me: string | null,
+    claimed: string[],
+    grants: Grant[],
+    releases: Release[],
+  ): Promise<Map<string, number>> {
+    const r = await client.query({
+      name: 'fleet-locks-write',
+      text: `WITH c AS (SELECT region, epoch FROM ${this.#regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE), g AS (SELECT * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[], $8::boolean[], $9::bigint[], $10::text[], $11::bigint[]) AS g(tbl, row, lock_id, token, holder, renew, lease_ms, region, epoch)), ins AS (INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT g.tbl, g.row, g.lock_id, g.token, g.holder, g.renew, g.lease_ms FROM g JOIN c ON c.region = g.region AND c.epoch = g.epoch ON CONFLICT (tbl, row, lock_id) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, renew = EXCLUDED.renew, lease_ms = EXCLUDED.lease_ms), del AS (DELETE FROM ${this.#locks} l USING unnest($12::text[], $13::bytea[], $14::text[], $15::text[], $16::bigint[]) AS d(tbl, row, lock_id, region, epoch) JOIN c ON c.region = d.region AND c.epoch = d.epoch WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id) SELECT region, epoch FROM c`,
+      values: [
+        claimed,
+        me,
+        grants.map((g) => g.table),
+        grants.map((g) => g.row),
+        grants.map((g) => g.lockId),
+        grants.map((g) => String(g.token)),
+        grants.map((g) => g.holder),
+        grants.map((g) => g.renew),
+        grants.map((g) => String(g.leaseMs)),
+        grants.map((g) => g.claim?.region ?? ''),
+        grants.map((g) => String(g.claim?.epoch ?? 0)),
+        releases.map((g) => g.table),
+        releases.map((g) => g.row),
+        releases.map((g) => g.lockId),
+        releases.map((g) => g.claim?.region ?? ''),
+        releases.map((g) => String(g.claim?.epoch ?? 0)),
+      ],
+    });
+    return claimsOf(r.rows);
+  }
+
+  /** The same in a transaction of several statements: the grants, then the releases. */
+  async #writeInSteps(
+    client: pg.Client,
+    me: string | null,
+    claimed: string[],
+    grants: Grant[],
+    releases: Release[],
+  ): Promise<Map<string, number>> {
+    await client.query('BEGIN');
+    try {
+      const held = claimsOf(
+        (
+          await client.query(
+            `SELECT region, epoch FROM ${this.#regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE`,
+            [claimed, me],
+          )
+        ).rows,
+      );
+      const ok = (op: Grant | Release) =>
+        op.claim !== undefined && held.get(op.claim.region) === op.claim.epoch;
+      const g = grants.filter(ok);
+      const d = releases.filter(ok);
+      await client.query(
+        `INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[], $5::text[], $6::boolean[], $7::bigint[]) ON CONFLICT (tbl, row, lock_id) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, renew = EXCLUDED.renew, lease_ms = EXCLUDED.lease_ms`,
+        [
+          g.map((x) => x.table),
+          g.map((x) => x.row),
+          g.map((x) => x.lockId),
+          g.map((x) => String(x.token)),
+          g.map((x) => x.holder),
+          g.map((x) => x.renew),
+          g.map((x) => String(x.leaseMs)),
+        ],
+      );
+      await client.query(
+        `DELETE FROM ${this.#locks} l USING unnest($1::text[], $2::bytea[], $3::text[]) AS d(tbl, row, lock_id) WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id`,
+        [d.map((x) => x.table), d.map((x) => x.row), d.map((x) => x.lockId)],
+      );
+      await client.query('COMMIT');
+      return held;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
     }
   }
 
@@ -440,4 +487,8 @@ export class FleetLocks implements LockRecords {
           });
     }
   }
+}
+
+function claimsOf(rows: { region: string; epoch: string }[]): Map<string, number> {
+  return new Map(rows.map((c) => [c.region, Number(c.epoch)]));
 }

@@ -36,6 +36,11 @@ export interface FleetStatus {
   unserved: number;
   /** Regions taken over or handed over by this member (newest last, at most 100). */
   moves: { at: number; region: string; change: 'claimed' | 'handed-over' | 'lost'; why: string }[];
+  /**
+   * Row locks put back here for holders that have not adopted them yet (see `FleetLocks`); 0
+   * without lock records (`sessions: 'memory'`).
+   */
+  locksAwaitingAdoption: number;
 }
 
 const MAX_MOVES = 100;
@@ -222,6 +227,7 @@ export class FleetRole {
       regions: this.#view.regions.length,
       unserved: this.#view.regions.filter((r) => r.owner === null || !live.has(r.owner)).length,
       moves: [...this.#moves],
+      locksAwaitingAdoption: this.locks?.orphans ?? 0,
     };
   }
 

@@ -28,6 +28,8 @@ export interface ServerMetrics {
   /** A fleet member's view: live members, regions nobody serves now, moves since it started. */
   fleetMembers: number;
   regionsUnserved: number;
+  /** Row locks put back here after their region moved, not adopted by their holder yet. */
+  locksAwaitingAdoption: number;
   regionMoves: { change: 'claimed' | 'handed-over' | 'lost'; count: number }[];
   /** Each region this server serves, by its opaque id (`RegionStatus.id`). */
   regions: { id: string; rows: number; cells: number; lockWaiters: number }[];
@@ -112,6 +114,11 @@ export class HttpStatus {
       'locksmith_fleet_regions_unserved',
       'Regions of the fleet that no live server serves now',
       (m) => m.regionsUnserved,
+    );
+    gauge(
+      'locksmith_fleet_locks_awaiting_adoption',
+      'Row locks kept here after their region moved, not adopted by their holder yet',
+      (m) => m.locksAwaitingAdoption,
     );
     // Per region served here, labelled by its opaque id (no table name, no key): its series
     // follows the region from server to server.

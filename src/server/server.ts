@@ -502,6 +502,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       regions,
       fleetMembers: fleet?.members.filter((m) => m.live).length ?? 0,
       regionsUnserved: fleet?.unserved ?? 0,
+      locksAwaitingAdoption: fleet?.locksAwaitingAdoption ?? 0,
       regionMoves: Object.entries(moves).map(([change, count]) => ({
         change: change as 'claimed' | 'handed-over' | 'lost',
         count,

@@ -411,6 +411,7 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
       assert.ok(onVictim.length >= 3, `locks on the victim's regions: ${onVictim.join(',')}`);
       // A client process of its own, holding a lock on a region of the victim: killed with it.
       const orphanRow = `${onVictim[0]}-orphan`;
+      let t0Awaiting = 0;
       const holder = spawn(
         process.execPath,
         [
@@ -444,7 +445,13 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
       }
       assert.equal(client.heldLocks, locks.length);
       // The dead client's lock is kept for its session lease (3 s) from its region's reopening,
-      // then released: another client gets the row.
+      // then released: another client gets the row. Meanwhile a survivor counts it.
+      const awaiting = await Promise.all(
+        fleet.members
+          .slice(0, 2)
+          .map(async (m) => (await fleet.status(m)).fleet?.locksAwaitingAdoption),
+      );
+      t0Awaiting = awaiting.reduce((a, b) => (a ?? 0) + (b ?? 0), 0) ?? 0;
       const waited = Date.now();
       const taken = await o.lockRow(orphanRow, { waitMs: 30_000 });
       const afterKill = Date.now() - killedAt;
@@ -453,6 +460,13 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
         `the orphaned lock held at least its holder's session lease after the kill (${afterKill} ms; waited ${Date.now() - waited} ms)`,
       );
       assert.ok(taken.token > Number(/locked (\d+)/.exec(said)?.[1]), 'a larger token');
+      assert.ok(t0Awaiting <= 1, `at most the dead client's lock awaits adoption (${t0Awaiting})`);
+      const after = await Promise.all(
+        fleet.members
+          .slice(0, 2)
+          .map(async (m) => (await fleet.status(m)).fleet?.locksAwaitingAdoption),
+      );
+      assert.deepEqual(after, [0, 0], 'none awaits adoption once it was released');
       await o.unlockRow(taken);
       // SIGTERM of another member: its regions are handed over with their locks.
       const leaving = fleet.members[1] as ServeProcess;
@@ -494,14 +508,16 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
     const fleet = new Fleet();
     try {
       await fleetWithTable(fleet, 3);
-      const row = 'e-adopt';
       const serverOf = async (r: string) => {
         const regions = (await fleet.status(fleet.members[0] as ServeProcess)).regions;
         const address = [...regions].reverse().find((x) => x.startKey <= r)?.server;
         return fleet.members.find((m) => `127.0.0.1:${m.port}` === address) as ServeProcess;
       };
+      // A row served by another member than the one the test reads the fleet from.
+      let row = '';
+      for (const p of ROW_PREFIXES)
+        if (row === '' && (await serverOf(p)) !== fleet.members[0]) row = `${p}-adopt`;
       const first = await serverOf(row);
-      assert.notEqual(first, fleet.members[0], 'the row is not on the member the test reads');
       const { raw: holder, welcome } = await RawClient.session(first.port, {});
       const proof = welcome.session as string;
       const [lockId, token] = (await holder.call('lockRow', ['t', row, null, true])) as [
@@ -529,7 +545,7 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
         ['t', row, lockId, randomBytes(16).toString('base64url')],
         'UNKNOWN_ROW_LOCK',
       );
-      await refused(adopter, ['t', 'e-other', lockId, proof], 'UNKNOWN_ROW_LOCK');
+      await refused(adopter, ['t', `${row}-other`, lockId, proof], 'UNKNOWN_ROW_LOCK');
       await refused(adopter, ['t', row, 'not a lock id', proof], 'INVALID_ARGUMENT');
       await refused(adopter, ['t', row, lockId, 'short'], 'INVALID_ARGUMENT');
       await refused(adopter, ['t', row, lockId, 42], 'INVALID_ARGUMENT');
@@ -566,6 +582,70 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
         moves.some((m) => (m as { change: string }).change === 'lost'),
         `the paused server dropped its regions: ${JSON.stringify(moves)}`,
       );
+    } finally {
+      await fleet.close();
+    }
+  });
+
+  it('SIGSTOP past its lease of the server of held locks: each lock is adopted where its region went (same handle, same token), nobody else gets its row, and woken, the server rejoins without them', async () => {
+    const fleet = new Fleet();
+    try {
+      await fleetWithTable(fleet, 3);
+      // A session lease well past the fleet's lease and the silence that drops the connection.
+      const own = await connect(fleet.members[0]?.url as string, { sessionLeaseMs: 20_000 });
+      const other = await fleet.client(fleet.members[1] as ServeProcess);
+      const t = own.table('t');
+      const paused = fleet.members[2] as ServeProcess;
+      const at = `127.0.0.1:${paused.port}`;
+      const regions = (await fleet.status(fleet.members[0] as ServeProcess)).regions;
+      const its = ROW_PREFIXES.filter(
+        (p) => [...regions].reverse().find((r) => r.startKey <= p)?.server === at,
+      );
+      assert.ok(its.length >= 3, `rows of the paused server: ${its.join(',')}`);
+      const locks: Awaited<ReturnType<typeof t.lockRow>>[] = [];
+      for (const p of its) locks.push(await t.lockRow(`${p}-stopped`));
+      const tokens = locks.map((l) => l.token);
+      const putUnder = async (what: string) => {
+        for (const l of locks) {
+          await eventually(
+            async () => {
+              try {
+                await t.put(new Put(l.row, { rowLock: l }).add('f', 'q', what));
+                return true;
+              } catch (err) {
+                if (l.signal.aborted) throw err;
+                return false;
+              }
+            },
+            40_000,
+            `a put under the lock on ${l.row}`,
+            100,
+          );
+        }
+        for (const [i, l] of locks.entries()) {
+          assert.equal(l.signal.aborted, false, `the lock on ${l.row} is held on`);
+          assert.equal(l.token, tokens[i]);
+          assert.equal(await other.table('t').tryLockRow(l.row), null, `nobody else gets ${l.row}`);
+        }
+      };
+      paused.proc.kill('SIGSTOP');
+      try {
+        await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members.slice(0, 2), 30_000);
+        await putUnder('while-stopped');
+      } finally {
+        paused.proc.kill('SIGCONT');
+      }
+      // Woken, it closes its regions and joins again; the balance gives it a share back, and the
+      // locks there move again.
+      await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 30_000);
+      await putUnder('after-rejoin');
+      for (const l of locks) await t.unlockRow(l);
+      for (const l of locks) {
+        const again = await other.table('t').tryLockRow(l.row);
+        assert.ok(again !== null && again.token > l.token, `${l.row} is free again`);
+        await again.close();
+      }
+      await own.close();
     } finally {
       await fleet.close();
     }
