@@ -17,6 +17,9 @@ export interface RegionClaim {
 
 /** How long a transaction of these records may wait for this server's next statement. */
 const IDLE_IN_TRANSACTION_MS = 1000;
+/** A lock recorded again (adopted by another session): its record names the new holder. */
+const UPSERT =
+  'ON CONFLICT (tbl, row, lock_id) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, renew = EXCLUDED.renew, lease_ms = EXCLUDED.lease_ms';
 /** Records per statement, at most (a larger group waits for the next). */
 const MAX_GROUP = 1000;
 
@@ -392,17 +395,11 @@ export class FleetLocks implements LockRecords {
   ): Promise<Map<string, number>> {
     const r = await client.query({
       name: 'fleet-locks-write',
-      text: `WITH c AS (SELECT region, epoch FROM ${this.#regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE), g AS (SELECT * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[], $8::boolean[], $9::bigint[], $10::text[], $11::bigint[]) AS g(tbl, row, lock_id, token, holder, renew, lease_ms, region, epoch)), ins AS (INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT g.tbl, g.row, g.lock_id, g.token, g.holder, g.renew, g.lease_ms FROM g JOIN c ON c.region = g.region AND c.epoch = g.epoch ON CONFLICT (tbl, row, lock_id) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, renew = EXCLUDED.renew, lease_ms = EXCLUDED.lease_ms), del AS (DELETE FROM ${this.#locks} l USING unnest($12::text[], $13::bytea[], $14::text[], $15::text[], $16::bigint[]) AS d(tbl, row, lock_id, region, epoch) JOIN c ON c.region = d.region AND c.epoch = d.epoch WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id) SELECT region, epoch FROM c`,
+      text: `WITH c AS (SELECT region, epoch FROM ${this.#regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE), g AS (SELECT * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[], $8::boolean[], $9::bigint[], $10::text[], $11::bigint[]) AS g(tbl, row, lock_id, token, holder, renew, lease_ms, region, epoch)), ins AS (INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT g.tbl, g.row, g.lock_id, g.token, g.holder, g.renew, g.lease_ms FROM g JOIN c ON c.region = g.region AND c.epoch = g.epoch ${UPSERT}), del AS (DELETE FROM ${this.#locks} l USING unnest($12::text[], $13::bytea[], $14::text[], $15::text[], $16::bigint[]) AS d(tbl, row, lock_id, region, epoch) JOIN c ON c.region = d.region AND c.epoch = d.epoch WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id) SELECT region, epoch FROM c`,
       values: [
         claimed,
         me,
-        grants.map((g) => g.table),
-        grants.map((g) => g.row),
-        grants.map((g) => g.lockId),
-        grants.map((g) => String(g.token)),
-        grants.map((g) => g.holder),
-        grants.map((g) => g.renew),
-        grants.map((g) => String(g.leaseMs)),
+        ...grantColumns(grants),
         grants.map((g) => g.claim?.region ?? ''),
         grants.map((g) => String(g.claim?.epoch ?? 0)),
         releases.map((g) => g.table),
@@ -438,16 +435,8 @@ export class FleetLocks implements LockRecords {
       const g = grants.filter(ok);
       const d = releases.filter(ok);
       await client.query(
-        `INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[], $5::text[], $6::boolean[], $7::bigint[]) ON CONFLICT (tbl, row, lock_id) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, renew = EXCLUDED.renew, lease_ms = EXCLUDED.lease_ms`,
-        [
-          g.map((x) => x.table),
-          g.map((x) => x.row),
-          g.map((x) => x.lockId),
-          g.map((x) => String(x.token)),
-          g.map((x) => x.holder),
-          g.map((x) => x.renew),
-          g.map((x) => String(x.leaseMs)),
-        ],
+        `INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[], $5::text[], $6::boolean[], $7::bigint[]) ${UPSERT}`,
+        grantColumns(g),
       );
       await client.query(
         `DELETE FROM ${this.#locks} l USING unnest($1::text[], $2::bytea[], $3::text[]) AS d(tbl, row, lock_id) WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id`,
@@ -491,4 +480,17 @@ export class FleetLocks implements LockRecords {
 
 function claimsOf(rows: { region: string; epoch: string }[]): Map<string, number> {
   return new Map(rows.map((c) => [c.region, Number(c.epoch)]));
+}
+
+/** The columns of grant records, in the table's order (tbl, row, lock_id, token, holder, renew, lease_ms). */
+function grantColumns(grants: readonly Grant[]): unknown[][] {
+  return [
+    grants.map((g) => g.table),
+    grants.map((g) => g.row),
+    grants.map((g) => g.lockId),
+    grants.map((g) => String(g.token)),
+    grants.map((g) => g.holder),
+    grants.map((g) => g.renew),
+    grants.map((g) => String(g.leaseMs)),
+  ];
 }
