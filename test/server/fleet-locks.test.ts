@@ -66,7 +66,7 @@ function locksOf(store: FleetStore, member: string, claim: () => RegionClaim | u
 
 const session = () => new Session(10_000, false, 'test', performance.now());
 
-describe('FleetLocks', () => {
+describe('FleetLocks', { timeout: 120_000 }, () => {
   it('records a grant and its release only under the claim of the region with its epoch; the next server puts it back as an orphan that only its holder adopts', async () => {
     const { a, b, ida, idb, records } = await twoMembers();
     const e1 = (await a.claim(ida, 'tables/t')) as number;
@@ -144,7 +144,7 @@ describe('FleetLocks', () => {
   });
 
   it('of two records of one row the larger token is put back; an orphan whose holder does not come back is released after its lease, its record deleted', async () => {
-    const { a, ida, records, insert } = await twoMembers();
+    const { a, b, ida, records, insert } = await twoMembers();
     const e1 = (await a.claim(ida, 'tables/t')) as number;
     const claim = { region: 'tables/t', epoch: e1 };
     const locks = locksOf(a, ida, () => claim);
@@ -185,11 +185,12 @@ describe('FleetLocks', () => {
       await locks.close();
       await region.close();
       await a.close();
+      await b.close();
     }
   });
 
   it('a grant released in the same group as its record leaves no record', async () => {
-    const { a, ida, records } = await twoMembers();
+    const { a, b, ida, records } = await twoMembers();
     const e1 = (await a.claim(ida, 'tables/t')) as number;
     const locks = locksOf(a, ida, () => ({ region: 'tables/t', epoch: e1 }));
     const region = await Region.open({ families: ['f'] });
@@ -212,6 +213,7 @@ describe('FleetLocks', () => {
       await locks.close();
       await region.close();
       await a.close();
+      await b.close();
     }
   });
 });

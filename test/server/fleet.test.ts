@@ -425,6 +425,7 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
         ],
         { stdio: ['ignore', 'pipe', 'inherit'] },
       );
+      fleet.loads.push({ stop: async () => void holder.kill('SIGKILL') });
       let said = '';
       holder.stdout.on('data', (d: Buffer) => {
         said += d.toString();
@@ -593,6 +594,7 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
       await fleetWithTable(fleet, 3);
       // A session lease well past the fleet's lease and the silence that drops the connection.
       const own = await connect(fleet.members[0]?.url as string, { sessionLeaseMs: 20_000 });
+      fleet.loads.push({ stop: () => own.close() });
       const other = await fleet.client(fleet.members[1] as ServeProcess);
       const t = own.table('t');
       const paused = fleet.members[2] as ServeProcess;
@@ -645,7 +647,6 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
         assert.ok(again !== null && again.token > l.token, `${l.row} is free again`);
         await again.close();
       }
-      await own.close();
     } finally {
       await fleet.close();
     }
