@@ -218,7 +218,7 @@ export function parseLockerFlags(
  * `--etcd-ca`. The URLs and the TLS files are checked by the locker itself
  * (see {@link createCliLocker}).
  */
-function etcdFlags(
+export function etcdFlags(
   values: Record<string, string | boolean | undefined>,
   flag: string,
   defaultElection: string,

@@ -9,6 +9,7 @@ import type { FleetOptions } from '../server/fleet-role.js';
 import type { HaOptions, RoleChange } from '../server/ha-role.js';
 import { LocksmithServer } from '../server/server.js';
 import { describe } from '../store/describe-error.js';
+import { checkEndpoints } from '../store/etcd-locker.js';
 import { redactUrl } from '../store/sql/database-url.js';
 import {
   durationOption,
@@ -20,6 +21,7 @@ import {
 import {
   createCliLocker,
   ETCD_ONLY_FLAGS,
+  etcdFlags,
   parseLockerFlags,
   rejectNegativeDurations,
 } from './locker-flags.js';
@@ -167,10 +169,31 @@ function fleetOptions(
       '--fleet needs --storage postgres://...: the fleet shares its tables there',
     );
   }
-  if (values.ha !== undefined) {
-    throw new UsageError('--fleet and --ha go separately: a fleet member holds its own lease');
+  let etcd: FleetOptions['etcd'];
+  if (values.ha === 'etcd') {
+    // The members' leases and the regions' claims in etcd; --election names their keys' prefix.
+    for (const name of ['db', 'lock-table', 'acquire-interval', 'fail-if-locked']) {
+      if (values[name] !== undefined)
+        throw new UsageError(`--${name} does not apply to --fleet --ha etcd`);
+    }
+    const flags = etcdFlags(values, '--ha', '');
+    try {
+      etcd = {
+        endpoints: checkEndpoints(flags.endpoints, '--etcd'),
+        ...(values.election === undefined ? {} : { prefix: flags.electionName }),
+        ...(flags.auth === undefined ? {} : { auth: flags.auth }),
+        ...(flags.tls === undefined ? {} : { tls: flags.tls }),
+      };
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  } else if (values.ha !== undefined) {
+    throw new UsageError(
+      '--fleet takes --ha etcd only (its leases in etcd); without --ha they are in the --storage database',
+    );
+  } else {
+    onlyWithHa(values, ['fail-if-locked']);
   }
-  onlyWithHa(values, ['fail-if-locked']);
   const advertise = values.advertise as string | undefined;
   if (
     advertise !== undefined &&
@@ -180,10 +203,17 @@ function fleetOptions(
   }
   const lease = values.lease as string | undefined;
   const renew = values.renew as string | undefined;
+  const leaseMs = lease === undefined ? undefined : durationOption('--lease', lease);
+  if (etcd !== undefined && leaseMs !== undefined && (leaseMs < 1000 || leaseMs % 1000 !== 0)) {
+    throw new UsageError(
+      `Invalid --lease ${JSON.stringify(lease)}: must be a whole number of seconds with --ha etcd (etcd lease TTLs are seconds), e.g. --lease ${Math.max(1, Math.ceil(leaseMs / 1000))}s`,
+    );
+  }
   return {
     database: storageUrl,
+    ...(etcd === undefined ? {} : { etcd }),
     ...(storagePrefix === undefined ? {} : { tablePrefix: storagePrefix }),
-    ...(lease === undefined ? {} : { leaseMs: durationOption('--lease', lease) }),
+    ...(leaseMs === undefined ? {} : { leaseMs }),
     ...(renew === undefined ? {} : { renewMs: durationOption('--renew', renew) }),
     ...(advertise === undefined ? {} : { advertise }),
   };
@@ -310,7 +340,7 @@ export async function run(args: string[]): Promise<number> {
   const where = server.host.includes(':') ? `[${server.host}]` : server.host;
   const tables =
     fleet !== undefined
-      ? `fleet member ${(server.status().fleet as { id: string }).id}, ${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
+      ? `fleet member ${(server.status().fleet as { id: string }).id}${fleet.etcd === undefined ? '' : ' (leases in etcd)'}, ${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
       : server.role === 'standalone'
         ? `${server.catalog.size} table${server.catalog.size === 1 ? '' : 's'}`
         : `--ha ${values.ha as string}`;

@@ -212,7 +212,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--storage postgres://... [--storage-prefix <name>] [--fleet [--lease <duration>] [--renew <duration>] [--advertise <host:port>]]] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--storage postgres://... [--storage-prefix <name>] [--fleet [--lease <duration>] [--renew <duration>] [--advertise <host:port>] [--ha etcd --etcd <url>[,<url>...] [--election <prefix>]]]] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -235,12 +235,12 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--shutdown-timeout <duration> how long a stop waits for calls in flight (default: 10s)',
       '--storage <url>             keep the tables, their data and the sessions in PostgreSQL (postgres://...) instead of under --data; servers on other machines then share them (default: files under --data)',
       '--storage-prefix <name>     the name prefix of the storage tables, one per group of servers (default: locksmith)',
-      "--fleet                     serve a share of the --storage tables beside the other --fleet servers on it: regions spread evenly over the live servers, a dead server's taken over after --lease (default 5s), SIGTERM hands them over; row locks move with their region (--sessions durable)",
+      "--fleet                     serve a share of the --storage tables beside the other --fleet servers on it: regions spread evenly over the live servers, a dead server's taken over after --lease (default 5s), SIGTERM hands them over; row locks move with their region (--sessions durable); the members' leases are in the --storage database, or in etcd with --ha etcd",
       '--ha <locker>               master/slave with other servers on the same --data (or the same --storage): shared-file (a lock file in --data), database, lease-database or etcd (default: standalone)',
       '--db <url>                  the lock database: a SQLite path, sqlite:<path>, postgres://..., mysql://... (database lockers)',
       '--lock-table <name>         the lock table (default: ACTIVEMQ_LOCK)',
       "--etcd <url>[,<url>...]     the etcd members' client URLs, http://host:port or https://host:port (etcd only)",
-      '--election <name>           the etcd election, as etcdctl elect <name> (default: locksmith/serve; one per data directory)',
+      "--election <name>           the etcd election, as etcdctl elect <name> (default: locksmith/serve; one per data directory); with --fleet, the prefix of the fleet's keys (default: locksmith-fleet/<storage prefix>)",
       '--etcd-user <name>          etcd user (with --etcd-password-file; default: no authentication)',
       '--etcd-password-file <path> the etcd password: the first line of this file (default: none)',
       '--etcd-ca <path>            PEM CA of the etcd members: TLS to etcd (default: no TLS)',

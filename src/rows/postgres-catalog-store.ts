@@ -226,9 +226,13 @@ export async function refuseFleetPrefixAtStart(options: {
 
 /** Refuses the prefix of a fleet to a server that is not one of its members (see `open`). */
 async function refuseFleetPrefix(client: pg.Client, tables: StorageTables): Promise<void> {
-  const fleet = await client.query(`SELECT 1 FROM ${tables.schema} WHERE name = 'fleet'`);
-  if (fleet.rowCount === 0) return;
+  // 'fleet': leases in PostgreSQL; 'fleet-etcd': leases in etcd.
+  const fleet = await client.query(
+    `SELECT name FROM ${tables.schema} WHERE name IN ('fleet', 'fleet-etcd') LIMIT 1`,
+  );
+  const name = (fleet.rows[0] as { name: string } | undefined)?.name;
+  if (name === undefined) return;
   throw new InvalidArgumentError(
-    `The tables of prefix ${tables.tables.slice(0, -'_tables'.length)} belong to a fleet (servers started with --fleet): start this server with --fleet too, or give it a --storage-prefix of its own. To serve them without a fleet instead, stop every server of the fleet, then run: DELETE FROM ${tables.schema} WHERE name = 'fleet'`,
+    `The tables of prefix ${tables.tables.slice(0, -'_tables'.length)} belong to a fleet (servers started with --fleet): start this server with --fleet too, or give it a --storage-prefix of its own. To serve them without a fleet instead, stop every server of the fleet, then run: DELETE FROM ${tables.schema} WHERE name = '${name}'`,
   );
 }

@@ -99,7 +99,7 @@ export class FleetLocks implements LockRecords {
   readonly survivesRegionClose = true;
   readonly #db: StorageDatabase;
   readonly #locks: string;
-  readonly #regions: string;
+  readonly #claimsSql: string;
   readonly #member: () => string | null;
   readonly #claimOf: (table: string, row: string) => RegionClaim | undefined;
   #client: pg.Client | undefined;
@@ -116,7 +116,8 @@ export class FleetLocks implements LockRecords {
   constructor(options: {
     db: StorageDatabase;
     locks: string;
-    regions: string;
+    /** Reads the claims fencing the records (see `FleetStore.lockTables`): `$1` regions, `$2` member. */
+    claimsSql: string;
     /** This server's member id (null while it is not a member). */
     member: () => string | null;
     /** The claim fencing a record of `row` (latin1) of `table`; undefined if not served here. */
@@ -124,7 +125,7 @@ export class FleetLocks implements LockRecords {
   }) {
     this.#db = options.db;
     this.#locks = options.locks;
-    this.#regions = options.regions;
+    this.#claimsSql = options.claimsSql;
     this.#member = options.member;
     this.#claimOf = options.claimOf;
   }
@@ -395,7 +396,7 @@ export class FleetLocks implements LockRecords {
   ): Promise<Map<string, number>> {
     const r = await client.query({
       name: 'fleet-locks-write',
-      text: `WITH c AS (SELECT region, epoch FROM ${this.#regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE), g AS (SELECT * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[], $8::boolean[], $9::bigint[], $10::text[], $11::bigint[]) AS g(tbl, row, lock_id, token, holder, renew, lease_ms, region, epoch)), ins AS (INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT g.tbl, g.row, g.lock_id, g.token, g.holder, g.renew, g.lease_ms FROM g JOIN c ON c.region = g.region AND c.epoch = g.epoch ${UPSERT}), del AS (DELETE FROM ${this.#locks} l USING unnest($12::text[], $13::bytea[], $14::text[], $15::text[], $16::bigint[]) AS d(tbl, row, lock_id, region, epoch) JOIN c ON c.region = d.region AND c.epoch = d.epoch WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id) SELECT region, epoch FROM c`,
+      text: `WITH c AS (${this.#claimsSql}), g AS (SELECT * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[], $8::boolean[], $9::bigint[], $10::text[], $11::bigint[]) AS g(tbl, row, lock_id, token, holder, renew, lease_ms, region, epoch)), ins AS (INSERT INTO ${this.#locks} (tbl, row, lock_id, token, holder, renew, lease_ms) SELECT g.tbl, g.row, g.lock_id, g.token, g.holder, g.renew, g.lease_ms FROM g JOIN c ON c.region = g.region AND c.epoch = g.epoch ${UPSERT}), del AS (DELETE FROM ${this.#locks} l USING unnest($12::text[], $13::bytea[], $14::text[], $15::text[], $16::bigint[]) AS d(tbl, row, lock_id, region, epoch) JOIN c ON c.region = d.region AND c.epoch = d.epoch WHERE l.tbl = d.tbl AND l.row = d.row AND l.lock_id = d.lock_id) SELECT region, epoch FROM c`,
       values: [
         claimed,
         me,
@@ -422,14 +423,7 @@ export class FleetLocks implements LockRecords {
   ): Promise<Map<string, number>> {
     await client.query('BEGIN');
     try {
-      const held = claimsOf(
-        (
-          await client.query(
-            `SELECT region, epoch FROM ${this.#regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE`,
-            [claimed, me],
-          )
-        ).rows,
-      );
+      const held = claimsOf((await client.query(this.#claimsSql, [claimed, me])).rows);
       const ok = (op: Grant | Release) =>
         op.claim !== undefined && held.get(op.claim.region) === op.claim.epoch;
       const g = grants.filter(ok);

@@ -4,9 +4,15 @@ import { PostgresCatalogStore } from '../rows/postgres-catalog-store.js';
 import type { TableCatalogStore } from '../rows/table-catalog-store.js';
 import type { TableDescriptor } from '../rows/table-descriptor.js';
 import { describe } from '../store/describe-error.js';
+import { EtcdFleetStore, type FleetEtcdOptions } from './etcd-fleet-store.js';
 import { assignRegions } from './fleet-assignment.js';
 import { FleetLocks, type RegionClaim } from './fleet-locks.js';
-import { type FleetMemberRow, FleetStore, type FleetView } from './fleet-store.js';
+import {
+  type FleetCoordination,
+  type FleetMemberRow,
+  FleetStore,
+  type FleetView,
+} from './fleet-store.js';
 import { type CatalogFleet, type FleetSplit, TableCatalog } from './table-catalog.js';
 
 /** `LocksmithServer.listen`'s `fleet` option: serve a share of the tables of a PostgreSQL storage. */
@@ -21,7 +27,15 @@ export interface FleetOptions {
   renewMs?: number | undefined;
   /** `host:port` clients and other members use to reach this server (default its listening address). */
   advertise?: string | undefined;
+  /**
+   * The members' leases and the regions' claims in etcd instead of the storage's database
+   * (`serve --fleet --ha etcd`); the lease is then a whole number of seconds.
+   */
+  etcd?: FleetEtcdOptions | undefined;
 }
+
+/** The fleet lease by default, ms: half the default session lease (see `FleetRole.leaseMs`). */
+export const DEFAULT_FLEET_LEASE_MS = 5_000;
 
 /** The `fleet` part of `status()`. */
 export interface FleetStatus {
@@ -80,7 +94,7 @@ export class FleetRole {
    */
   readonly lookMs: number;
   readonly #options: FleetOptions;
-  readonly #store: FleetStore;
+  readonly #store: FleetCoordination;
   /** The row locks of the regions served here, recorded (durable sessions); absent: in memory. */
   readonly locks: FleetLocks | undefined;
   readonly #clock: Clock;
@@ -109,7 +123,7 @@ export class FleetRole {
   #closed = false;
 
   private constructor(
-    store: FleetStore,
+    store: FleetCoordination,
     options: FleetOptions,
     address: string,
     clock: Clock,
@@ -128,7 +142,7 @@ export class FleetRole {
     this.address = options.advertise ?? address;
     // Half the default session lease: a lock held through a server that dies is taken over
     // (its region reopened elsewhere) while its client still counts its session alive.
-    this.leaseMs = options.leaseMs ?? 5_000;
+    this.leaseMs = options.leaseMs ?? DEFAULT_FLEET_LEASE_MS;
     this.renewMs = options.renewMs ?? Math.floor(this.leaseMs / 3);
     this.lookMs = Math.min(this.renewMs, LOOK_MS);
   }
@@ -140,7 +154,16 @@ export class FleetRole {
     clock: Clock,
     keepLocks: boolean,
   ): Promise<FleetRole> {
-    const store = await FleetStore.open(options);
+    const tables = { database: options.database, tablePrefix: options.tablePrefix };
+    const store: FleetCoordination =
+      options.etcd === undefined
+        ? await FleetStore.open(tables)
+        : await EtcdFleetStore.open({
+            ...tables,
+            etcd: options.etcd,
+            requestMs: options.leaseMs ?? DEFAULT_FLEET_LEASE_MS,
+            openTables: () => FleetStore.open({ ...tables, leases: 'etcd' }),
+          });
     const role = new FleetRole(store, options, address, clock, keepLocks);
     try {
       await role.#join();
@@ -469,6 +492,12 @@ export class FleetRole {
     const epoch = await this.#store.claim(me, name);
     if (epoch === undefined) return;
     try {
+      // Leases in etcd: the storage's row of the region fenced first, so that a split its last
+      // owner commits from now on is refused, and one committed before is read below.
+      if (!(await this.#store.fence(name, epoch))) {
+        await this.#store.release(me, name, epoch);
+        return;
+      }
       // The catalog read again now that the region is claimed: a split committed before the
       // claim (by its last owner) is in it, and nobody else can split this region now.
       await (this.#catalog as TableCatalog).refresh();

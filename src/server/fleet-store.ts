@@ -18,7 +18,13 @@ import type { FleetSplit } from './table-catalog.js';
 
 /** The fleet's tables beside the region storage's (same prefix), and their version. */
 export const FLEET_SCHEMA_VERSION = 1;
-const FLEET_SCHEMA_NAME = 'fleet';
+/**
+ * Where the fleet's leases and claims are: in these tables, or in etcd (`EtcdFleetStore`). The
+ * prefix is marked with the name of its kind (`'fleet'` or `'fleet-etcd'`): two kinds of
+ * fleet on one prefix would each claim regions the other serves.
+ */
+export type FleetLeases = 'postgres' | 'etcd';
+const SCHEMA_NAMES: Record<FleetLeases, string> = { postgres: 'fleet', etcd: 'fleet-etcd' };
 /** The database's clock, in ms and µs: leases are decided on it alone (no two machines' clocks are compared). */
 const NOW_MS = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
 const NOW_US = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000) AS BIGINT)';
@@ -55,6 +61,30 @@ export interface FleetView {
 }
 
 /**
+ * What a fleet member needs of the fleet's state: {@link FleetStore} (leases and claims in
+ * PostgreSQL) or `EtcdFleetStore` (in etcd, the tables still in PostgreSQL).
+ */
+export type FleetCoordination = Pick<
+  FleetStore,
+  | 'leases'
+  | 'join'
+  | 'renew'
+  | 'leave'
+  | 'view'
+  | 'descriptors'
+  | 'freshEpoch'
+  | 'addRegions'
+  | 'forgetRegions'
+  | 'claim'
+  | 'claimDaughter'
+  | 'commitSplit'
+  | 'lockTables'
+  | 'fence'
+  | 'release'
+  | 'close'
+>;
+
+/**
  * The fleet's state in PostgreSQL (HBase keeps it in ZooKeeper and `hbase:meta`):
  *
  * - `<prefix>_fleet_members (id, address, joined_ms, expires_ms, leaving)`: one row per
@@ -89,9 +119,17 @@ export class FleetStore {
   #closed = false;
   /** When the next look forgets members long gone (performance.now()). */
   #pruneAt = 0;
+  /** Where the claims are: with `'etcd'`, only the storage's own rows fence (see {@link fence}). */
+  readonly leases: FleetLeases;
 
-  private constructor(client: pg.Client, tables: StorageTables, db: StorageDatabase) {
+  private constructor(
+    client: pg.Client,
+    tables: StorageTables,
+    db: StorageDatabase,
+    leases: FleetLeases,
+  ) {
     this.#db = db;
+    this.leases = leases;
     this.#watch(client);
     const p = tables.regions.slice(0, -'_regions'.length);
     this.#t = {
@@ -115,11 +153,12 @@ export class FleetStore {
   static async open(options: {
     database: string;
     tablePrefix?: string | undefined;
+    leases?: FleetLeases | undefined;
   }): Promise<FleetStore> {
     const tables = tablesOf(options.tablePrefix ?? 'locksmith');
     const db: StorageDatabase = storageDatabase(options.database);
     const client = await connectStorage(db, 'fleet');
-    const store = new FleetStore(client, tables, db);
+    const store = new FleetStore(client, tables, db, options.leases ?? 'postgres');
     try {
       await ensureStorageSchema(client, tables);
       await store.#ensureSchema();
@@ -147,26 +186,38 @@ export class FleetStore {
       await client.query(
         `CREATE TABLE IF NOT EXISTS ${this.#t.locks} (tbl TEXT NOT NULL, row BYTEA NOT NULL, lock_id TEXT NOT NULL, token BIGINT NOT NULL, holder TEXT NOT NULL, renew BOOLEAN NOT NULL, lease_ms BIGINT NOT NULL, PRIMARY KEY (tbl, row, lock_id))`,
       );
-      const marked = await client.query(`SELECT 1 FROM ${schema} WHERE name = $1`, [
-        FLEET_SCHEMA_NAME,
-      ]);
+      const mine = SCHEMA_NAMES[this.leases];
+      const other = SCHEMA_NAMES[this.leases === 'etcd' ? 'postgres' : 'etcd'];
+      const marks = new Set(
+        (
+          await client.query(`SELECT name FROM ${schema} WHERE name = ANY($1::text[])`, [
+            [mine, other],
+          ])
+        ).rows.map((r: { name: string }) => r.name),
+      );
+      const prefix = members.slice(0, -'_fleet_members'.length);
+      if (marks.has(other)) {
+        throw new InvalidArgumentError(
+          `The tables of prefix ${prefix} belong to a fleet whose leases are in ${this.leases === 'etcd' ? 'PostgreSQL' : 'etcd'}: its members and this server would each claim regions the other serves. Start this server ${this.leases === 'etcd' ? 'without' : 'with'} --ha etcd, or give it a --storage-prefix of its own. To move the fleet, stop every member, then run: UPDATE ${schema} SET name = '${mine}' WHERE name = '${other}'`,
+        );
+      }
       const used = await client.query(
         `SELECT 1 FROM ${this.#t.storage.regions} WHERE region = 'catalog' UNION ALL SELECT 1 FROM ${this.#t.storage.tables} LIMIT 1`,
       );
-      if (marked.rowCount === 0 && used.rowCount !== 0) {
+      if (!marks.has(mine) && used.rowCount !== 0) {
         // Servers without --fleet (standalone, master/slave) have used these tables: a fleet's
         // opens would fence theirs, and theirs the fleet's.
         throw new InvalidArgumentError(
-          `The tables of prefix ${members.slice(0, -'_fleet_members'.length)} were made by servers without --fleet: a fleet would take them from those servers. Give the fleet a --storage-prefix of its own, or, to turn these tables over to a fleet, stop every server that uses them, then run: INSERT INTO ${schema} (name, version) VALUES ('fleet', ${FLEET_SCHEMA_VERSION})`,
+          `The tables of prefix ${prefix} were made by servers without --fleet: a fleet would take them from those servers. Give the fleet a --storage-prefix of its own, or, to turn these tables over to a fleet, stop every server that uses them, then run: INSERT INTO ${schema} (name, version) VALUES ('${mine}', ${FLEET_SCHEMA_VERSION})`,
         );
       }
       await client.query(
         `INSERT INTO ${schema} (name, version) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
-        [FLEET_SCHEMA_NAME, FLEET_SCHEMA_VERSION],
+        [mine, FLEET_SCHEMA_VERSION],
       );
       const found = Number(
-        (await client.query(`SELECT version FROM ${schema} WHERE name = $1`, [FLEET_SCHEMA_NAME]))
-          .rows[0]?.version,
+        (await client.query(`SELECT version FROM ${schema} WHERE name = $1`, [mine])).rows[0]
+          ?.version,
       );
       if (found !== FLEET_SCHEMA_VERSION) {
         throw new LockIOError(
@@ -365,11 +416,17 @@ export class FleetStore {
   ): Promise<{ recorded: TableDescriptor } | { refused: string }> {
     return this.#transaction('recording a split', async (client) => {
       const { regions, storage } = this.#t;
+      const etcd = this.leases === 'etcd';
+      // With leases in etcd the claims are not here: the storage's rows of both regions fence
+      // instead. A claimer raises a region's epoch there (`fence`) before it reads the catalog,
+      // so either this commit waits for it and is refused, or it sees the split.
       const claims = new Map(
         (
           await client.query(
-            `SELECT region, owner, epoch FROM ${regions} WHERE region = ANY($1::text[]) FOR UPDATE`,
-            [[split.parent, split.daughter]],
+            etcd
+              ? `SELECT region, $2::text AS owner, epoch FROM ${storage.regions} WHERE region = ANY($1::text[]) ORDER BY region FOR UPDATE`
+              : `SELECT region, owner, epoch FROM ${regions} WHERE region = ANY($1::text[]) FOR UPDATE`,
+            etcd ? [[split.parent, split.daughter], id] : [[split.parent, split.daughter]],
           )
         ).rows.map((r: { region: string; owner: string | null; epoch: string }) => [r.region, r]),
       );
@@ -381,8 +438,10 @@ export class FleetStore {
         if (claim?.owner !== id || Number(claim.epoch) !== epoch)
           return { refused: `region ${name} is no longer this server's` };
       }
-      const live = await client.query(`SELECT ${this.#live('$1')} AS live`, [id]);
-      if (live.rows[0]?.live !== true) return { refused: "this server's fleet lease ran out" };
+      if (!etcd) {
+        const live = await client.query(`SELECT ${this.#live('$1')} AS live`, [id]);
+        if (live.rows[0]?.live !== true) return { refused: "this server's fleet lease ran out" };
+      }
       const row = (
         await client.query(`SELECT descriptor FROM ${storage.tables} WHERE name = $1 FOR UPDATE`, [
           split.table,
@@ -406,9 +465,60 @@ export class FleetStore {
     });
   }
 
-  /** Where the fleet's row locks are recorded (see `FleetLocks`), and the claims that fence them. */
-  get lockTables(): { db: StorageDatabase; locks: string; regions: string } {
-    return { db: this.#db, locks: this.#t.locks, regions: this.#t.regions };
+  /**
+   * Where the fleet's row locks are recorded (see `FleetLocks`), and the statement reading the
+   * claims that fence them (`$1` the regions, `$2` the member; region and epoch of those still
+   * the member's, locked against a claim until the transaction ends). With leases in etcd the
+   * storage's own row of each region fences: a claimer raises its epoch (`fence`, `FOR UPDATE`)
+   * before it reads the records; `FOR KEY SHARE` leaves the region's own appends free.
+   */
+  get lockTables(): { db: StorageDatabase; locks: string; claimsSql: string } {
+    return {
+      db: this.#db,
+      locks: this.#t.locks,
+      claimsSql:
+        this.leases === 'etcd'
+          ? `SELECT region, epoch FROM ${this.#t.storage.regions} WHERE region = ANY($1::text[]) AND $2::text IS NOT NULL FOR KEY SHARE`
+          : `SELECT region, epoch FROM ${this.#t.regions} WHERE region = ANY($1::text[]) AND owner = $2 FOR SHARE`,
+    };
+  }
+
+  /**
+   * Leases in etcd: raises region `region`'s epoch in the storage to `epoch` (a claim's), which
+   * fences its earlier server's writes, lock records and split there from now on. A claimer
+   * calls it after its claim and before it reads the catalog or the lock records (an etcd claim
+   * and a PostgreSQL commit share no transaction; this row is where they meet). False when the
+   * storage has a newer epoch already (the claim is stale). With leases here, the claim itself
+   * fences: nothing to do.
+   */
+  async fence(region: string, epoch: number): Promise<boolean> {
+    if (this.leases !== 'etcd') return true;
+    return this.#transaction(`fencing region ${region}`, async (client) => {
+      const { regions } = this.#t.storage;
+      await client.query(
+        `INSERT INTO ${regions} (region) VALUES ($1) ON CONFLICT (region) DO NOTHING`,
+        [region],
+      );
+      const found = Number(
+        (await client.query(`SELECT epoch FROM ${regions} WHERE region = $1 FOR UPDATE`, [region]))
+          .rows[0]?.epoch,
+      );
+      if (found > epoch) return { refused: `epoch ${found} is newer` };
+      await client.query(
+        `UPDATE ${regions} SET epoch = $2, generation = generation + 1 WHERE region = $1`,
+        [region, epoch],
+      );
+      return true;
+    }).then((out) => out === true);
+  }
+
+  /** The largest epoch the storage has seen (the catalog's and every region's), 0 if none. */
+  async maxEpoch(): Promise<number> {
+    const r = await this.#query(
+      'reading the epochs',
+      `SELECT GREATEST(COALESCE(MAX(epoch), 0), ${NOW_US}) AS epoch FROM ${this.#t.storage.regions}`,
+    );
+    return Number(r.rows[0]?.epoch);
   }
 
   /** Gives `region` back if `id` still holds it with `epoch`; true when it did. */

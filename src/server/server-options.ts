@@ -15,8 +15,10 @@ import {
 } from '../core/option-spec.js';
 import { checkOptionsObject, describeValue, hasMethods } from '../core/options.js';
 import type { OpenRegionStorage } from '../rows/region-storage.js';
+import { checkAuth, checkEndpoints, checkTls, type EtcdTlsOptions } from '../store/etcd-locker.js';
 import type { Locker } from '../store/locker.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES } from '../wire/frame.js';
+import type { FleetEtcdOptions } from './etcd-fleet-store.js';
 import type { FleetOptions } from './fleet-role.js';
 import type { HaOptions } from './ha-role.js';
 
@@ -102,6 +104,13 @@ export interface ServerOptions {
   fleet?: FleetOptions | undefined;
 }
 
+const FLEET_ETCD_SPEC = {
+  endpoints: customOption('a non-empty array of http://host:port URLs', checkEndpoints),
+  prefix: stringOption(500),
+  auth: customOption('{ username, password }', checkAuth),
+  tls: customOption('{ ca, cert?, key? }: file paths or Buffers', checkTls),
+} as const satisfies SpecOf<FleetEtcdOptions>;
+
 const FLEET_SPEC = {
   database: stringOption(2000),
   tablePrefix: stringOption(200),
@@ -112,6 +121,16 @@ const FLEET_SPEC = {
       throw new InvalidArgumentError(`${label} must be host:port, got ${describeValue(value)}`);
     }
     return value;
+  }),
+  etcd: customOption<FleetEtcdOptions>('{ endpoints, prefix?, auth?, tls? }', (value, label) => {
+    const o = readOptions(value, label, FLEET_ETCD_SPEC, `${label}.`);
+    if (o.endpoints === undefined) {
+      throw new InvalidArgumentError(
+        `${label}.endpoints must be a non-empty array of http://host:port URLs, got undefined`,
+      );
+    }
+    // tls leaves the check read into etcd3's credentials (as the etcd locker's does).
+    return { ...o, endpoints: o.endpoints, tls: o.tls as EtcdTlsOptions | undefined };
   }),
 } as const satisfies SpecOf<FleetOptions>;
 
@@ -227,7 +246,7 @@ export const SERVER_SPEC = {
   }),
   openStorage: callbackOption<OpenRegionStorage>(),
   fleet: customOption<FleetOptions>(
-    '{ database, tablePrefix?, leaseMs?, renewMs?, advertise? }',
+    '{ database, tablePrefix?, leaseMs?, renewMs?, advertise?, etcd? }',
     (value) => {
       const o = readOptions(value, 'fleet', FLEET_SPEC, 'fleet.');
       if (o.database === undefined) {
@@ -235,11 +254,18 @@ export const SERVER_SPEC = {
           "fleet.database must be the storage's postgres:// URL, got undefined",
         );
       }
-      const lease = o.leaseMs ?? 10_000;
+      const lease = o.leaseMs ?? 5_000;
       if (lease < 300 || (o.renewMs ?? lease / 3) * 2 > lease) {
         throw new InvalidArgumentError(
           `fleet.leaseMs (${lease}) must be at least 300 ms and at least twice fleet.renewMs (${o.renewMs ?? lease / 3})`,
         );
+      }
+      if (o.etcd !== undefined) {
+        if (lease < 1000 || lease % 1000 !== 0) {
+          throw new InvalidArgumentError(
+            `fleet.leaseMs (${lease}) must be a whole number of seconds, at least 1000, with fleet.etcd (etcd lease TTLs are seconds)`,
+          );
+        }
       }
       return { ...o, database: o.database };
     },

@@ -83,7 +83,7 @@ export interface EtcdLockerOptions extends Omit<LockerOptions, 'acquireIntervalM
   logger?: StoreLogger | undefined;
 }
 
-function checkEndpoints(value: unknown, label: string): readonly string[] {
+export function checkEndpoints(value: unknown, label: string): readonly string[] {
   const bad = (why: string) =>
     new InvalidArgumentError(`${label} ${why}, got ${describeValue(value)}`);
   if (!Array.isArray(value) || value.length === 0) {
@@ -115,7 +115,7 @@ function checkEndpoints(value: unknown, label: string): readonly string[] {
   return out;
 }
 
-function checkAuth(value: unknown, label: string): { username: string; password: string } {
+export function checkAuth(value: unknown, label: string): { username: string; password: string } {
   const v = value as { username?: unknown; password?: unknown } | null;
   if (
     typeof v !== 'object' ||
@@ -133,7 +133,7 @@ function checkAuth(value: unknown, label: string): { username: string; password:
 }
 
 /** The TLS material, files read now: a missing file is an option error, not a later outage. */
-function checkTls(
+export function checkTls(
   value: unknown,
   label: string,
 ): { rootCertificate: Buffer; privateKey?: Buffer; certChain?: Buffer } {
@@ -224,6 +224,52 @@ export function prefixEnd(prefix: Buffer): Buffer {
   return Buffer.from([0]);
 }
 
+/**
+ * One LeaseKeepAlive of lease `leaseId` on a stream of its own, answered within `ms` or
+ * rejected: the TTL etcd gave (0 or less: the lease is gone) and the answer's header.
+ */
+export async function keepAliveAttempt(
+  client: Etcd3,
+  leaseId: string,
+  ms: number,
+): Promise<{ ttl: number; header: IResponseHeader }> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new LockIOError(`keep-alive unanswered for ${Math.round(ms)} ms`)),
+      Math.max(1, ms),
+    );
+  });
+  timeout.catch(() => {});
+  const opening = client.leaseClient.leaseKeepAlive({ deadline: Date.now() + ms });
+  try {
+    const stream = await Promise.race([opening, timeout]);
+    // Errors after the answer (the cancel below) must not go unheard.
+    stream.on('error', () => {});
+    try {
+      return await Promise.race([
+        timeout,
+        new Promise<{ ttl: number; header: IResponseHeader }>((resolve, reject) => {
+          stream.on('data', (res) => resolve({ ttl: Number(res.TTL), header: res.header }));
+          stream.on('error', reject);
+          stream.write({ ID: leaseId });
+        }),
+      ]);
+    } finally {
+      try {
+        stream.cancel();
+      } catch {
+        // Ended already.
+      }
+    }
+  } catch (err) {
+    void opening.then((s) => s.cancel()).catch(() => {});
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** One candidacy: a lease (the session) and our key under the election prefix. */
 interface Candidate {
   readonly client: Etcd3;
@@ -257,7 +303,7 @@ type Etcd3Module = typeof import('etcd3');
 let etcd3Module: Promise<Etcd3Module> | undefined;
 
 /** `etcd3` (and gRPC) loaded on first use only. */
-function loadEtcd3(): Promise<Etcd3Module> {
+export function loadEtcd3(): Promise<Etcd3Module> {
   etcd3Module ??= import('etcd3').catch((err: unknown) => {
     etcd3Module = undefined;
     throw new LockIOError(`The etcd locker needs the etcd3 package: ${describe(err)}`, {
@@ -677,53 +723,12 @@ export class EtcdLocker extends AbstractLocker {
     const end = Date.now() + this.requestTimeoutMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#keepAliveAttempt(c, end - Date.now());
+        return await keepAliveAttempt(c.client, c.leaseId, end - Date.now());
       } catch (err) {
         if (c.stop.signal.aborted || c.lost || Date.now() + 100 >= end) throw err;
         this.logger.debug(`Keep-alive attempt ${attempt} failed: ${describe(err)} (${this.name})`);
         await new Promise((r) => setTimeout(r, 100));
       }
-    }
-  }
-
-  async #keepAliveAttempt(
-    c: Candidate,
-    ms: number,
-  ): Promise<{ ttl: number; header: IResponseHeader }> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new LockIOError(`keep-alive unanswered for ${this.requestTimeoutMs} ms`)),
-        Math.max(1, ms),
-      );
-    });
-    timeout.catch(() => {});
-    const opening = c.client.leaseClient.leaseKeepAlive({ deadline: Date.now() + ms });
-    try {
-      const stream = await Promise.race([opening, timeout]);
-      // Errors after the answer (the cancel below) must not go unheard.
-      stream.on('error', () => {});
-      try {
-        return await Promise.race([
-          timeout,
-          new Promise<{ ttl: number; header: IResponseHeader }>((resolve, reject) => {
-            stream.on('data', (res) => resolve({ ttl: Number(res.TTL), header: res.header }));
-            stream.on('error', reject);
-            stream.write({ ID: c.leaseId });
-          }),
-        ]);
-      } finally {
-        try {
-          stream.cancel();
-        } catch {
-          // Ended already.
-        }
-      }
-    } catch (err) {
-      void opening.then((s) => s.cancel()).catch(() => {});
-      throw err;
-    } finally {
-      clearTimeout(timer);
     }
   }
 

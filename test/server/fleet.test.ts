@@ -8,207 +8,26 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
+import { connect } from '../../src/client/locksmith-client.js';
 import { Get, Put, Scan } from '../../src/rows/index.js';
-import type { ServerStatus } from '../../src/server/server-status.js';
-import { dropStoragePrefixes, POSTGRES_URL } from '../fixtures/db-servers.js';
+import { POSTGRES_URL } from '../fixtures/db-servers.js';
 import { type ServeProcess, startServeProcess } from '../fixtures/serve-process.js';
-import { cliPath, eventually, fixture, run, sleep, tempDir } from '../helpers.js';
+import { cliPath, eventually, fixture, run, sleep } from '../helpers.js';
+import {
+  dirs,
+  Fleet,
+  fleetWithTable,
+  LEASE_MS,
+  prefixes,
+  RENEW_MS,
+  ROW_PREFIXES,
+  SPLITS,
+  writers,
+} from './fleet-fixture.js';
 import { RawClient } from './raw-client.js';
-
-const LEASE_MS = 2000;
-const RENEW_MS = 500;
-/** Split keys of a table of 12 regions: '', b, c, ..., l. */
-const SPLITS = 'bcdefghijkl'.split('');
-/** One row key per region (a..l), and one more in the last region. */
-const ROW_PREFIXES = 'abcdefghijklm'.split('');
-
-const dirs = tempDir('locksmith-fleet-');
-const prefixes: string[] = [];
-after(async () => {
-  dirs[Symbol.dispose]();
-  await dropStoragePrefixes(prefixes);
-});
-
-/** A fleet's servers on one prefix; `start()` adds a member. */
-class Fleet {
-  readonly prefix = `lsm_${randomBytes(4).toString('hex')}`;
-  readonly members: ServeProcess[] = [];
-  readonly #clients: LocksmithClient[] = [];
-  /** Writers to stop before the servers go, whatever the test's outcome. */
-  readonly loads: { stop(): Promise<void> }[] = [];
-  #n = 0;
-
-  constructor(
-    readonly leaseMs = LEASE_MS,
-    /** The server program: the CLI, or `unfenced-serve` for the negative control. */
-    readonly program: string[] = [cliPath],
-  ) {
-    prefixes.push(this.prefix);
-  }
-
-  async start(): Promise<ServeProcess> {
-    const dataDir = join(dirs.path, `${this.prefix}-${this.#n++}`);
-    mkdirSync(dataDir);
-    const proc = await startServeProcess(
-      dataDir,
-      [
-        '--storage',
-        POSTGRES_URL,
-        '--storage-prefix',
-        this.prefix,
-        '--fleet',
-        '--lease',
-        `${this.leaseMs}ms`,
-        '--renew',
-        `${RENEW_MS}ms`,
-        '--http-port',
-        '0',
-      ],
-      20_000,
-      this.program,
-    );
-    this.members.push(proc);
-    return proc;
-  }
-
-  async client(member: ServeProcess): Promise<LocksmithClient> {
-    const c = await connect(member.url, { sessionLeaseMs: 10_000 });
-    this.#clients.push(c);
-    return c;
-  }
-
-  /** The status of a member (through a short-lived client). */
-  async status(member: ServeProcess): Promise<ServerStatus> {
-    const c = await connect(member.url);
-    try {
-      return await c.status();
-    } finally {
-      await c.close();
-    }
-  }
-
-  /**
-   * Resolves once `live` members (by address) serve every region of table `t`, each its even
-   * share, as `member` sees it; with the regions per member.
-   */
-  async balanced(
-    member: ServeProcess,
-    live: ServeProcess[],
-    timeoutMs: number,
-  ): Promise<Map<string, number>> {
-    const addresses = new Set(live.map((m) => `127.0.0.1:${m.port}`));
-    let last = '';
-    return eventually(
-      async () => {
-        const s = await this.status(member);
-        const per = new Map<string, number>();
-        for (const r of s.regions) {
-          if (r.server === null || !addresses.has(r.server)) {
-            last = JSON.stringify(s.regions.map((x) => [x.startKey, x.server]));
-            return false;
-          }
-          per.set(r.server, (per.get(r.server) ?? 0) + 1);
-        }
-        const counts = [...per.values()];
-        last = JSON.stringify([...per]);
-        const even = Math.floor(s.regions.length / live.length);
-        return per.size === live.length && counts.every((n) => n === even || n === even + 1)
-          ? per
-          : false;
-      },
-      timeoutMs,
-      () => `an even spread over ${live.length} members (last seen: ${last})`,
-      100,
-    );
-  }
-
-  async close(): Promise<void> {
-    await Promise.allSettled(this.loads.splice(0).map((l) => l.stop()));
-    await Promise.allSettled(this.#clients.splice(0).map((c) => c.close()));
-    await Promise.allSettled(this.members.map((m) => m.kill9()));
-  }
-}
-
-/**
- * Writers over every region through one client, each on rows of its own (`group` tells the
- * writers of two clients apart). Every put writes a column of its own (`q<n>`), so every
- * acknowledged put must be found afterwards, whatever was written after it: a lost one cannot
- * hide behind a later write of its row. A put that failed (CONNECTION_LOST while its server
- * died) may or may not be there.
- */
-function writers(
-  fleet: Fleet,
-  client: LocksmithClient,
-  n: number,
-  group: string,
-  prefixes: readonly string[] = ROW_PREFIXES,
-) {
-  const acked = new Map<string, Map<string, string>>();
-  const failures = new Map<string, number>();
-  let acks = 0;
-  let running = true;
-  let seq = 0;
-  const t = client.table('t');
-  const loops = Array.from({ length: n }, async (_, w) => {
-    for (let i = 0; running; i++) {
-      const row = `${prefixes[(i + w) % prefixes.length]}-${group}${w}`;
-      const n = seq++;
-      try {
-        await t.put(new Put(row).add('f', `q${n}`, `${group}${n}`));
-        const columns = acked.get(row) ?? new Map<string, string>();
-        columns.set(`q${n}`, `${group}${n}`);
-        acked.set(row, columns);
-        acks++;
-      } catch (err) {
-        const code = (err as { code?: string }).code ?? String(err);
-        failures.set(code, (failures.get(code) ?? 0) + 1);
-        await sleep(20);
-      }
-    }
-  });
-  const load = {
-    failures,
-    get acks() {
-      return acks;
-    },
-    async stop(): Promise<void> {
-      running = false;
-      await Promise.all(loops);
-    },
-    /** Every acknowledged put is there, read through `reader`. */
-    async check(reader: LocksmithClient): Promise<void> {
-      const table = reader.table('t');
-      for (const [row, columns] of acked) {
-        const found = new Map(
-          (await table.get(new Get(row))).cells.map((c) => [
-            c.qualifier.toString(),
-            c.value.toString(),
-          ]),
-        );
-        const lost = [...columns].filter(([q, v]) => found.get(q) !== v);
-        assert.equal(
-          lost.length,
-          0,
-          `row ${row}: acknowledged puts lost: ${lost.map(([q, v]) => `${q}=${v}`).join(', ')}`,
-        );
-      }
-    },
-  };
-  fleet.loads.push(load);
-  return load;
-}
-
-async function fleetWithTable(fleet: Fleet, members: number): Promise<LocksmithClient> {
-  for (let i = 0; i < members; i++) await fleet.start();
-  const client = await fleet.client(fleet.members[0] as ServeProcess);
-  await client.createTable('t', ['f'], { splits: SPLITS });
-  await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 20_000);
-  return client;
-}
 
 // The suite's timeout bounds all its tests together (each has its own bound besides).
 describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
@@ -863,7 +682,36 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
     mkdirSync(dir);
     for (const [args, message] of [
       [['--fleet'], /--fleet needs --storage/],
-      [['--fleet', '--storage', POSTGRES_URL, '--ha', 'etcd'], /--fleet and --ha go separately/],
+      [['--fleet', '--storage', POSTGRES_URL, '--ha', 'database'], /--fleet takes --ha etcd only/],
+      [['--fleet', '--storage', POSTGRES_URL, '--ha', 'etcd'], /--ha etcd needs --etcd/],
+      [
+        ['--fleet', '--storage', POSTGRES_URL, '--ha', 'etcd', '--etcd', 'ftp://127.0.0.1:1'],
+        /--etcd: "ftp:\/\/127\.0\.0\.1:1" must be http/,
+      ],
+      [
+        [
+          '--fleet',
+          '--storage',
+          POSTGRES_URL,
+          '--ha',
+          'etcd',
+          '--etcd',
+          'http://127.0.0.1:1',
+        ].concat(['--lease', '1500ms']),
+        /--lease "1500ms": must be a whole number of seconds with --ha etcd/,
+      ],
+      [
+        [
+          '--fleet',
+          '--storage',
+          POSTGRES_URL,
+          '--ha',
+          'etcd',
+          '--etcd',
+          'http://127.0.0.1:1',
+        ].concat(['--db', 'x.db']),
+        /--db does not apply to --fleet --ha etcd/,
+      ],
     ] as const) {
       const r = await run([cliPath, 'serve', '--data', dir, '--port', '0', ...args], {
         timeoutMs: 20_000,
