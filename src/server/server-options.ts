@@ -294,7 +294,7 @@ export function checkServerOptions(options: ServerOptions) {
   if (o.fleet !== undefined) {
     if (o.ha !== undefined)
       throw new InvalidArgumentError(
-        'fleet and ha go separately: a fleet member holds its own lease',
+        'fleet and ha go separately: a fleet member holds its own lease (fleet.etcd keeps it in etcd)',
       );
     if (o.openStorage === undefined)
       throw new InvalidArgumentError(

@@ -207,3 +207,50 @@ export async function fleetWithTable(fleet: Fleet, members: number): Promise<Loc
   await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 20_000);
   return client;
 }
+
+/**
+ * Pauses the third member past its lease under load from a client of it and one of the
+ * first, wakes it, and checks every row through the second member.
+ */
+export async function pauseUnderLoad(
+  fleet: Fleet,
+): Promise<{ check(): Promise<void>; moves: unknown[] }> {
+  const client = await fleetWithTable(fleet, 3);
+  const paused = fleet.members[2] as ServeProcess;
+  // A client of the paused server itself: its calls reach it first.
+  const own = await fleet.client(paused);
+  const load = writers(fleet, client, 3, 'c');
+  const ownLoad = writers(fleet, own, 2, 'o');
+  // And writers on the paused server's rows only: some of its writes are under way when it
+  // stops, whatever the moment.
+  const at = `127.0.0.1:${paused.port}`;
+  const regions = (await fleet.status(paused)).regions;
+  const its = ROW_PREFIXES.filter(
+    (p) => [...regions].reverse().find((r) => r.startKey <= p)?.server === at,
+  );
+  assert.ok(its.length > 0, `the paused server serves rows: ${JSON.stringify(regions)}`);
+  const itsLoad = writers(fleet, client, 3, 'p', its);
+  await sleep(800);
+  paused.proc.kill('SIGSTOP');
+  try {
+    await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members.slice(0, 2), 30_000);
+    await sleep(500);
+  } finally {
+    paused.proc.kill('SIGCONT');
+  }
+  // Woken, it serves none of its old regions: it rejoins and takes its share again.
+  await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 30_000);
+  await sleep(500);
+  await load.stop();
+  await ownLoad.stop();
+  await itsLoad.stop();
+  const reader = await fleet.client(fleet.members[1] as ServeProcess);
+  return {
+    check: async () => {
+      await load.check(reader);
+      await ownLoad.check(reader);
+      await itsLoad.check(reader);
+    },
+    moves: (await fleet.status(paused)).fleet?.moves ?? [],
+  };
+}
