@@ -25,6 +25,10 @@
  * 6. **A held lock through kill -9 of its server**: a client holds a lock on a row of the
  *    third server's region; from the kill to the first put under that same lock (adopted on
  *    the region's new server) that succeeds.
+ * 7. **Leases in etcd** (`--fleet --ha etcd`, a 3-member etcd 3.4 cluster on loopback with
+ *    etcd's default timings, started by the bench; skipped without Debian's `etcd-server`):
+ *    1 and 6 at the same lease, with the leases in PostgreSQL and in etcd, one after the other.
+ *    `FLEET_ONLY=etcd` runs 7 alone.
  *
  *   npm run build && npm run build:test && node dist-test/bench/fleet.bench.js
  */
@@ -37,6 +41,7 @@ import pg from 'pg';
 import { connect, type LocksmithClient } from '../src/client/locksmith-client.js';
 import { parseDuration } from '../src/core/duration.js';
 import { Put } from '../src/rows/index.js';
+import { EtcdCluster, etcdVersion } from './etcd-support.js';
 import { postgresAnswers } from './pg-support.js';
 import { machineHeader, SECONDS, WARMUP_MS } from './server-support.js';
 import { fmt, median, repoRoot, say, sayTable, sleep } from './support.js';
@@ -48,6 +53,8 @@ const SPLITS = 'bcdefghijkl'.split('');
 const PREFIXES = ['a', ...SPLITS];
 const VALUE = Buffer.alloc(100, 7);
 const cli = join(repoRoot, 'dist/cli/main.js');
+/** Where the fleets started from now on keep their leases: PostgreSQL, or these etcd members. */
+let etcdEndpoints: string | undefined;
 
 interface Member {
   child: ChildProcess;
@@ -87,6 +94,7 @@ class BenchFleet {
         `${Math.floor(this.leaseMs / 4)}ms`,
         '--sessions',
         this.sessions,
+        ...(etcdEndpoints === undefined ? [] : ['--ha', 'etcd', '--etcd', etcdEndpoints]),
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
@@ -397,8 +405,14 @@ async function main(): Promise<void> {
   }
   const load = await machineHeader([`PostgreSQL: ${postgres}`]);
   say();
-  // FLEET_ONLY=locks: the row lock parts (5 and 6) alone.
+  // FLEET_ONLY=locks: the row lock parts (5 and 6) alone; FLEET_ONLY=etcd: part 7 alone.
   const only = process.env.FLEET_ONLY;
+  if (only === 'etcd') {
+    await leasesInEtcd();
+    say();
+    say(`- ${await load()}`);
+    return;
+  }
   if (only !== 'locks') await beforeLocks();
   const durable = await lockCycles('durable');
   const memory = await lockCycles('memory');
@@ -423,7 +437,59 @@ async function main(): Promise<void> {
     [[`${fmt(median(held))} ms`, `${fmt(Math.min(...held))} ms`, `${fmt(Math.max(...held))} ms`]],
   );
   say();
+  if (only !== 'locks') {
+    await leasesInEtcd();
+    say();
+  }
   say(`- ${await load()}`);
+}
+
+/** Part 7: a takeover and a held lock through kill -9, leases in PostgreSQL, then in etcd. */
+async function leasesInEtcd(): Promise<void> {
+  const version = etcdVersion();
+  if (version === undefined) {
+    say('## Leases in etcd: skipped (no etcd here; Debian: apt-get install etcd-server)');
+    return;
+  }
+  if (LEASE_MS % 1000 !== 0) {
+    say(`## Leases in etcd: skipped (FLEET_LEASE ${LEASE_MS} ms is not whole seconds)`);
+    return;
+  }
+  const cluster = await EtcdCluster.start(3);
+  const rows: string[][] = [];
+  try {
+    for (const where of [
+      'PostgreSQL',
+      `etcd ${version.replace(/^etcd Version:\s*/, '')}, 3 members`,
+    ] as const) {
+      etcdEndpoints = where === 'PostgreSQL' ? undefined : cluster.endpoints.join(',');
+      const served: number[] = [];
+      const put: number[] = [];
+      const held: number[] = [];
+      for (let i = 0; i < SAMPLES; i++) {
+        const [a, b] = await takeover('SIGKILL', LEASE_MS);
+        served.push(a);
+        put.push(b);
+        held.push(await heldThroughKill(LEASE_MS));
+      }
+      const cell = (xs: number[]) =>
+        `${fmt(median(xs))} ms (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`;
+      rows.push([where, cell(served), cell(put), cell(held)]);
+    }
+  } finally {
+    etcdEndpoints = undefined;
+    await cluster.close();
+  }
+  sayTable(
+    `## kill -9 of 1 of 3 servers, leases in PostgreSQL and in etcd (lease ${LEASE_MS / 1000} s, renew ${LEASE_MS / 4} ms; median (min–max) of ${SAMPLES})`,
+    [
+      'leases in',
+      'its regions served again',
+      'a put to its rows succeeds',
+      'a put under a held lock succeeds',
+    ],
+    rows,
+  );
 }
 
 await main();
