@@ -15,6 +15,7 @@ import {
   withDefault,
 } from '../core/option-spec.js';
 import { checkOptionsObject, checkSignal, describeValue } from '../core/options.js';
+import { abortableSleep } from '../core/wait.js';
 import type { ColumnFamilySpec } from '../rows/column-family.js';
 import { type BytesInput, checkRow } from '../rows/row-input.js';
 import type { TableDescription } from '../rows/table-descriptor.js';
@@ -131,6 +132,8 @@ export class LocksmithClient
   readonly #router: RegionRouter;
   /** Where this session's moving locks go to be adopted (see `RegionRouter.relocate`). */
   #relocator: RegionRouter;
+  readonly #clock: Clock;
+  readonly #callTimeoutMs: number;
 
   private constructor(
     connection: ClientConnection,
@@ -140,6 +143,8 @@ export class LocksmithClient
   ) {
     super();
     this.#connection = connection;
+    this.#clock = clock;
+    this.#callTimeoutMs = callTimeoutMs;
     const call = typedCall(connection);
     this.#call = call;
     const locks = new HeldLocks({
@@ -278,7 +283,24 @@ export class LocksmithClient
     options: CreateTableOptions = {},
     call?: AdminCallOptions,
   ): Promise<TableDescription> {
-    return this.#admin('createTable', [name, families, options], call);
+    const { signal, timeoutMs = this.#callTimeoutMs } = this.#adminOptions('createTable', call);
+    const deadline = this.#clock.monotonic() + timeoutMs;
+    for (let pause = 50; ; pause = Math.min(2 * pause, 1000)) {
+      const left = deadline - this.#clock.monotonic();
+      try {
+        return await this.#call('createTable', [name, families, options], {
+          signal,
+          timeoutMs: Math.max(1, left),
+        });
+      } catch (err) {
+        // A fleet refuses the create while a table of that name, dropped a moment ago, still
+        // has regions closing on another member: nothing was made, and the refusal says to try
+        // again shortly. Sent again until the call's timeout; any other error is the answer.
+        if ((err as { code?: unknown }).code !== 'NOT_SERVING_REGION') throw err;
+        if (this.#clock.monotonic() + pause >= deadline) throw err;
+        await abortableSleep(pause, signal, this.#clock, 'createTable');
+      }
+    }
   }
 
   async listTables(options?: AdminCallOptions): Promise<string[]> {

@@ -48,12 +48,7 @@ export class FencingGate {
    * learns newer tokens from the grants themselves ({@link observe}) rather than from writes.
    */
   check(token: number, resource = 'resource'): void {
-    checkToken(token, `Fencing token for ${resource}`);
-    if (token < this.#highest) {
-      throw new StaleTokenError(
-        `Fencing token ${token} for ${resource} is older than ${this.#highest}: the lock was granted to someone else since`,
-      );
-    }
+    checkFence(this.#highest, token, resource);
   }
 
   /**
@@ -63,5 +58,19 @@ export class FencingGate {
   observe(token: number): void {
     checkToken(token, 'Fencing token');
     if (token > this.#highest) this.#highest = token;
+  }
+}
+
+/**
+ * The check of {@link FencingGate.check} against a newest token kept elsewhere (a table of
+ * many resources keeps plain numbers, not a gate object each): refuses a malformed `token`
+ * and one older than `highest` with `StaleTokenError`.
+ */
+export function checkFence(highest: number, token: number, resource: string): void {
+  checkToken(token, `Fencing token for ${resource}`);
+  if (token < highest) {
+    throw new StaleTokenError(
+      `Fencing token ${token} for ${resource} is older than ${highest}: the lock was granted to someone else since`,
+    );
   }
 }

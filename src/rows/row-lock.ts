@@ -80,6 +80,14 @@ export class RowLock extends LockHandleBase {
   }
 
   /**
+   * @internal The row key as the region keys it (latin1, a character a byte), shared rather
+   * than copied: what a server records and routes by, on every unlock of every lock.
+   */
+  get rowKey(): string {
+    return this.#key;
+  }
+
+  /**
    * Milliseconds left of the lease until it runs out unless used or renewed (0 when overdue);
    * undefined once the lock is no longer held. For status pages: by the time it is read, it is
    * already a little less.

@@ -46,7 +46,7 @@ export class DurableSessions implements LockRecords {
     const record = {
       lockId: lock.lockId,
       table,
-      row: lock.row.toString('latin1'),
+      row: lock.rowKey,
       token: lock.token,
       session: session.key,
       renew: lock.leaseRemainingMs === Number.POSITIVE_INFINITY,

@@ -417,8 +417,10 @@ export class TableCatalog {
   drop(name: unknown): Promise<void> {
     const fleet = this.#fleet;
     if (fleet !== undefined) {
-      // Done once the other members closed theirs (a create of the name right after then
-      // works); waited for outside the administrative queue, which their looks may need.
+      // Done once the other members closed theirs, or after a lease and two looks (a
+      // create of the name while one still serves is refused with NOT_SERVING_REGION, which
+      // the client sends again); waited for outside the administrative queue, which their
+      // looks may need.
       return this.#serially(() => this.#dropInFleet(name)).then((regions) =>
         fleet.released(regions),
       );

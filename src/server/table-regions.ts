@@ -336,13 +336,13 @@ export class TableRegions {
 
   /** See `Region.transferRowLock`; `NOT_SERVING_REGION` where its row's region is not served here. */
   transferRowLock(lock: RowLock, owner: RowLockOwner | undefined, renew: boolean): void {
-    this.#of(lock.row.toString('latin1')).transferRowLock(lock, owner, renew);
+    this.#of(lock.rowKey).transferRowLock(lock, owner, renew);
   }
 
   /** Releases a lock this table granted (its row names its region). */
   unlockRow(lock: RowLock): Promise<void> {
     try {
-      return this.#of(lock.row.toString('latin1')).unlockRow(lock);
+      return this.#of(lock.rowKey).unlockRow(lock);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -350,7 +350,7 @@ export class TableRegions {
 
   renewLease(lock: RowLock): Promise<void> {
     try {
-      return this.#of(lock.row.toString('latin1')).renewLease(lock);
+      return this.#of(lock.rowKey).renewLease(lock);
     } catch (err) {
       return Promise.reject(err);
     }
