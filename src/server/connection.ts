@@ -207,6 +207,10 @@ export class Connection implements SessionSink {
     this.#send([ServerKind.NOTICE, notice, data]);
   }
 
+  abortCalls(reason: Error): void {
+    for (const call of this.#inFlight.values()) call.abort(reason);
+  }
+
   sessionEnded(
     code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED' | 'MASTER_CHANGED',
     message: string,
@@ -220,7 +224,6 @@ export class Connection implements SessionSink {
   }
 
   disconnect(): void {
-    this.#session?.signal.removeEventListener('abort', this.#onSessionEnd);
     this.#session = undefined;
     this.socket.destroy();
   }
@@ -385,9 +388,8 @@ export class Connection implements SessionSink {
     this.#handshakeTimer = undefined;
     this.#session = session;
     this.#data = data;
+    // The session's end aborts every call in flight here (see abortCalls).
     session.sink = this;
-    // One listener per connection, not per call: the session's end aborts every call in flight.
-    session.signal.addEventListener('abort', this.#onSessionEnd, { once: true });
     data.sessions.touch(session);
     const welcome: Welcome = {
       session: session.id,
@@ -573,15 +575,10 @@ export class Connection implements SessionSink {
 
   /** The session was resumed on another connection: this one closes without ending it. */
   #detachFor(_other: Connection): void {
-    this.#session?.signal.removeEventListener('abort', this.#onSessionEnd);
     this.#session = undefined;
     this.close(new ConnectionLostError('The session was resumed on another connection'));
   }
 
-  readonly #onSessionEnd = (): void => {
-    const reason = this.#session?.signal.reason as Error | undefined;
-    for (const call of this.#inFlight.values()) call.abort(reason);
-  };
 
   #onClose(): void {
     this.#closed = true;
@@ -605,7 +602,6 @@ export class Connection implements SessionSink {
     const session = this.#session;
     const data = this.#data;
     this.#session = undefined;
-    session?.signal.removeEventListener('abort', this.#onSessionEnd);
     if (session !== undefined && session.sink === this) {
       session.sink = undefined;
       if (session.releaseOnDisconnect) {

@@ -90,6 +90,7 @@ export class ScannerRegistry {
   }
 
   closeAll(session: Session): void {
+    if (session.scannerCount === 0) return;
     for (const id of [...session.scanners]) {
       const scanner = this.#scanners.get(id);
       if (scanner !== undefined) this.#close(scanner, false);

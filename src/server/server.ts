@@ -362,7 +362,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       leaseRemainingMs: Math.round(registry?.leaseRemainingMs(s) ?? 0),
       locks: s.locks.size,
       waiting: waitingOf(s),
-      scanners: s.scanners.size,
+      scanners: s.scannerCount,
       ageMs: now - s.openedAt,
     }));
     const tables =

@@ -4,6 +4,9 @@ import { type RowLock, type RowLockLossObserver, rowLockLost } from '../rows/row
 import { CONCURRENT_OWNER, type ConcurrentOwner } from '../rows/wait-for-graph.js';
 import { sessionKey } from './session-journal.js';
 
+/** What {@link Session.locks} reads as until the session's first lock: shared, never written. */
+const NO_LOCKS: ReadonlyMap<string, HeldLock> = new Map();
+
 /** A row lock held by a session, with the table it belongs to. */
 export interface HeldLock {
   readonly table: string;
@@ -13,6 +16,8 @@ export interface HeldLock {
 /** Where a session's notices go while a connection is attached. */
 export interface SessionSink {
   notify(notice: string, data: unknown): void;
+  /** The session is ending: its calls in flight (its lock waits among them) stop with `reason`. */
+  abortCalls(reason: Error): void;
   /** The session ended: the connection says why and closes. */
   sessionEnded(
     code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED' | 'MASTER_CHANGED',
@@ -49,10 +54,10 @@ export class Session implements ConcurrentOwner, RowLockLossObserver {
   /** Monotonic deadline of the lease (the registry's lease queue reads it). */
   deadline: number;
   sink: SessionSink | undefined;
-  /** The session's row locks by id (change them through {@link addLock}/{@link removeLock}). */
-  readonly locks = new Map<string, HeldLock>();
-
-  readonly scanners = new Set<string>();
+  // Made at the first lock or scanner: most sessions of a busy server hold none at a given
+  // moment, and an empty Map or Set with its table is about 200 B of heap.
+  #locks: Map<string, HeldLock> | undefined;
+  #scanners: Set<string> | undefined;
   /**
    * `lockRow` calls in flight, bounded per session (`maxWaitersPerSession`). Status pages count
    * waits from the row lock managers instead, where every wait (explicit or the implicit lock
@@ -60,8 +65,6 @@ export class Session implements ConcurrentOwner, RowLockLossObserver {
    */
   lockCalls = 0;
   ended = false;
-  /** Aborts the session's lock waits when it ends. */
-  readonly #ending = new AbortController();
   /** Hears of the loss of a lock the session holds (set by whoever adopts its locks). */
   onLockLost: ((session: Session, lock: RowLock, reason: LockLostError) => void) | undefined;
 
@@ -84,9 +87,20 @@ export class Session implements ConcurrentOwner, RowLockLossObserver {
     this.deadline = now + leaseMs;
   }
 
-  /** Aborts when the session ends: pass it to everything the session waits for. */
-  get signal(): AbortSignal {
-    return this.#ending.signal;
+  /** The session's row locks by id (change them through {@link addLock}/{@link removeLock}). */
+  get locks(): ReadonlyMap<string, HeldLock> {
+    return this.#locks ?? NO_LOCKS;
+  }
+
+  /** Ids of the session's open scanners. */
+  get scanners(): Set<string> {
+    this.#scanners ??= new Set();
+    return this.#scanners;
+  }
+
+  /** How many scanners the session has open (makes no set). */
+  get scannerCount(): number {
+    return this.#scanners?.size ?? 0;
   }
 
   /** A short, non-secret name for logs and status: the key's first 6 characters. */
@@ -95,14 +109,15 @@ export class Session implements ConcurrentOwner, RowLockLossObserver {
   }
 
   addLock(lockId: string, held: HeldLock): void {
-    this.locks.set(lockId, held);
+    this.#locks ??= new Map();
+    this.#locks.set(lockId, held);
   }
 
   /** Forgets the lock; returns what it was, or undefined if the session did not hold it. */
   removeLock(lockId: string): HeldLock | undefined {
-    const held = this.locks.get(lockId);
+    const held = this.#locks?.get(lockId);
     if (held === undefined) return undefined;
-    this.locks.delete(lockId);
+    this.#locks?.delete(lockId);
     return held;
   }
 
@@ -111,8 +126,8 @@ export class Session implements ConcurrentOwner, RowLockLossObserver {
     this.onLockLost?.(this, lock, reason);
   }
 
-  /** @internal */
+  /** @internal The session ends: its calls in flight, lock waits included, stop with `reason`. */
   abortWaits(reason: Error): void {
-    this.#ending.abort(reason);
+    this.sink?.abortCalls(reason);
   }
 }
