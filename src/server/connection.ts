@@ -579,7 +579,6 @@ export class Connection implements SessionSink {
     this.close(new ConnectionLostError('The session was resumed on another connection'));
   }
 
-
   #onClose(): void {
     this.#closed = true;
     this.#cleanup();

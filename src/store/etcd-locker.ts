@@ -225,6 +225,34 @@ export function prefixEnd(prefix: Buffer): Buffer {
 }
 
 /**
+ * Runs `use` on the gRPC stream that `opening` resolves to, until `use` settles or `stop`
+ * rejects (a timeout, an abort), even while the stream is still opening. The stream is
+ * cancelled on every way out, and its errors after the outcome (the cancel's among them) are
+ * heard and dropped: etcd3 would otherwise keep it, and its reconnect timers, alive.
+ */
+async function onStream<
+  S extends { on(event: 'error', f: () => void): unknown; cancel(): void },
+  T,
+>(opening: Promise<S>, stop: Promise<never>, use: (stream: S) => Promise<T>): Promise<T> {
+  try {
+    const stream = await Promise.race([opening, stop]);
+    stream.on('error', () => {});
+    try {
+      return await Promise.race([stop, use(stream)]);
+    } finally {
+      try {
+        stream.cancel();
+      } catch {
+        // Ended already.
+      }
+    }
+  } catch (err) {
+    void opening.then((s) => s.cancel()).catch(() => {});
+    throw err;
+  }
+}
+
+/**
  * One LeaseKeepAlive of lease `leaseId` on a stream of its own, answered within `ms` or
  * rejected: the TTL etcd gave (0 or less: the lease is gone) and the answer's header.
  */
@@ -241,30 +269,17 @@ export async function keepAliveAttempt(
     );
   });
   timeout.catch(() => {});
-  const opening = client.leaseClient.leaseKeepAlive({ deadline: Date.now() + ms });
   try {
-    const stream = await Promise.race([opening, timeout]);
-    // Errors after the answer (the cancel below) must not go unheard.
-    stream.on('error', () => {});
-    try {
-      return await Promise.race([
-        timeout,
+    return await onStream(
+      client.leaseClient.leaseKeepAlive({ deadline: Date.now() + ms }),
+      timeout,
+      (stream) =>
         new Promise<{ ttl: number; header: IResponseHeader }>((resolve, reject) => {
           stream.on('data', (res) => resolve({ ttl: Number(res.TTL), header: res.header }));
           stream.on('error', reject);
           stream.write({ ID: leaseId });
         }),
-      ]);
-    } finally {
-      try {
-        stream.cancel();
-      } catch {
-        // Ended already.
-      }
-    }
-  } catch (err) {
-    void opening.then((s) => s.cancel()).catch(() => {});
-    throw err;
+    );
   } finally {
     clearTimeout(timer);
   }
@@ -651,14 +666,11 @@ export class EtcdLocker extends AbstractLocker {
       else signal.addEventListener('abort', onAbort, { once: true });
     });
     aborted.catch(() => {});
-    const opening = c.client.watchClient.watch();
     try {
-      const stream = await Promise.race([opening, aborted]);
-      // Errors after the outcome (the cancel below) must not go unheard.
-      stream.on('error', () => {});
-      try {
-        return await Promise.race([
-          aborted,
+      return await onStream(
+        c.client.watchClient.watch(),
+        aborted,
+        (stream) =>
           new Promise<'deleted' | 'ended'>((resolve) => {
             stream.on('data', (res) => {
               if (res.canceled) resolve('ended');
@@ -675,17 +687,7 @@ export class EtcdLocker extends AbstractLocker {
               create_request: { key, start_revision: rev, filters: ['Noput'] },
             });
           }),
-        ]);
-      } finally {
-        try {
-          stream.cancel();
-        } catch {
-          // Ended already.
-        }
-      }
-    } catch (err) {
-      void opening.then((s) => s.cancel()).catch(() => {});
-      throw err;
+      );
     } finally {
       signal.removeEventListener('abort', onAbort);
     }
