@@ -308,6 +308,10 @@ export async function run(args: string[]): Promise<number> {
       str('max-connections-per-address'),
     ),
     maxSessions: optionalCount('--max-sessions', str('max-sessions')),
+    maxSessionsPerConnection: optionalCount(
+      '--max-sessions-per-connection',
+      str('max-sessions-per-connection'),
+    ),
     maxBufferedBytes: sizeOption('--max-buffered', str('max-buffered')),
     maxBufferedBytesTotal: sizeOption('--max-buffered-total', str('max-buffered-total')),
     shutdownTimeoutMs:

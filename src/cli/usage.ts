@@ -212,7 +212,7 @@ const EXIT_CODES =
 export const USAGES: Record<CommandName, CommandUsage> = {
   serve: {
     synopsis:
-      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--storage postgres://... [--storage-prefix <name>] [--fleet [--lease <duration>] [--renew <duration>] [--advertise <host:port>] [--ha etcd --etcd <url>[,<url>...] [--election <prefix>]]]] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
+      'serve [--data <dir>] [--host <address>] [--port <port>] [--handlers <n>] [--lease-period <duration>] [--session-lease <duration>] [--sessions durable|memory] [--token-file <path>] [--tls-cert <path> --tls-key <path>] [--http-port <port>] [--max-connections <n>] [--max-connections-per-address <n>] [--max-sessions <n>] [--max-sessions-per-connection <n>] [--max-buffered <size>] [--max-buffered-total <size>] [--shutdown-timeout <duration>] [--storage postgres://... [--storage-prefix <name>] [--fleet [--lease <duration>] [--renew <duration>] [--advertise <host:port>] [--ha etcd --etcd <url>[,<url>...] [--election <prefix>]]]] [--ha shared-file|database|lease-database|etcd [--db <url>] [--lock-table <name>] [--etcd <url>[,<url>...]] [--election <name>] [--etcd-user <name> --etcd-password-file <path>] [--etcd-ca <path> [--etcd-cert <path> --etcd-key <path>]] [--lease <duration>] [--renew <duration>] [--acquire-interval <duration>] [--fail-if-locked] [--advertise <host:port>]]',
     summary:
       'Serves the row store and its row locks over the network until SIGINT or SIGTERM (docs/server.md).',
     options: [
@@ -230,6 +230,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       '--max-connections <n>       sockets open at once; more are refused (default: 1024)',
       '--max-connections-per-address <n> sockets open at once from one address (default: 256)',
       '--max-sessions <n>          sessions at once, connected or within their lease (default: 10000)',
+      '--max-sessions-per-connection <n>  sessions a connection carries besides its own (default: 1024)',
       '--max-buffered <size>       unsent answers per connection before it stops reading; one more frame and it is closed (default: 1MiB)',
       '--max-buffered-total <size> unsent answers of all connections; past it a connection over its own bound is closed (default: 256MiB)',
       '--shutdown-timeout <duration> how long a stop waits for calls in flight (default: 10s)',
@@ -272,6 +273,7 @@ export const USAGES: Record<CommandName, CommandUsage> = {
       'max-connections': { type: 'string' },
       'max-connections-per-address': { type: 'string' },
       'max-sessions': { type: 'string' },
+      'max-sessions-per-connection': { type: 'string' },
       'max-buffered': { type: 'string' },
       'max-buffered-total': { type: 'string' },
       'shutdown-timeout': { type: 'string' },

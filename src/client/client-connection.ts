@@ -58,7 +58,14 @@ export interface ClientConnectionOptions {
    * A result that arrived after its caller gave up (timed out, aborted), with the call's
    * method and arguments as sent: the owner of what it grants gives that back.
    */
-  lateResult?: ((method: Method, args: readonly unknown[], value: unknown) => void) | undefined;
+  lateResult?:
+    | ((
+        method: Method,
+        args: readonly unknown[],
+        value: unknown,
+        session: number | undefined,
+      ) => void)
+    | undefined;
 }
 
 /** The session as the server granted it. */
@@ -413,7 +420,12 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
         this.#sessionAliveAt(call.sentAt);
         if (call.settled) {
           if (message.kind === ServerKind.RESULT) {
-            this.#options.lateResult?.(call.method, call.args, message.value);
+            this.#options.lateResult?.(
+              call.method,
+              call.args,
+              message.value,
+              call.options.session,
+            );
           }
           return;
         }
@@ -659,7 +671,15 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
       socket.cork();
       process.nextTick(() => socket.uncork());
     }
-    socket.write(encodeFrame([ClientKind.CALL, id, call.method, this.#calls.argsToSend(call)]));
+    const args = this.#calls.argsToSend(call);
+    const session = call.options.session;
+    socket.write(
+      encodeFrame(
+        session === undefined
+          ? [ClientKind.CALL, id, call.method, args]
+          : [ClientKind.CALL, id, call.method, args, session],
+      ),
+    );
   }
 
   #shutdown(reason: LocksmithError): void {

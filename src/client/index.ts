@@ -45,8 +45,10 @@ export {
   type FailoverEvent,
   LocksmithClient,
   type LocksmithClientEvents,
+  type OpenSessionOptions,
   parseServerUrl,
   type TableDescription,
 } from './locksmith-client.js';
+export { LocksmithSession, type LocksmithSessionEvents } from './locksmith-session.js';
 export { RemoteRowLock } from './remote-row-lock.js';
 export { RemoteTable } from './remote-table.js';

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { Clock } from '../core/clock.js';
 import { checkDuration } from '../core/duration.js';
-import { InvalidArgumentError, type LockLostError } from '../core/errors.js';
+import { InvalidArgumentError, LockLostError } from '../core/errors.js';
 import {
   booleanOption,
   clockOption,
@@ -23,6 +23,7 @@ import type { ServerStatus } from '../server/server-status.js';
 import type { CallArgs, CallResult } from '../wire/calls.js';
 import { ClientConnection, type SessionInfo } from './client-connection.js';
 import { HeldLocks } from './held-locks.js';
+import { LocksmithSession, type SessionCarrier } from './locksmith-session.js';
 import { RegionRouter } from './region-router.js';
 import { RemoteTable, type TableClient } from './remote-table.js';
 import { parseServerAddresses } from './server-address.js';
@@ -73,6 +74,16 @@ const CONNECT_SPEC = {
 
 /** Per administrative call: give up when `signal` aborts, or after `timeoutMs`. */
 export interface AdminCallOptions {
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
+}
+
+/** What `client.openSession()` takes. */
+export interface OpenSessionOptions {
+  /** The session's lease (default: the server's), at least the client's own session lease. */
+  sessionLeaseMs?: number | undefined;
+  /** End the session (releasing its locks) the moment the connection closes. */
+  releaseOnDisconnect?: boolean | undefined;
   signal?: AbortSignal | undefined;
   timeoutMs?: number | undefined;
 }
@@ -134,6 +145,10 @@ export class LocksmithClient
   #relocator: RegionRouter;
   readonly #clock: Clock;
   readonly #callTimeoutMs: number;
+  /** The sessions this client's connection carries besides its own, by number. */
+  readonly #carried = new Map<number, LocksmithSession>();
+  readonly #carrier: SessionCarrier;
+  #nextSessionNumber = 1;
 
   private constructor(
     connection: ClientConnection,
@@ -147,6 +162,27 @@ export class LocksmithClient
     this.#callTimeoutMs = callTimeoutMs;
     const call = typedCall(connection);
     this.#call = call;
+    const carried = this.#carried;
+    this.#carrier = {
+      clock,
+      call,
+      callTimeoutMs,
+      get connected() {
+        return connection.connected;
+      },
+      get validUntil() {
+        return connection.sessionValidUntil;
+      },
+      get leaseMs() {
+        return connection.session?.leaseMs;
+      },
+      get rowLockWaitMs() {
+        return connection.session?.rowLockWaitMs ?? 30_000;
+      },
+      forget: (session) => {
+        if (carried.get(session.number) === session) carried.delete(session.number);
+      },
+    };
     const locks = new HeldLocks({
       clock,
       sessionValidUntil: () => connection.sessionValidUntil,
@@ -181,8 +217,19 @@ export class LocksmithClient
     });
     this.#relocator = this.#router;
     connection.on('notice', (name, data) => {
-      if (name === 'lockLost') locks.lockLost(data);
-      else if (name === 'lockMoved' && Array.isArray(data)) locks.moved(data[0]);
+      if (name === 'lockLost') {
+        const lockId = Array.isArray(data) ? data[0] : undefined;
+        for (const session of this.#carried.values()) if (session.lockLost(lockId, data)) return;
+        locks.lockLost(data);
+      } else if (name === 'lockMoved' && Array.isArray(data)) locks.moved(data[0]);
+      else if (name === 'sessionEnded' && Array.isArray(data)) {
+        const [number, code, message] = data as unknown[];
+        this.#carried.get(number as number)?.lose(
+          new LockLostError(String(message), {
+            code: code === 'MASTER_CHANGED' ? 'MASTER_CHANGED' : 'SESSION_EXPIRED',
+          }),
+        );
+      }
     });
     connection.on('sessionLost', (reason) => {
       locks.loseAll(reason);
@@ -191,10 +238,13 @@ export class LocksmithClient
     connection.on('disconnected', (reason) => {
       // In a fleet the server may be gone for good: its regions' next servers keep the locks.
       locks.moved(undefined);
+      for (const session of this.#carried.values()) session.disconnected();
       this.emit('disconnected', reason);
     });
     connection.on('failover', (from, to, epoch) => this.emit('failover', { from, to, epoch }));
     connection.on('connected', (_info, resumed, held) => {
+      // Before the calls queued meanwhile go out: theirs must find their sessions carried.
+      for (const session of [...this.#carried.values()]) session.reconnected();
       locks.reconnected(resumed, held);
       this.emit('connected', resumed);
     });
@@ -225,8 +275,10 @@ export class LocksmithClient
       reconnectMaxMs: 2_000,
       clock,
       // A grant answered after its caller gave up is given back by the owner of the locks.
-      lateResult: (method, args, value) => {
-        if (client !== undefined) client.#locks.lateResult(method, args, value);
+      lateResult: (method, args, value, session) => {
+        if (client === undefined) return;
+        if (session === undefined) client.#locks.lateResult(method, args, value);
+        else client.#carried.get(session)?.lateResult(method, args, value);
       },
     });
     const memberOptions: ConnectOptions = { ...opts, signal: undefined };
@@ -260,6 +312,68 @@ export class LocksmithClient
   /** Row locks this client holds now (on every server of a fleet it talks to). */
   get heldLocks(): number {
     return this.#router.clients().reduce((n, c) => n + c.locks.size, 0);
+  }
+
+  /**
+   * Opens a session of its own over this client's connection (see {@link LocksmithSession}):
+   * its locks are its own, and it costs the server a session, not a connection. Its lease
+   * (`sessionLeaseMs`, default the server's) must be at least this client's own session lease,
+   * since the client's keep-alives are paced by that one. Refused by a fleet server
+   * (`UNSUPPORTED_OPERATION`): open a client per session there.
+   */
+  async openSession(options: OpenSessionOptions = {}): Promise<LocksmithSession> {
+    const opts = checkOptionsObject(options, 'openSession options');
+    for (const key of Object.keys(opts)) {
+      if (!['sessionLeaseMs', 'releaseOnDisconnect', 'signal', 'timeoutMs'].includes(key)) {
+        throw new InvalidArgumentError(
+          `openSession: unknown option ${JSON.stringify(key)} (known: sessionLeaseMs, releaseOnDisconnect, signal, timeoutMs)`,
+        );
+      }
+    }
+    const leaseMs =
+      opts.sessionLeaseMs === undefined
+        ? undefined
+        : checkDuration(opts.sessionLeaseMs, 'openSession option sessionLeaseMs');
+    const own = this.#connection.session?.leaseMs;
+    if (leaseMs !== undefined && own !== undefined && leaseMs < own) {
+      throw new InvalidArgumentError(
+        `openSession: sessionLeaseMs ${leaseMs} ms is shorter than this client's own session lease (${own} ms), which paces its keep-alives`,
+      );
+    }
+    const releaseOnDisconnect = opts.releaseOnDisconnect ?? false;
+    if (typeof releaseOnDisconnect !== 'boolean') {
+      throw new InvalidArgumentError(
+        `openSession option releaseOnDisconnect must be true or false, got ${describeValue(releaseOnDisconnect)}`,
+      );
+    }
+    const call = this.#adminOptions('openSession', {
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+    const number = this.#nextSessionNumber++;
+    const sentAt = this.#clock.monotonic();
+    const opened = await this.#call(
+      'openSession',
+      [number, leaseMs, releaseOnDisconnect],
+      call,
+    ).catch((err: unknown) => {
+      const code = (err as { code?: unknown }).code;
+      if (code === 'TIMEOUT' || code === 'ABORTED') {
+        // Opened maybe: closed at once if so (its number is never used again).
+        typedCall(this.#connection, number)('closeSession', [], { timeoutMs: 5_000 }).catch(
+          () => undefined,
+        );
+      }
+      throw err;
+    });
+    const session = new LocksmithSession(
+      this.#carrier,
+      number,
+      { ...opened, sentAt },
+      typedCall(this.#connection, number),
+    );
+    this.#carried.set(number, session);
+    return session;
   }
 
   /** A table by name (no round trip: a missing table fails its first call, `TABLE_NOT_FOUND`). */
@@ -373,8 +487,12 @@ export class LocksmithClient
     };
   }
 
-  /** Ends the session (the server releases its locks) and closes the connection. Idempotent. */
+  /**
+   * Ends the session (the server releases its locks), and every session opened over this
+   * client's connection, and closes the connection. Idempotent.
+   */
   async close(): Promise<void> {
+    await Promise.all([...this.#carried.values()].map((s) => s.close()));
     this.#locks.clientClosed();
     await this.#router.close();
     await this.#connection.close();

@@ -21,6 +21,11 @@ export interface CallOptions {
    * answered (it was not sent, or is sent again: nothing of it was applied).
    */
   wait?: { until: number; arg: number } | undefined;
+  /**
+   * The number of a session the connection carries besides its own (`openSession`): the call
+   * is made in that session. Absent: in the connection's own session.
+   */
+  session?: number | undefined;
 }
 
 /** A call the client made and the server has not answered (or answered after the caller left). */

@@ -30,6 +30,7 @@ export interface CallTransport {
       timeoutMs?: number | undefined;
       idempotent?: boolean | undefined;
       wait?: { until: number; arg: number } | undefined;
+      session?: number | undefined;
     },
   ): Promise<unknown>;
 }
@@ -52,9 +53,10 @@ const WAIT_ARGS = new Map<Method, number>(
 /**
  * The client's one way to make a call: the table encodes the arguments, says whether the call
  * may be resent after a lost connection, and decodes the result (a malformed one is the
- * server's `PROTOCOL_ERROR`).
+ * server's `PROTOCOL_ERROR`). With `session`, every call is made in that session of the ones
+ * the connection carries besides its own (see `LocksmithSession`).
  */
-export function typedCall(transport: CallTransport): TypedCall {
+export function typedCall(transport: CallTransport, session?: number): TypedCall {
   return <M extends Method>(method: M, args: CallArgs<M>, options?: CallLimits) => {
     const spec = CALLS[method] as unknown as CallSpec<unknown[], unknown[], unknown, CallResult<M>>;
     const waitMs = options?.waitMs;
@@ -68,6 +70,7 @@ export function typedCall(transport: CallTransport): TypedCall {
         arg === undefined || !Number.isFinite(waitMs)
           ? undefined
           : { until: performance.now() + (waitMs as number), arg },
+      session,
     });
     return sent.then(spec.decodeResult);
   };

@@ -4,6 +4,7 @@ import {
   AbortedError,
   ConnectionLostError,
   errorFromCode,
+  InvalidArgumentError,
   LimitExceededError,
   LockLostError,
   type LocksmithError,
@@ -12,7 +13,7 @@ import {
   UnauthenticatedError,
   UnsupportedOperationError,
 } from '../core/errors.js';
-import { CALLS, isMethod } from '../wire/calls.js';
+import { CALLS, isMethod, shapeArity } from '../wire/calls.js';
 import { decode, encodeFrame } from '../wire/codec.js';
 import { FrameReader } from '../wire/frame.js';
 import {
@@ -26,6 +27,7 @@ import {
 } from '../wire/messages.js';
 import { checkValueCount } from '../wire/value-count.js';
 import { errorFrame } from '../wire/wire-error.js';
+import { CarriedSession } from './carried-session.js';
 import type { CallContext, Dispatcher } from './dispatch.js';
 import type { Lane, Slot } from './lane.js';
 import type { OutputBudget } from './output-budget.js';
@@ -42,6 +44,8 @@ export interface ServingData {
   /** The mastership token (0 standalone): WELCOME's `epoch`; a resume of another epoch is refused. */
   readonly epoch: number;
   readonly role: 'standalone' | 'master';
+  /** A member of a fleet: a connection carries only its own session there (see `openSession`). */
+  readonly fleet: boolean;
 }
 
 /** What a connection needs of its server. */
@@ -76,6 +80,8 @@ export interface ConnectionLimits {
    * that does not read and the connection is closed (its session lives on for its lease).
    */
   maxBufferedBytes: number;
+  /** Sessions a connection may carry besides its own (`openSession`, `resumeSession`). */
+  maxSessionsPerConnection: number;
 }
 
 /**
@@ -163,6 +169,10 @@ export class Connection implements SessionSink {
   #gate: (() => void)[] = [];
   #gateHead = 0;
   #gateRunning = 0;
+  /** The sessions carried besides its own, by the client's numbers; made at the first. */
+  #carried: Map<number, CarriedSession> | undefined;
+  /** When the last frame came (monotonic), kept while sessions are carried (see `Carrier`). */
+  heardAt = 0;
 
   constructor(socket: Socket, host: ConnectionHost) {
     this.socket = socket;
@@ -208,7 +218,21 @@ export class Connection implements SessionSink {
   }
 
   abortCalls(reason: Error): void {
-    for (const call of this.#inFlight.values()) call.abort(reason);
+    if (this.#session !== undefined) this.abortCallsOf(this.#session, reason);
+  }
+
+  // ---- Carrier (the sessions carried besides its own) ----------------------------------
+
+  abortCallsOf(session: Session, reason: Error): void {
+    for (const call of this.#inFlight.values()) if (call.session === session) call.abort(reason);
+  }
+
+  forget(number: number): void {
+    this.#carried?.delete(number);
+  }
+
+  tellEnded(number: number, code: string, message: string): void {
+    this.notify('sessionEnded', [number, code, message]);
   }
 
   sessionEnded(
@@ -271,6 +295,9 @@ export class Connection implements SessionSink {
       return;
     }
     if (this.#session !== undefined) this.#data?.sessions.touch(this.#session);
+    if (this.#carried !== undefined && this.#data !== undefined) {
+      this.heardAt = this.#data.sessions.monotonic();
+    }
     if (message.kind === ClientKind.HELLO) {
       this.#hello(message.protocol, message.options);
       return;
@@ -285,9 +312,33 @@ export class Connection implements SessionSink {
       return;
     }
     switch (message.kind) {
-      case ClientKind.CALL:
-        this.#call(this.#session, message.id, message.method, message.args);
+      case ClientKind.CALL: {
+        const { id, method, args } = message;
+        if (method === 'openSession' || method === 'resumeSession') {
+          this.#carry(id, method, args, message.session);
+          break;
+        }
+        if (message.session === undefined) {
+          this.#call(this.#session, id, method, args);
+          break;
+        }
+        const carried = this.#carried?.get(message.session);
+        if (carried === undefined || carried.session.ended) {
+          this.#carried?.delete(message.session);
+          this.#send(
+            errorFrame(
+              id,
+              new LockLostError(
+                `No session ${message.session} on this connection: never opened or resumed here, closed, expired, or resumed on another connection`,
+                { code: 'SESSION_EXPIRED' },
+              ),
+            ),
+          );
+          break;
+        }
+        this.#call(carried.session, id, method, args);
         break;
+      }
       case ClientKind.CANCEL:
         this.#inFlight
           .get(message.id)
@@ -373,6 +424,7 @@ export class Connection implements SessionSink {
         // A connection the client gave up on (half-open, or superseded) loses the session.
         const previous = session.sink;
         if (previous instanceof Connection && previous !== this) previous.#detachFor(this);
+        if (previous instanceof CarriedSession) previous.takenAway(resumedElsewhere());
       } else {
         session = data.sessions.open(
           options.sessionLeaseMs,
@@ -574,6 +626,97 @@ export class Connection implements SessionSink {
   }
 
   /** The session was resumed on another connection: this one closes without ending it. */
+  /**
+   * `openSession` and `resumeSession`: answered here, in the order of the frames, so that a
+   * call naming the session may follow at once. The number is the client's (unique among the
+   * sessions this connection carries), and stays the session's across the client's reconnects.
+   */
+  #carry(
+    id: number,
+    method: 'openSession' | 'resumeSession',
+    args: unknown[],
+    number: number | undefined,
+  ): void {
+    const data = this.#data;
+    const own = this.#session;
+    try {
+      if (this.#inFlight.has(id)) throw new ProtocolError(`Call id ${id} is already in flight`);
+      if (data === undefined || own === undefined) throw new ProtocolError('No HELLO yet');
+      if (number !== undefined) {
+        throw new InvalidArgumentError(
+          `${method} is a call of the connection: it is sent without a session number`,
+        );
+      }
+      if (data.fleet) {
+        throw new UnsupportedOperationError(
+          `${method}: a fleet server carries one session per connection (open a connection for each session)`,
+        );
+      }
+      const [min, max] = shapeArity(CALLS[method].shape);
+      if (args.length < min || args.length > max) {
+        throw new InvalidArgumentError(
+          `${method} takes ${CALLS[method].shape}, got ${args.length} arguments`,
+        );
+      }
+      const carried = this.#carried ?? new Map<number, CarriedSession>();
+      const limit = this.#host.limits.maxSessionsPerConnection;
+      let session: Session;
+      let n: number;
+      if (method === 'openSession') {
+        const [num, leaseMs, releaseOnDisconnect] = CALLS.openSession.decodeArgs(args, NO_SCOPE);
+        n = num;
+        checkNumberFree(carried, n);
+        checkRoom(carried, limit);
+        session = data.sessions.open(leaseMs, releaseOnDisconnect, own.client);
+      } else {
+        const [num, sessionId] = CALLS.resumeSession.decodeArgs(args, NO_SCOPE);
+        n = num;
+        checkNumberFree(carried, n);
+        const found = data.sessions.get(sessionId);
+        if (found === undefined) {
+          throw new LockLostError(
+            'No such session: it expired, was closed, or the server restarted; its locks are released',
+            { code: 'SESSION_EXPIRED' },
+          );
+        }
+        if (found === own) {
+          throw new InvalidArgumentError("resumeSession: that is this connection's own session");
+        }
+        session = found;
+        const previous = session.sink;
+        if (previous instanceof CarriedSession && previous.carrier === this) {
+          // Carried here already under another number: the new number replaces it.
+          previous.takenAway(resumedElsewhere());
+        } else {
+          checkRoom(carried, limit);
+          if (previous instanceof Connection) previous.#detachFor(this);
+          if (previous instanceof CarriedSession) previous.takenAway(resumedElsewhere());
+        }
+      }
+      const next = new CarriedSession(this, n, session);
+      carried.set(n, next);
+      this.#carried = carried;
+      this.heardAt = data.sessions.monotonic();
+      session.sink = next;
+      data.sessions.touch(session);
+      const value =
+        method === 'openSession'
+          ? CALLS.openSession.encodeResult({ id: session.id, leaseMs: session.leaseMs })
+          : CALLS.resumeSession.encodeResult({
+              leaseMs: session.leaseMs,
+              locks: [...session.locks].map(([lockId, held]): [string, string] => [
+                lockId,
+                held.table,
+              ]),
+            });
+      this.#host.record(method, true);
+      this.#send([ServerKind.RESULT, id, value]);
+    } catch (err) {
+      this.#host.record(method, false);
+      this.#send(errorFrame(id, err));
+    }
+  }
+
   #detachFor(_other: Connection): void {
     this.#session = undefined;
     this.close(new ConnectionLostError('The session was resumed on another connection'));
@@ -601,20 +744,46 @@ export class Connection implements SessionSink {
     const session = this.#session;
     const data = this.#data;
     this.#session = undefined;
+    const carried = this.#carried;
+    this.#carried = undefined;
+    for (const c of carried?.values() ?? []) {
+      if (c.session.sink !== c) continue;
+      c.release();
+      if (c.session.releaseOnDisconnect) data?.sessions.end(c.session, endedWithConnection(c.session));
+    }
     if (session !== undefined && session.sink === this) {
       session.sink = undefined;
-      if (session.releaseOnDisconnect) {
-        data?.sessions.end(
-          session,
-          new LockLostError(
-            `Session ${session.label} ended with its connection (releaseOnDisconnect)`,
-            {
-              code: 'SESSION_EXPIRED',
-            },
-          ),
-        );
-      }
+      if (session.releaseOnDisconnect) data?.sessions.end(session, endedWithConnection(session));
     }
     this.#host.forget(this);
   }
+}
+
+/** The decoders of `openSession` and `resumeSession` name no table: they need no scope. */
+const NO_SCOPE = undefined as never;
+
+function checkNumberFree(carried: ReadonlyMap<number, CarriedSession>, n: number): void {
+  const other = carried.get(n);
+  if (other !== undefined && !other.session.ended) {
+    throw new InvalidArgumentError(`Session number ${n} is in use on this connection`);
+  }
+}
+
+function checkRoom(carried: ReadonlyMap<number, CarriedSession>, limit: number): void {
+  if (carried.size >= limit) {
+    throw new LimitExceededError(
+      `This connection carries ${carried.size} sessions besides its own; the limit is ${limit}`,
+    );
+  }
+}
+
+function resumedElsewhere(): ConnectionLostError {
+  return new ConnectionLostError('The session was resumed on another connection');
+}
+
+function endedWithConnection(session: Session): LockLostError {
+  return new LockLostError(
+    `Session ${session.label} ended with its connection (releaseOnDisconnect)`,
+    { code: 'SESSION_EXPIRED' },
+  );
 }

@@ -61,6 +61,7 @@ export interface DataMastership {
 export class DataService implements ServingData {
   readonly epoch: number;
   readonly role: 'standalone' | 'master';
+  readonly fleet: boolean;
   readonly catalog: TableCatalog;
   readonly sessions: SessionRegistry;
   readonly scanners: ScannerRegistry;
@@ -74,6 +75,7 @@ export class DataService implements ServingData {
 
   private constructor(parts: {
     mastership: DataMastership | undefined;
+    fleet: boolean;
     catalog: TableCatalog;
     sessions: SessionRegistry;
     scanners: ScannerRegistry;
@@ -85,6 +87,7 @@ export class DataService implements ServingData {
   }) {
     this.epoch = parts.mastership?.token ?? 0;
     this.role = parts.mastership === undefined ? 'standalone' : 'master';
+    this.fleet = parts.fleet;
     this.catalog = parts.catalog;
     this.sessions = parts.sessions;
     this.scanners = parts.scanners;
@@ -182,6 +185,7 @@ export class DataService implements ServingData {
         records: durable ?? fleetLocks,
       });
       self = new DataService({
+        fleet: fleet !== undefined,
         mastership,
         catalog,
         sessions,

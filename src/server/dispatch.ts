@@ -3,6 +3,7 @@ import {
   LimitExceededError,
   LockLostError,
   UnknownRowLockError,
+  UnsupportedOperationError,
 } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
 import { callContext, type RowCallContext } from '../rows/call-context.js';
@@ -178,6 +179,13 @@ export class Dispatcher {
         if (scanner !== undefined) this.#scanners.close(scanner);
       },
       ping: () => undefined,
+      // Answered by the connection, in the order of its frames (see Connection).
+      openSession: () => {
+        throw new UnsupportedOperationError('openSession is answered by the connection');
+      },
+      resumeSession: () => {
+        throw new UnsupportedOperationError('resumeSession is answered by the connection');
+      },
       closeSession: (_args, ctx) => {
         this.#sessions.end(ctx.session, sessionClosed(ctx.session));
       },

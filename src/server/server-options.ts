@@ -68,6 +68,8 @@ export interface ServerOptions {
   maxConnectionsPerAddress?: number | undefined;
   /** Sessions at once, connected or within their lease (default 10,000); a HELLO beyond is refused. */
   maxSessions?: number | undefined;
+  /** Sessions one connection may carry besides its own (`openSession`; default 1,024). */
+  maxSessionsPerConnection?: number | undefined;
   /**
    * Unsent answers per connection beyond which it stops reading calls (default 1 MiB); one
    * beyond this plus one frame (`maxFrameBytes`) is closed.
@@ -227,6 +229,7 @@ export const SERVER_SPEC = {
   maxConnections: withDefault(countOption(), 1024),
   maxConnectionsPerAddress: withDefault(countOption(), 256),
   maxSessions: withDefault(countOption(10_000_000), 10_000),
+  maxSessionsPerConnection: withDefault(countOption(10_000_000), 1024),
   maxBufferedBytes: withDefault(countOption(MAX_BUFFER_BYTES, MIN_BUFFER_BYTES), 1024 * 1024),
   maxBufferedBytesTotal: withDefault(
     countOption(MAX_BUFFER_BYTES, MIN_BUFFER_BYTES),

@@ -143,6 +143,7 @@ export class LocksmithServer extends EventEmitter<{ role: [RoleChange]; failed: 
       maxInFlight: opts.maxInFlight,
       handshakeTimeoutMs: opts.handshakeTimeoutMs,
       maxBufferedBytes: opts.maxBufferedBytes,
+      maxSessionsPerConnection: opts.maxSessionsPerConnection,
     };
     const output = new OutputBudget(opts.maxBufferedBytesTotal);
     const admission = new Admission({

@@ -125,6 +125,11 @@ export class SessionRegistry {
     }
   }
 
+  /** The registry's clock, now (what leases are counted on). */
+  monotonic(): number {
+    return this.#clock.monotonic();
+  }
+
   /** Renews the session's lease from now. */
   touch(session: Session): void {
     if (!session.ended) session.deadline = this.#clock.monotonic() + session.leaseMs;

@@ -18,6 +18,12 @@ export interface SessionSink {
   notify(notice: string, data: unknown): void;
   /** The session is ending: its calls in flight (its lock waits among them) stop with `reason`. */
   abortCalls(reason: Error): void;
+  /**
+   * For a session a connection carries besides its own: when that connection last sent a
+   * frame (monotonic), every frame renewing every session it carries. Absent: the session's
+   * lease is renewed by the registry's `touch`.
+   */
+  readonly heardAt?: number;
   /** The session ended: the connection says why and closes. */
   sessionEnded(
     code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED' | 'MASTER_CHANGED',
@@ -51,8 +57,7 @@ export class Session implements ConcurrentOwner, RowLockLossObserver {
   readonly releaseOnDisconnect: boolean;
   readonly client: string;
   readonly openedAt = Date.now();
-  /** Monotonic deadline of the lease (the registry's lease queue reads it). */
-  deadline: number;
+  #deadline: number;
   sink: SessionSink | undefined;
   // Made at the first lock or scanner: most sessions of a busy server hold none at a given
   // moment, and an empty Map or Set with its table is about 200 B of heap.
@@ -84,7 +89,20 @@ export class Session implements ConcurrentOwner, RowLockLossObserver {
     this.leaseMs = leaseMs;
     this.releaseOnDisconnect = releaseOnDisconnect;
     this.client = client;
-    this.deadline = now + leaseMs;
+    this.#deadline = now + leaseMs;
+  }
+
+  /**
+   * Monotonic deadline of the lease (the registry's lease queue reads it): a lease after the
+   * last renewal, or after its carrying connection's last frame (see `SessionSink.heardAt`).
+   */
+  get deadline(): number {
+    const heard = this.sink?.heardAt;
+    return heard === undefined ? this.#deadline : Math.max(this.#deadline, heard + this.leaseMs);
+  }
+
+  set deadline(value: number) {
+    this.#deadline = value;
   }
 
   /** The session's row locks by id (change them through {@link addLock}/{@link removeLock}). */

@@ -83,6 +83,20 @@ export interface Grant {
   readonly leaseMs: number;
 }
 
+/** A session opened on a connection besides its own (`openSession`). */
+export interface OpenedSession {
+  /** The secret that resumes it (on this connection after a reconnect, or on another). */
+  readonly id: string;
+  readonly leaseMs: number;
+}
+
+/** A session resumed on a connection besides its own (`resumeSession`). */
+export interface ResumedSession {
+  readonly leaseMs: number;
+  /** `[lockId, table]` of each row lock it still holds. */
+  readonly locks: [string, string][];
+}
+
 /** A failed entry of a `batch`: its error; null for an entry that succeeded. */
 export type BatchEntry = LocksmithError | null;
 
@@ -193,6 +207,33 @@ function holderSessionId(value: unknown): string {
     throw new InvalidArgumentError(
       `adoptLock: ${describeValue(value)} is not a session id (22 characters of base64url)`,
     );
+  return value;
+}
+
+/** The number a client gives a session its connection carries: an integer 1..2^32-1. */
+function sessionNumber(value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 0xffff_ffff) {
+    throw new InvalidArgumentError(
+      `A session number must be an integer from 1 to 2^32-1, got ${describeValue(value)}`,
+    );
+  }
+  return value;
+}
+
+/** A session id as a WELCOME or `openSession` gave it (at most 128 characters). */
+function sessionIdArg(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 128) {
+    throw new InvalidArgumentError(`${describeValue(value)} is not a session id`);
+  }
+  return value;
+}
+
+/** An optional boolean argument; absent or nil: false. */
+function optionalFlag(value: unknown, what: string): boolean {
+  if (value === undefined || value === null) return false;
+  if (typeof value !== 'boolean') {
+    throw new InvalidArgumentError(`${what} must be true or false, got ${describeValue(value)}`);
+  }
   return value;
 }
 
@@ -681,6 +722,56 @@ export const CALLS = {
   }),
   ping: noArgs<void, void>('priority', true, nil, nothing),
   closeSession: noArgs<void, void>('priority', false, nil, nothing),
+  // Both are answered by the connection itself, in the order of its frames (a call naming the
+  // session may follow at once); sent again after a reconnect only by the client's own
+  // resumption, never by the resend of calls in flight.
+  openSession: spec({
+    lane: 'priority',
+    shape: '[number, sessionLeaseMs | nil, releaseOnDisconnect?]',
+    resend: false,
+    late: 'drop',
+    encodeArgs: (number: number, leaseMs: number | undefined, releaseOnDisconnect: boolean) => [
+      number,
+      leaseMs ?? null,
+      releaseOnDisconnect,
+    ],
+    decodeArgs: (raw): [number, number | undefined, boolean] => [
+      sessionNumber(raw[0]),
+      raw[1] === null || raw[1] === undefined ? undefined : wireInteger(raw[1], 'sessionLeaseMs'),
+      optionalFlag(raw[2], 'releaseOnDisconnect'),
+    ],
+    encodeResult: (s: OpenedSession) => [s.id, s.leaseMs],
+    decodeResult: (value): OpenedSession => {
+      const [id, leaseMs] = tuple(value, 'opened session', 2);
+      if (typeof id !== 'string' || id.length === 0) throw malformed('opened session', 'id');
+      return { id, leaseMs: fromServer('opened session', () => wireInteger(leaseMs, 'lease')) };
+    },
+  }),
+  resumeSession: spec({
+    lane: 'priority',
+    shape: '[number, sessionId]',
+    resend: false,
+    late: 'drop',
+    encodeArgs: (number: number, id: string) => [number, id],
+    decodeArgs: (raw): [number, string] => [sessionNumber(raw[0]), sessionIdArg(raw[1])],
+    encodeResult: (s: ResumedSession) => [s.leaseMs, s.locks],
+    decodeResult: (value): ResumedSession => {
+      const [leaseMs, locks] = tuple(value, 'resumed session', 2);
+      if (
+        !Array.isArray(locks) ||
+        !locks.every(
+          (l) =>
+            Array.isArray(l) && l.length === 2 && typeof l[0] === 'string' && typeof l[1] === 'string',
+        )
+      ) {
+        throw malformed('resumed session', 'locks');
+      }
+      return {
+        leaseMs: fromServer('resumed session', () => wireInteger(leaseMs, 'lease')),
+        locks: locks as [string, string][],
+      };
+    },
+  }),
   createTable: spec({
     lane: 'priority',
     shape: '[name, [family | {name, maxVersions}, ...], {timestampOnArrival?, splits?}?]',

@@ -9,7 +9,10 @@ export const ClientKind = { HELLO: 0, CALL: 1, CANCEL: 2 } as const;
 /** First element of every server → client message. */
 export const ServerKind = { WELCOME: 0, RESULT: 1, ERROR: 2, NOTICE: 3 } as const;
 
-/** Call ids are chosen by the client: integers 1..2^32-1, unique among its calls in flight. */
+/**
+ * Call ids are chosen by the client: integers 1..2^32-1, unique among its calls in flight. So
+ * are the numbers of the sessions a connection carries besides its own (`openSession`).
+ */
 export const MAX_CALL_ID = 0xffff_ffff;
 
 /** What a client asks for in its HELLO (every member optional). */
@@ -53,7 +56,14 @@ export interface Welcome {
 /** A decoded client message, its shape checked (the arguments are checked by each call). */
 export type ClientMessage =
   | { kind: typeof ClientKind.HELLO; protocol: number; options: HelloOptions }
-  | { kind: typeof ClientKind.CALL; id: number; method: string; args: unknown[] }
+  | {
+      kind: typeof ClientKind.CALL;
+      id: number;
+      method: string;
+      args: unknown[];
+      /** The session the call is made in, by the number the client gave it (`openSession`); absent: the connection's own. */
+      session: number | undefined;
+    }
   | { kind: typeof ClientKind.CANCEL; id: number };
 
 /** A decoded server message, its shape checked. */
@@ -96,11 +106,21 @@ export function parseClientMessage(value: unknown): ClientMessage {
         throw new ProtocolError('HELLO is [0, protocol, {options}]');
       }
       return { kind, protocol: a, options: parseHelloOptions(b) };
-    case ClientKind.CALL:
-      if (value.length !== 4 || !isCallId(a) || typeof b !== 'string' || !Array.isArray(c)) {
-        throw new ProtocolError('CALL is [1, callId (1..2^32-1), method, [args]]');
+    case ClientKind.CALL: {
+      const session = value[4];
+      if (
+        (value.length !== 4 && value.length !== 5) ||
+        !isCallId(a) ||
+        typeof b !== 'string' ||
+        !Array.isArray(c) ||
+        (value.length === 5 && !isCallId(session))
+      ) {
+        throw new ProtocolError(
+          'CALL is [1, callId (1..2^32-1), method, [args], session number (1..2^32-1)?]',
+        );
       }
-      return { kind, id: a, method: b, args: c };
+      return { kind, id: a, method: b, args: c, session: session as number | undefined };
+    }
     case ClientKind.CANCEL:
       if (value.length !== 2 || !isCallId(a)) throw new ProtocolError('CANCEL is [2, callId]');
       return { kind, id: a };
