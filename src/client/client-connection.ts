@@ -420,12 +420,7 @@ export class ClientConnection extends EventEmitter<ClientConnectionEvents> {
         this.#sessionAliveAt(call.sentAt);
         if (call.settled) {
           if (message.kind === ServerKind.RESULT) {
-            this.#options.lateResult?.(
-              call.method,
-              call.args,
-              message.value,
-              call.options.session,
-            );
+            this.#options.lateResult?.(call.method, call.args, message.value, call.options.session);
           }
           return;
         }

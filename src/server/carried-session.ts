@@ -7,8 +7,8 @@ export interface Carrier {
   notify(notice: string, data: unknown): void;
   /** Aborts the calls in flight of `session` on this connection. */
   abortCallsOf(session: Session, reason: Error): void;
-  /** The session numbered `number` is no longer carried here. */
-  forget(number: number): void;
+  /** `carried` is no longer carried here. */
+  forget(carried: CarriedSession): void;
   /** Tells the client that its session `number` ended (NOTICE `sessionEnded`). */
   tellEnded(number: number, code: string, message: string): void;
   /** Drops the connection without a word (the server closes or steps down). */
@@ -50,14 +50,18 @@ export class CarriedSession implements SessionSink {
     this.#carrier.abortCallsOf(this.session, reason);
   }
 
+  forgotten(): void {
+    this.#carrier.forget(this);
+  }
+
   sessionEnded(code: string, message: string): void {
-    this.#carrier.forget(this.number);
+    this.#carrier.forget(this);
     this.#carrier.tellEnded(this.number, code, message);
   }
 
   disconnect(): void {
     this.release();
-    this.#carrier.forget(this.number);
+    this.#carrier.forget(this);
     this.#carrier.disconnect();
   }
 
@@ -75,7 +79,7 @@ export class CarriedSession implements SessionSink {
   /** Another connection resumed the session: its calls in flight here stop, and it goes. */
   takenAway(reason: Error): void {
     this.release();
-    this.#carrier.forget(this.number);
+    this.#carrier.forget(this);
     this.#carrier.abortCallsOf(this.session, reason);
   }
 }

@@ -227,8 +227,8 @@ export class Connection implements SessionSink {
     for (const call of this.#inFlight.values()) if (call.session === session) call.abort(reason);
   }
 
-  forget(number: number): void {
-    this.#carried?.delete(number);
+  forget(carried: CarriedSession): void {
+    if (this.#carried?.get(carried.number) === carried) this.#carried.delete(carried.number);
   }
 
   tellEnded(number: number, code: string, message: string): void {
@@ -749,7 +749,8 @@ export class Connection implements SessionSink {
     for (const c of carried?.values() ?? []) {
       if (c.session.sink !== c) continue;
       c.release();
-      if (c.session.releaseOnDisconnect) data?.sessions.end(c.session, endedWithConnection(c.session));
+      if (c.session.releaseOnDisconnect)
+        data?.sessions.end(c.session, endedWithConnection(c.session));
     }
     if (session !== undefined && session.sink === this) {
       session.sink = undefined;

@@ -250,6 +250,7 @@ export class DataService implements ServingData {
     }
     const sink = session.sink;
     session.sink = undefined;
+    sink?.forgotten?.();
     if (
       sink !== undefined &&
       (reason.code === 'SESSION_EXPIRED' || reason.code === 'MASTER_CHANGED')

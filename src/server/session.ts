@@ -24,6 +24,8 @@ export interface SessionSink {
    * lease is renewed by the registry's `touch`.
    */
   readonly heardAt?: number;
+  /** The session ended, for whatever reason: a sink that carries it lets it go. */
+  forgotten?(): void;
   /** The session ended: the connection says why and closes. */
   sessionEnded(
     code: 'SESSION_EXPIRED' | 'ALREADY_CLOSED' | 'MASTER_CHANGED',

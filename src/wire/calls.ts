@@ -761,7 +761,10 @@ export const CALLS = {
         !Array.isArray(locks) ||
         !locks.every(
           (l) =>
-            Array.isArray(l) && l.length === 2 && typeof l[0] === 'string' && typeof l[1] === 'string',
+            Array.isArray(l) &&
+            l.length === 2 &&
+            typeof l[0] === 'string' &&
+            typeof l[1] === 'string',
         )
       ) {
         throw malformed('resumed session', 'locks');

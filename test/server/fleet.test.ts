@@ -626,6 +626,8 @@ describe('a fleet of servers on PostgreSQL', { timeout: 1_200_000 }, () => {
     try {
       const client = await fleetWithTable(fleet, 1);
       await assert.rejects(client.createTable('t', ['f']), { code: 'TABLE_EXISTS' });
+      // A fleet server carries one session per connection.
+      await assert.rejects(client.openSession(), { code: 'UNSUPPORTED_OPERATION' });
       await client.dropTable('t');
       // The drop waits for its regions to close for a lease and two looks at most; on a loaded
       // machine they may close later, and the fleet refuses the create (NOT_SERVING_REGION,
