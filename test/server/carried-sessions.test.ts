@@ -14,6 +14,7 @@ import { Put } from '../../src/rows/index.js';
 import { LocksmithServer } from '../../src/server/server.js';
 import { startServeProcess } from '../fixtures/serve-process.js';
 import { eventually, sleep, tempDir } from '../helpers.js';
+import { masterToken, sqliteLeaseFlags, startHa } from './ha-fixture.js';
 import { RawClient } from './raw-client.js';
 import { TcpProxy } from './tcp-proxy.js';
 
@@ -270,6 +271,40 @@ describe('sessions carried over one connection', () => {
       assert.notEqual(await other.table('t').tryLockRow('r'), null, 'closed: released');
     } finally {
       await proc.kill9().catch(() => undefined);
+    }
+  });
+
+  it('kill -9 of the master (--ha lease-database): the session resumes on the new master with its lock', async () => {
+    using dir = tempDir('locksmith-carried-ha-');
+    const flags = sqliteLeaseFlags(dir.path);
+    const first = await startHa(dir.path, flags);
+    let second: Awaited<ReturnType<typeof startHa>> | undefined;
+    try {
+      await eventually(() => masterToken(first), 10_000, 'the first server to be master');
+      second = await startHa(dir.path, flags);
+      await using client = await connect([first.proc.url, second.proc.url], {
+        sessionLeaseMs: 20_000,
+      });
+      await client.createTable('t', ['f']);
+      const session = await client.openSession({ sessionLeaseMs: 20_000 });
+      const lost: string[] = [];
+      session.on('lost', (reason) => lost.push(reason.code));
+      const lock = await session.table('t').lockRow('r');
+      await first.proc.kill9();
+      const to = second.address;
+      await eventually(
+        () => client.connected && client.master === to,
+        30_000,
+        'the client on the new master',
+      );
+      await session.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'after'));
+      assert.equal(lock.signal.aborted, false);
+      assert.deepEqual(lost, []);
+      await using other = await connect(second.proc.url);
+      assert.equal(await other.table('t').tryLockRow('r'), null, 'nobody else got the row');
+    } finally {
+      await first.proc.kill9().catch(() => undefined);
+      await second?.proc.kill9().catch(() => undefined);
     }
   });
 
