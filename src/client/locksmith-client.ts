@@ -232,6 +232,9 @@ export class LocksmithClient
       }
     });
     connection.on('sessionLost', (reason) => {
+      // The sessions carried with it count their leases from the same frames: lost with it
+      // (early rather than late, where a longer lease might have let one live on).
+      for (const session of [...this.#carried.values()]) session.lose(reason);
       locks.loseAll(reason);
       this.emit('sessionLost', reason);
     });
