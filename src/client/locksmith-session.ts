@@ -2,10 +2,10 @@ import { EventEmitter } from 'node:events';
 import type { Clock } from '../core/clock.js';
 import { InvalidArgumentError, LockLostError } from '../core/errors.js';
 import { describeValue } from '../core/options.js';
-import type { Method } from '../wire/calls.js';
+import type { CallArgs, Method } from '../wire/calls.js';
 import { HeldLocks } from './held-locks.js';
 import { RemoteTable, type TableClient } from './remote-table.js';
-import type { TypedCall } from './typed-call.js';
+import type { CallLimits, TypedCall } from './typed-call.js';
 
 export interface LocksmithSessionEvents {
   /** The session ended (its lease ran out, the server lost it, or it could not be resumed); every lock it held is lost. */
@@ -74,6 +74,21 @@ export class LocksmithSession
     this.#id = opened.id;
     this.#leaseMs = opened.leaseMs;
     this.#provenAt = opened.sentAt;
+    // A server that no longer knows the session (resumed on another connection, ended) says
+    // so to its next call: the session is lost here at once, whatever its lease says.
+    const unguarded = call;
+    const guarded = (<M extends Method>(method: M, args: CallArgs<M>, options?: CallLimits) =>
+      unguarded(method, args, options).catch((err: unknown) => {
+        if ((err as { code?: unknown }).code === 'SESSION_EXPIRED') {
+          this.lose(
+            new LockLostError(`Session ${number}: ${(err as Error).message}`, {
+              code: 'SESSION_EXPIRED',
+            }),
+          );
+        }
+        throw err;
+      })) as TypedCall;
+    call = guarded;
     this.#call = call;
     this.#locks = new HeldLocks({
       clock: carrier.clock,

@@ -223,6 +223,24 @@ describe('sessions carried over one connection', () => {
     }
   });
 
+  it('resumed by another connection: the client hears so at its next call and counts it lost', async () => {
+    await using s = await server();
+    await using client = await connect(s.url);
+    const session = await client.openSession();
+    const lost: string[] = [];
+    session.on('lost', (reason) => lost.push(reason.code));
+    const lock = await session.table('t').lockRow('r');
+    const { raw } = await RawClient.session(s.port);
+    try {
+      await callIn(raw, undefined, 'resumeSession', [1, session.id]);
+      await assert.rejects(session.table('t').tryLockRow('q'), { code: 'SESSION_EXPIRED' });
+      assert.deepEqual(lost, ['SESSION_EXPIRED']);
+      assert.equal(lock.signal.aborted, true, "the lock is the other connection's now");
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it('a dropped connection: the client resumes the session, its lock handle valid, its put succeeds', async () => {
     await using s = await server();
     await using proxy = await TcpProxy.start(s.port);
