@@ -25,7 +25,7 @@ import { ClientConnection, type SessionInfo } from './client-connection.js';
 import { HeldLocks } from './held-locks.js';
 import { LocksmithSession, type SessionCarrier } from './locksmith-session.js';
 import { RegionRouter } from './region-router.js';
-import { RemoteTable, type TableClient } from './remote-table.js';
+import { RemoteTable, type TableClient, tableNamed } from './remote-table.js';
 import { parseServerAddresses } from './server-address.js';
 import { type TypedCall, typedCall } from './typed-call.js';
 
@@ -381,17 +381,11 @@ export class LocksmithClient
 
   /** A table by name (no round trip: a missing table fails its first call, `TABLE_NOT_FOUND`). */
   table(name: string): RemoteTable {
-    if (typeof name !== 'string' || name.length === 0) {
-      throw new InvalidArgumentError(
-        `A table name must be a non-empty string, got ${describeValue(name)}`,
-      );
-    }
-    let table = this.#tables.get(name);
-    if (table === undefined) {
-      table = new RemoteTable(name, this.#tableClient, this.#router);
-      this.#tables.set(name, table);
-    }
-    return table;
+    return tableNamed(
+      this.#tables,
+      name,
+      () => new RemoteTable(name, this.#tableClient, this.#router),
+    );
   }
 
   async createTable(

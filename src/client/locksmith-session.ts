@@ -1,10 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type { Clock } from '../core/clock.js';
-import { InvalidArgumentError, LockLostError } from '../core/errors.js';
-import { describeValue } from '../core/options.js';
+import { LockLostError } from '../core/errors.js';
 import type { CallArgs, Method } from '../wire/calls.js';
 import { HeldLocks } from './held-locks.js';
-import { RemoteTable, type TableClient } from './remote-table.js';
+import { RemoteTable, type TableClient, tableNamed } from './remote-table.js';
 import type { CallLimits, TypedCall } from './typed-call.js';
 
 export interface LocksmithSessionEvents {
@@ -137,17 +136,7 @@ export class LocksmithSession
 
   /** A table by name, through this session (no round trip). */
   table(name: string): RemoteTable {
-    if (typeof name !== 'string' || name.length === 0) {
-      throw new InvalidArgumentError(
-        `A table name must be a non-empty string, got ${describeValue(name)}`,
-      );
-    }
-    let table = this.#tables.get(name);
-    if (table === undefined) {
-      table = new RemoteTable(name, this.#tableClient);
-      this.#tables.set(name, table);
-    }
-    return table;
+    return tableNamed(this.#tables, name, () => new RemoteTable(name, this.#tableClient));
   }
 
   /** Ends the session on the server (its locks are released). Idempotent. */

@@ -6,7 +6,7 @@ import {
   UnknownRowLockError,
 } from '../core/errors.js';
 import { callerHoldsAny, type HeldLock, heldByCaller } from '../core/held-by-caller.js';
-import { checkCallback, checkOptionsObject } from '../core/options.js';
+import { checkCallback, checkOptionsObject, describeValue } from '../core/options.js';
 import { withHandle } from '../core/with-lock.js';
 import { toStringBinary } from '../rows/bytes.js';
 import {
@@ -618,4 +618,27 @@ function checkedCell(
     checkQualifier(qualifier),
     expected === null ? null : checkValue(expected),
   ];
+}
+
+/**
+ * The table `name` of `tables`, made by `make` at its first use (no round trip: a missing
+ * table fails its first call, `TABLE_NOT_FOUND`); a name that is not a non-empty string is
+ * refused at once.
+ */
+export function tableNamed(
+  tables: Map<string, RemoteTable>,
+  name: string,
+  make: () => RemoteTable,
+): RemoteTable {
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new InvalidArgumentError(
+      `A table name must be a non-empty string, got ${describeValue(name)}`,
+    );
+  }
+  let table = tables.get(name);
+  if (table === undefined) {
+    table = make();
+    tables.set(name, table);
+  }
+  return table;
 }

@@ -7,24 +7,16 @@
  * clear errors and leave the server serving.
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
 import { Put } from '../../src/rows/index.js';
 import { LocksmithServer } from '../../src/server/server.js';
 import { startServeProcess } from '../fixtures/serve-process.js';
+import { freePorts } from '../ha/cluster.js';
 import { eventually, sleep, tempDir } from '../helpers.js';
 import { masterToken, sqliteLeaseFlags, startHa } from './ha-fixture.js';
 import { RawClient } from './raw-client.js';
 import { TcpProxy } from './tcp-proxy.js';
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const port = (probe.address() as { port: number }).port;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 let nextCallId = 1_000;
 
@@ -264,7 +256,7 @@ describe('sessions carried over one connection', () => {
 
   it('kill -9 of the server, restart on its data: the session and its lock come back', async () => {
     using dir = tempDir('locksmith-carried-kill-');
-    const port = await freePort();
+    const [port] = (await freePorts(1)) as [number];
     const flags = ['--port', String(port)];
     let proc = await startServeProcess(dir.path, flags);
     const url = `locksmith://127.0.0.1:${port}`;
@@ -328,7 +320,7 @@ describe('sessions carried over one connection', () => {
 
   it('with --sessions memory a restart loses it, and the client says so', async () => {
     using dir = tempDir('locksmith-carried-memory-');
-    const port = await freePort();
+    const [port] = (await freePorts(1)) as [number];
     const flags = ['--port', String(port), '--sessions', 'memory'];
     let proc = await startServeProcess(dir.path, flags);
     const url = `locksmith://127.0.0.1:${port}`;
