@@ -39,6 +39,20 @@ const INLINE_SYNC_MAX_MS = 2;
 /** The moving average's weight of a new sample. */
 const SYNC_LATENCY_WEIGHT = 0.25;
 
+/**
+ * With `fsync`, a segment's next bytes are written as zeros (and synced with the batch that
+ * first needs them) this many at a time, ahead of the records that will overwrite them. Why:
+ * a sync of a write past the file's end must also commit the file's new size (a journal
+ * commit on ext4), while one that overwrites bytes already on disk flushes only the data —
+ * measured here 0.15-0.25 ms against 0.10-0.18 ms per `fdatasync`. A segment is truncated to
+ * its records when it is closed; a crash leaves the zeros, which recovery drops as the torn
+ * tail they look like (see `scanSegment`).
+ */
+const PREALLOCATE_BYTES = 1 << 20;
+
+/** What the zeros are written from (never written to). */
+const ZEROS = Buffer.alloc(PREALLOCATE_BYTES);
+
 /** Counters for tests and benchmarks; they only ever grow. */
 export interface LogStats {
   /** Records acknowledged (their batch written, and synced with `fsync`). */
@@ -54,6 +68,17 @@ export interface LogStats {
   segmentsCreated: number;
   /** Epoch checks made (0 without an epoch): one per batch and one per segment created. */
   fenceChecks: number;
+}
+
+/**
+ * The segment being appended to: records end at `size`, zeros written up to `allocated`
+ * (infinite once preallocating failed: see {@link preallocate}).
+ */
+interface OpenSegment {
+  seq: number;
+  handle: FileHandle;
+  size: number;
+  allocated: number;
 }
 
 /** The records queued for one segment that will go out in one write (+ one sync). */
@@ -100,7 +125,7 @@ export class GroupCommitLog {
   #activeBytes = 0;
   /** Bytes (header + frames, queued or written) per segment not yet deleted. */
   readonly #bytesBySeq = new Map<number, number>();
-  #open: { seq: number; handle: FileHandle; size: number } | undefined;
+  #open: OpenSegment | undefined;
   #running: Promise<void> | undefined;
   #poison: LockIOError | FencedError | undefined;
   readonly #epoch: number;
@@ -220,7 +245,19 @@ export class GroupCommitLog {
     await this.drain();
     const open = this.#open;
     this.#open = undefined;
-    await open?.handle.close();
+    if (open !== undefined) await this.#closeSegment(open);
+  }
+
+  /** Drops the zeros past the records (synced with `fsync`), then closes the file. */
+  async #closeSegment(open: OpenSegment): Promise<void> {
+    try {
+      if (open.allocated > open.size) {
+        await open.handle.truncate(open.size);
+        if (this.#sync) await open.handle.datasync();
+      }
+    } finally {
+      await open.handle.close();
+    }
   }
 
   #newBatch(seq: number): Batch {
@@ -272,12 +309,14 @@ export class GroupCommitLog {
     let open = this.#open;
     if (open?.seq !== batch.seq) {
       this.#open = undefined;
-      if (open !== undefined) await open.handle.close();
+      // Truncated (and synced) before the next segment exists: only the last segment may
+      // end in zeros, the tail a crash leaves (see scanSegment).
+      if (open !== undefined) await this.#closeSegment(open);
       const path = join(this.#dir, segmentName(batch.seq));
       this.#check(`create log segment ${segmentName(batch.seq)}`);
       try {
         const handle = await createSegment(path, batch.seq, this.#sync, this.#epoch, batch.seal);
-        open = { seq: batch.seq, handle, size: FILE_HEADER_BYTES };
+        open = { seq: batch.seq, handle, size: FILE_HEADER_BYTES, allocated: FILE_HEADER_BYTES };
         this.#open = open;
         this.stats.segmentsCreated++;
         if (this.#sync) {
@@ -296,6 +335,9 @@ export class GroupCommitLog {
     const data =
       batch.frames.length === 1 ? (batch.frames[0] as Buffer) : Buffer.concat(batch.frames);
     try {
+      if (this.#sync && open.size + data.length > open.allocated) {
+        await preallocate(open, open.size + data.length, this.#segmentBytes);
+      }
       if (data.length <= SYNC_WRITE_MAX_BYTES) writeFullySync(open.handle, data, open.size);
       else await writeFully(open.handle, data, open.size);
       open.size += data.length;
@@ -371,6 +413,26 @@ export class GroupCommitLog {
         `(${this.#poison?.message}); reopen it to recover`,
       { cause: this.#poison },
     );
+  }
+}
+
+/**
+ * Writes zeros after `open`'s records: up to {@link PREALLOCATE_BYTES} of them, no further
+ * than where the segment rolls (`segmentBytes`), and only where the batch about to be written
+ * (ending at `end`) fits in them (a large batch is appended as it is). Best effort: where the
+ * zeros do not fit (a full disk, a file size limit) records are appended as before and the
+ * segment stops preallocating (its `allocated` is then infinite, so closing it still
+ * truncates whatever zeros were written).
+ */
+async function preallocate(open: OpenSegment, end: number, segmentBytes: number): Promise<void> {
+  const from = Math.max(open.size, open.allocated);
+  const to = Math.min(from + PREALLOCATE_BYTES, segmentBytes);
+  if (to < end) return;
+  try {
+    await writeFully(open.handle, ZEROS.subarray(0, to - from), from);
+    open.allocated = to;
+  } catch {
+    open.allocated = Number.POSITIVE_INFINITY;
   }
 }
 

@@ -175,6 +175,11 @@ export function scanSegment(
         'segment: the file was damaged after it was written (records after it would be lost)',
     );
   }
+  // Zeros to the end: what the writer wrote ahead of its records (see group-commit.ts), or
+  // pages a power loss never wrote; no later batch can hide in them.
+  if (isAllZero(buf.subarray(offset))) {
+    return { records, end: offset, torn: true, headerless: false, header };
+  }
   const later = findLaterBatch(buf, offset, header.bytes);
   if (later !== undefined) {
     throw new LockIOError(

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { RowStorage } from '../../src/rows/row-storage.js';
@@ -43,6 +43,39 @@ function segmentSizes(dir: string): Map<string, number> {
   return sizes;
 }
 
+/**
+ * Runs the writer fixture on `dir` (16 appending loops) and kills it with SIGKILL `killAfterMs`
+ * after it is ready: the numbers it acknowledged, and whether its output was cut mid-line.
+ */
+async function killedWriter(
+  dir: string,
+  durability: 'fsync' | 'none',
+  segmentBytes: number,
+  killAfterMs: number,
+): Promise<{ acked: number[]; outputCut: boolean }> {
+  const child = orphanProof(
+    spawn(
+      process.execPath,
+      [fixture('rows-storage-writer'), 'write', dir, durability, String(segmentBytes), '16'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    ),
+  );
+  let output = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    output += d.toString();
+  });
+  await waitForLine(child, /^ready \d+/, 20_000);
+  await sleep(killAfterMs);
+  child.kill('SIGKILL');
+  await closed(child);
+  const complete = output.slice(0, output.lastIndexOf('\n') + 1);
+  const acked: number[] = [];
+  for (const line of complete.split('\n')) {
+    if (line.startsWith('a ')) for (const n of line.slice(2).split(' ')) acked.push(Number(n));
+  }
+  return { acked, outputCut: complete.length < output.length };
+}
+
 /** Checks the recovered records, returning the numbers present (1..max). */
 function verify(recovered: { snapshot: Uint8Array[]; log: Uint8Array[] }, round: number): number {
   const seen = new Set<number>();
@@ -82,31 +115,10 @@ test(`kill -9 of a writer at random moments, ${ROUNDS} rounds: no acknowledged r
   let truncatedRounds = 0;
   for (let round = 0; round < ROUNDS; round++) {
     const durability = round < ROUNDS - NONE_ROUNDS ? 'fsync' : 'none';
-    const child = orphanProof(
-      spawn(
-        process.execPath,
-        [fixture('rows-storage-writer'), 'write', tmp.path, durability, '65536', '16'],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      ),
-    );
-    let output = '';
-    child.stdout?.on('data', (d: Buffer) => {
-      output += d.toString();
-    });
-    await waitForLine(child, /^ready \d+/, 20_000);
-    await sleep(100 + Math.random() * 600);
-    child.kill('SIGKILL');
-    await closed(child);
-    const complete = output.slice(0, output.lastIndexOf('\n') + 1);
-    if (complete.length < output.length) tornRounds++;
-    let ackedThisRound = 0;
-    for (const line of complete.split('\n')) {
-      if (!line.startsWith('a ')) continue;
-      for (const n of line.slice(2).split(' ')) {
-        acked.add(Number(n));
-        ackedThisRound++;
-      }
-    }
+    const killed = await killedWriter(tmp.path, durability, 65536, 100 + Math.random() * 600);
+    if (killed.outputCut) tornRounds++;
+    const ackedThisRound = killed.acked.length;
+    for (const n of killed.acked) acked.add(n);
     const snapshotsOnDisk = readdirSync(tmp.path).filter((n) => n.endsWith('.snap')).length;
     const before = segmentSizes(tmp.path);
     const { storage, recovered } = await RowStorage.open(tmp.path);
@@ -133,4 +145,28 @@ test(`kill -9 of a writer at random moments, ${ROUNDS} rounds: no acknowledged r
       `${truncatedRounds} truncated a torn tail, ${tornRounds} cut an output line`,
   );
   assert.ok(checkpointsSeen > 0, 'no round recovered from a snapshot');
+});
+
+test('kill -9 of a writer leaves the zeros it wrote ahead of its records: recovery keeps every acknowledged record and drops them', async () => {
+  using tmp = tempDir();
+  const segmentBytes = 4 << 20; // room for a whole stretch of zeros ahead of the records
+  const killed = await killedWriter(tmp.path, 'fsync', segmentBytes, 400);
+  assert.ok(killed.acked.length > 0, 'the writer acknowledged nothing');
+  const [last] = [...segmentSizes(tmp.path)].sort().reverse() as [[string, number]];
+  const bytes = readFileSync(join(tmp.path, last[0]));
+  assert.equal(bytes.at(-1), 0, `${last[0]} (${bytes.length} B) does not end in zeros`);
+  const { storage, recovered } = await RowStorage.open(tmp.path, { segmentBytes });
+  try {
+    const max = verify(recovered, 0);
+    for (const n of killed.acked) assert.ok(n <= max, `acknowledged ${n} lost (max ${max})`);
+    const after = readFileSync(join(tmp.path, last[0]));
+    assert.ok(after.length < bytes.length, 'the zeros were not truncated');
+    assert.notEqual(after.at(-1), 0, `${last[0]} still ends in a zero after recovery`);
+  } finally {
+    await storage.close();
+  }
+  // What recovery left reads the same a second time (no segment but the last may end in zeros).
+  const again = await RowStorage.open(tmp.path, { segmentBytes });
+  await again.storage.close();
+  verify(again.recovered, 1);
 });

@@ -131,6 +131,32 @@ test('segments roll at segmentBytes; logBytes counts them until a checkpoint', a
   await fresh.storage.close();
 });
 
+test('with fsync, zeros are written ahead of the records, and a segment loses them when it closes', async () => {
+  using tmp = tempDir();
+  const segmentBytes = 8192;
+  const { storage } = await RowStorage.open(tmp.path, { segmentBytes });
+  const record = Buffer.alloc(1000, 1);
+  for (let i = 0; i < 20; i++) await storage.append(record);
+  const names = segments(tmp.path);
+  // A segment rolls once it holds segmentBytes: 9 records of 1012 B each, then 9, then 2.
+  assert.equal(names.length, 3, names.join());
+  const size = (name: string) => statSync(join(tmp.path, name)).size;
+  for (const name of names.slice(0, -1)) {
+    assert.equal(size(name), FILE_HEADER_BYTES + 9 * 1012, `${name}: closed, truncated`);
+  }
+  const active = names.at(-1) as string;
+  assert.equal(size(active), segmentBytes, `${active}: zeros written up to where it rolls`);
+  await storage.close();
+  assert.equal(size(active), FILE_HEADER_BYTES + 2 * 1012, `${active}: truncated by close`);
+  assert.equal((await reopen(tmp.path)).log.length, 20);
+
+  using none = tempDir();
+  const unsynced = await RowStorage.open(none.path, { durability: 'none' });
+  for (let i = 0; i < 3; i++) await unsynced.storage.append(record);
+  assert.equal(statSync(lastSegment(none.path)).size, FILE_HEADER_BYTES + 3 * 1012);
+  await unsynced.storage.close();
+});
+
 test('a torn tail (partial frame, zeros, garbage) is dropped and truncated on disk', async () => {
   for (const tail of [
     encodeFrame(enc('never acknowledged'), 0).subarray(0, 15),
