@@ -198,6 +198,7 @@ export class DataService implements ServingData {
       });
       if (recorded !== undefined && durable !== undefined) {
         await restore(recorded, sessions, catalog, dispatcher, durable);
+        durable.follow(() => sessions.all());
       }
       lock.once('lost', (reason: LockLostError) => onLockLost(reason));
       return self;

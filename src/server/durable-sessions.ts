@@ -2,7 +2,7 @@ import { AlreadyClosedError } from '../core/errors.js';
 import type { RowLock } from '../rows/row-lock.js';
 import type { LockRecords } from './dispatch.js';
 import type { Session } from './session.js';
-import type { JournalSession, SessionJournal } from './session-journal.js';
+import type { JournalLock, JournalSession, SessionJournal } from './session-journal.js';
 
 /**
  * What a server with durable sessions records, and in which order: a session when it opens,
@@ -43,14 +43,7 @@ export class DurableSessions implements LockRecords {
 
   granted(session: Session, table: string, lock: RowLock): Promise<void> {
     if (this.#detached) return Promise.reject(detachedError());
-    const record = {
-      lockId: lock.lockId,
-      table,
-      row: lock.rowKey,
-      token: lock.token,
-      session: session.key,
-      renew: lock.leaseRemainingMs === Number.POSITIVE_INFINITY,
-    };
+    const record = journalLock(session, table, lock);
     const opening = this.#opening.get(session);
     const written =
       opening === undefined
@@ -82,6 +75,20 @@ export class DurableSessions implements LockRecords {
     );
   }
 
+  /**
+   * From now on the journal reads the locks that stand from `sessions` (every session of the
+   * server) instead of keeping a copy: call once the recorded locks are put back. A lock is a
+   * session's from the tick its grant is recorded ({@link granted} is called as it is added)
+   * until before its release is recorded, as `SessionJournal.followLocks` requires.
+   */
+  follow(sessions: () => Iterable<Session>): void {
+    this.#journal.followLocks(function* () {
+      for (const session of sessions()) {
+        for (const [, { table, lock }] of session.locks) yield journalLock(session, table, lock);
+      }
+    });
+  }
+
   /** From now on nothing is recorded (the server closes or steps down). */
   detach(): void {
     this.#detached = true;
@@ -94,6 +101,17 @@ function journalSession(session: Session): JournalSession {
     leaseMs: session.leaseMs,
     releaseOnDisconnect: session.releaseOnDisconnect,
     client: session.client,
+  };
+}
+
+function journalLock(session: Session, table: string, lock: RowLock): JournalLock {
+  return {
+    lockId: lock.lockId,
+    table,
+    row: lock.rowKey,
+    token: lock.token,
+    session: session.key,
+    renew: lock.leaseRemainingMs === Number.POSITIVE_INFINITY,
   };
 }
 

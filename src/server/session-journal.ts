@@ -71,8 +71,10 @@ const CHECKPOINT_MIN_BYTES = 4 << 20;
  * master acknowledged.
  *
  * Each event is one log record — a session opened or ended, a lock granted or released — and
- * the journal keeps in memory only what stands (a small object per session and per lock), which
- * a checkpoint writes out as one record each before the log behind it is dropped. A session
+ * the journal keeps in memory only what stands: a small object per session, and the locks
+ * until the server has put them back, after which it reads them from the server's sessions
+ * ({@link followLocks}). A checkpoint writes what stands as one record each before the log
+ * behind it is dropped. A session
  * is recorded when it opens, a grant once its session's record is durable and before the grant
  * is answered, a release before it is answered. Records of different locks need no order among
  * themselves: where a release was not recorded before the row's next grant was, the next
@@ -87,7 +89,9 @@ export class SessionJournal {
   readonly #storage: RegionStorage;
   #recovered: Uint8Array[] | undefined;
   readonly #sessions = new Map<string, JournalSession>();
+  /** The locks that stand, until {@link followLocks} hands that over to the server's sessions. */
   readonly #locks = new Map<string, JournalLock>();
+  #liveLocks: (() => Iterable<JournalLock>) | undefined;
   #checkpointAt = CHECKPOINT_MIN_BYTES;
 
   private constructor(storage: RegionStorage, recovered: Uint8Array[]) {
@@ -143,6 +147,20 @@ export class SessionJournal {
     return { sessions: [...this.#sessions.values()], locks: [...this.#locks.values()] };
   }
 
+  /**
+   * From now on a checkpoint writes the locks `live` lists, and the journal keeps no copy of
+   * its own (a map entry and an object per held lock). `live` must list every lock whose grant
+   * was recorded here and whose release was not, and may list a lock the moment before its
+   * grant is recorded or leave it out the moment before its release is: a checkpoint then
+   * writes a grant that is about to be recorded anyway, or leaves out one whose release is.
+   * The server's sessions are such a list (a lock is made a session's in the same tick its
+   * grant is recorded, and stops being one before its release is recorded).
+   */
+  followLocks(live: () => Iterable<JournalLock>): void {
+    this.#liveLocks = live;
+    this.#locks.clear();
+  }
+
   /** Records a session (idempotent); resolves once it is durable. */
   opened(session: JournalSession): Promise<void> {
     this.#sessions.set(session.key, session);
@@ -155,7 +173,7 @@ export class SessionJournal {
    * a lock whose session is not recorded is dropped by {@link recover}.
    */
   granted(lock: JournalLock): Promise<void> {
-    this.#locks.set(lock.lockId, lock);
+    if (this.#liveLocks === undefined) this.#locks.set(lock.lockId, lock);
     const { lockId, table, row, token, session, renew } = lock;
     return this.#append(GRANTED, { lockId, table, row, token, session, renew });
   }
@@ -195,7 +213,7 @@ export class SessionJournal {
         const { key, leaseMs, releaseOnDisconnect, client } = session;
         records.push(encode(OPENED, { key, leaseMs, releaseOnDisconnect, client }));
       }
-      for (const lock of this.#locks.values()) {
+      for (const lock of this.#liveLocks?.() ?? this.#locks.values()) {
         const { lockId, table, row, token, session, renew } = lock;
         records.push(encode(GRANTED, { lockId, table, row, token, session, renew }));
       }

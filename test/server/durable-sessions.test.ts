@@ -6,7 +6,9 @@
  * next WELCOME (the client gives it back). With `--sessions memory` none of it survives.
  */
 import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { connect, type LocksmithClient } from '../../src/client/locksmith-client.js';
 import type { LockLostError } from '../../src/core/errors.js';
@@ -136,6 +138,69 @@ describe('durable sessions on one server', () => {
       }
     });
   }
+
+  it('kill -9 after the journal was checkpointed under lock churn: the held locks come back with their tokens, the released ones do not', async () => {
+    using dir = tempDir('locksmith-durable-checkpoint-');
+    const port = await freePort();
+    const flags = ['--port', String(port)];
+    let proc = await startServeProcess(dir.path, flags);
+    const url = `locksmith://127.0.0.1:${port}`;
+    const alive = setInterval(() => undefined, 1000);
+    try {
+      await using holder = await connect(url, { sessionLeaseMs: 30_000 });
+      const seen = watch(holder);
+      await holder.createTable('t', ['f']);
+      const table = holder.table('t');
+      const held = [await table.lockRow('held-1'), await table.lockRow('held-2')];
+      // The journal checkpoints once its log holds 4 MB: a cycle logs about 220 B.
+      const snapshots = () =>
+        readdirSync(join(dir.path, 'sessions')).filter((f) => f.endsWith('.snap')).length;
+      const before = snapshots();
+      let cycles = 0;
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, w) => {
+          for (let i = 0; i < 2_000; i++) {
+            await (await table.lockRow(`churn-${w}-${i % 7}`)).close();
+            cycles++;
+          }
+        }),
+      );
+      held.push(await table.lockRow('held-3'));
+      for (const [i, l] of held.entries()) {
+        await table.put(new Put(`held-${i + 1}`, { rowLock: l }).add('f', 'q', 'before'));
+      }
+      assert.ok(snapshots() > before, `no checkpoint of the journal after ${cycles} cycles`);
+      const tokens = held.map((l) => l.token);
+
+      await proc.kill9();
+      proc = await startServeProcess(dir.path, flags);
+      await eventually(
+        () => seen.resumed.length > 0 || seen.lost.length > 0,
+        30_000,
+        'a reconnect',
+      );
+      assert.deepEqual(seen.lost, []);
+      assert.equal(seen.resumed[0], true);
+      await using other = await connect(url);
+      for (const [i, l] of held.entries()) {
+        assert.equal(l.signal.aborted, false, `held-${i + 1} survived`);
+        assert.equal(l.token, tokens[i]);
+        await table.put(new Put(`held-${i + 1}`, { rowLock: l }).add('f', 'q', 'after'));
+        assert.equal(await other.table('t').tryLockRow(`held-${i + 1}`), null);
+      }
+      // Every row of the churn was released: free for another session at once.
+      for (let w = 0; w < 16; w++) {
+        for (let r = 0; r < 7; r++) {
+          const got = await other.table('t').tryLockRow(`churn-${w}-${r}`);
+          assert.ok(got !== null, `churn-${w}-${r} is free`);
+          await got.close();
+        }
+      }
+    } finally {
+      clearInterval(alive);
+      await proc.kill9().catch(() => undefined);
+    }
+  });
 
   it('a grant whose answer never arrived is listed when the session is resumed after a restart', async () => {
     using dir = tempDir('locksmith-durable-lost-answer-');

@@ -151,6 +151,50 @@ describe('session journal', () => {
     assert.equal(records.length, 2);
   });
 
+  it('once it follows the live locks, a checkpoint writes those and the journal keeps no copy', async () => {
+    using dir = tempDir();
+    const fast = { ...options, durability: 'none' as const };
+    const journal = await SessionJournal.open(dir.path, fast);
+    await journal.recover();
+    await journal.opened(session('a'));
+    await journal.granted(lock('before', 'a', 'r0', 1));
+    // What the server lists: a map it keeps itself, as its sessions do.
+    const live = new Map<string, JournalLock>([
+      ['before'.padEnd(20, 'x'), lock('before', 'a', 'r0', 1)],
+    ]);
+    journal.followLocks(() => live.values());
+    let token = 2;
+    // Churn past the checkpoint threshold (~150 B a record): each grant is listed as it is
+    // recorded, and each release stops being listed before it is recorded.
+    for (let i = 0; i < 40_000; i++) {
+      const l = lock(`c${i}`, 'a', `row${i % 100}`, token++);
+      live.set(l.lockId, l);
+      const granted = journal.granted(l);
+      live.delete(l.lockId);
+      const released = journal.released(l.lockId);
+      if (i % 1000 === 999) await Promise.all([granted, released]);
+    }
+    const kept = lock('kept', 'a', 'k', token++);
+    live.set(kept.lockId, kept);
+    await journal.granted(kept);
+    // Listed but never recorded: proves that the checkpoints wrote the list, not a copy.
+    const listedOnly = lock('listed', 'a', 'l', token++);
+    live.set(listedOnly.lockId, listedOnly);
+    for (let i = 0; i < 40_000; i++) {
+      const l = lock(`d${i}`, 'a', `row${i % 100}`, token++);
+      const granted = journal.granted(l);
+      const released = journal.released(l.lockId);
+      if (i % 1000 === 999) await Promise.all([granted, released]);
+    }
+    await journal.close();
+    const stored = await storedRecords(dir.path);
+    assert.ok(stored.length < 60_000, `the log was checkpointed (${stored.length} records)`);
+    const again = await SessionJournal.open(dir.path, fast);
+    const state = await again.recover();
+    await again.close();
+    assert.deepEqual(state.locks.map((l) => l.lockId).sort(), [...live.keys()].sort());
+  });
+
   it('keeps its log bounded: checkpoints write what stands, whatever the churn', async () => {
     using dir = tempDir();
     const fast = { ...options, durability: 'none' as const };
