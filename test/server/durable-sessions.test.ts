@@ -14,7 +14,7 @@ import { connect, type LocksmithClient } from '../../src/client/locksmith-client
 import type { LockLostError } from '../../src/core/errors.js';
 import { Get, Put } from '../../src/rows/index.js';
 import { LocksmithServer } from '../../src/server/server.js';
-import { startServeProcess } from '../fixtures/serve-process.js';
+import { type ServeProcess, startServeProcess } from '../fixtures/serve-process.js';
 import { eventually, sleep, tempDir } from '../helpers.js';
 import { RawClient } from './raw-client.js';
 
@@ -32,6 +32,19 @@ function watch(client: LocksmithClient) {
   client.on('sessionLost', (reason) => seen.lost.push(reason.code));
   client.on('connected', (resumed) => seen.resumed.push(resumed));
   return seen;
+}
+
+/** kill -9 of `proc`, a new server on its data, and a wait until the client reconnected. */
+async function killAndRestart(
+  proc: ServeProcess,
+  dataDir: string,
+  flags: string[],
+  seen: ReturnType<typeof watch>,
+): Promise<ServeProcess> {
+  await proc.kill9();
+  const next = await startServeProcess(dataDir, flags);
+  await eventually(() => seen.resumed.length > 0 || seen.lost.length > 0, 30_000, 'a reconnect');
+  return next;
 }
 
 describe('durable sessions on one server', () => {
@@ -97,13 +110,7 @@ describe('durable sessions on one server', () => {
         const waited = waiter.table('t').lockRow('r', { waitMs: 60_000 });
         await sleep(500);
 
-        await proc.kill9();
-        proc = await startServeProcess(dir.path, flags);
-        await eventually(
-          () => seen.resumed.length > 0 || seen.lost.length > 0,
-          30_000,
-          'a reconnect',
-        );
+        proc = await killAndRestart(proc, dir.path, flags, seen);
         if (mode === 'memory') {
           await eventually(() => lock.signal.aborted, 10_000, 'the lock to be lost');
           assert.equal((lock.signal.reason as LockLostError).code, 'SESSION_EXPIRED');
@@ -172,13 +179,7 @@ describe('durable sessions on one server', () => {
       assert.ok(snapshots() > before, `no checkpoint of the journal after ${cycles} cycles`);
       const tokens = held.map((l) => l.token);
 
-      await proc.kill9();
-      proc = await startServeProcess(dir.path, flags);
-      await eventually(
-        () => seen.resumed.length > 0 || seen.lost.length > 0,
-        30_000,
-        'a reconnect',
-      );
+      proc = await killAndRestart(proc, dir.path, flags, seen);
       assert.deepEqual(seen.lost, []);
       assert.equal(seen.resumed[0], true);
       await using other = await connect(url);
