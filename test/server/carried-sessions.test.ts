@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { connect } from '../../src/client/locksmith-client.js';
-import { Put } from '../../src/rows/index.js';
+import { Get, Put } from '../../src/rows/index.js';
 import { LocksmithServer } from '../../src/server/server.js';
 import { startServeProcess } from '../fixtures/serve-process.js';
 import { freePorts } from '../ha/cluster.js';
@@ -315,6 +315,57 @@ describe('sessions carried over one connection', () => {
     } finally {
       await first.proc.kill9().catch(() => undefined);
       await second?.proc.kill9().catch(() => undefined);
+    }
+  });
+
+  it('SIGSTOP of the server past the lease: the client counts the session and its lock lost by its own clock; after SIGCONT the row goes to the next session', async () => {
+    using dir = tempDir('locksmith-carried-stop-');
+    const [port] = (await freePorts(1)) as [number];
+    const proc = await startServeProcess(dir.path, ['--port', String(port)]);
+    const url = `locksmith://127.0.0.1:${port}`;
+    const leaseMs = 1_500;
+    let stopped = false;
+    try {
+      await using client = await connect(url, { sessionLeaseMs: leaseMs });
+      await client.createTable('t', ['f']);
+      const session = await client.openSession({ sessionLeaseMs: leaseMs });
+      const lost: { code: string; whileStopped: boolean }[] = [];
+      session.on('lost', (reason) => lost.push({ code: reason.code, whileStopped: stopped }));
+      const lock = await session.table('t').lockRow('r');
+      await session.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'before'));
+      let abortedWhileStopped: boolean | undefined;
+      lock.signal.addEventListener('abort', () => {
+        abortedWhileStopped = stopped;
+      });
+
+      stopped = proc.proc.kill('SIGSTOP');
+      assert.ok(stopped, 'the server was stopped');
+      // The server can hand the row on only once it runs again: the client must have given up
+      // its lock before that, on its own clock (a lease from its last proof of the server).
+      await eventually(() => lock.signal.aborted, 3 * leaseMs + 10_000, 'the lock to be lost');
+      assert.equal(abortedWhileStopped, true, 'the lock was lost while the server was stopped');
+      assert.deepEqual(
+        lost.map((l) => l.whileStopped),
+        [true],
+        'the session was lost while the server was stopped',
+      );
+      assert.throws(() => lock.ensureValid());
+      await assert.rejects(
+        session.table('t').put(new Put('r', { rowLock: lock }).add('f', 'q', 'late')),
+      );
+
+      proc.proc.kill('SIGCONT');
+      stopped = false;
+      await using other = await connect(url);
+      const next = await other.table('t').lockRow('r', { waitMs: 20_000 });
+      assert.ok(next.token > lock.token, 'the next grant has a larger token');
+      await other.table('t').put(new Put('r', { rowLock: next }).add('f', 'q', 'next'));
+      const value = (await other.table('t').get(new Get('r'))).getValue('f', 'q')?.toString();
+      assert.equal(value, 'next', 'nothing written under the lost lock after it was lost');
+      await next.close();
+    } finally {
+      if (stopped) proc.proc.kill('SIGCONT');
+      await proc.kill9().catch(() => undefined);
     }
   });
 
