@@ -163,10 +163,11 @@ export class GroupCommitLog {
   }
 
   /**
-   * Poisons the log with `err` (a failed epoch check outside the log: a checkpoint's), so
-   * every queued and later append rejects; a batch being written fails at its own check.
+   * Poisons the log with `err` (a failed epoch check outside the log: a checkpoint's; the
+   * storage's lock lost), so every queued and later append rejects; a batch being written
+   * fails at its own check, or (without an epoch) is acknowledged as written before.
    */
-  poisonWith(err: FencedError): void {
+  poisonWith(err: LockIOError | FencedError): void {
     if (this.#poison !== undefined) return;
     this.#poison = err;
     this.#forming = undefined;

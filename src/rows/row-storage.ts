@@ -112,6 +112,18 @@ export class RowStorage implements RegionStorage {
     this.#maxRecordBytes = maxRecordBytes;
     this.#coveredFrom = coveredFrom;
     this.#fence = fence;
+    if (fence === undefined) {
+      // Without an epoch no check runs per batch: a write.lock deleted or replaced under the
+      // storage (its directory removed or moved away) stops every later write, which would
+      // otherwise be acknowledged into files no open will read again.
+      lock.once('lost', (reason) =>
+        log.poisonWith(
+          new LockIOError(`Row storage ${dir} refuses writes: ${reason.message}`, {
+            cause: reason,
+          }),
+        ),
+      );
+    }
   }
 
   /**

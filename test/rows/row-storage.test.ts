@@ -8,6 +8,8 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  renameSync,
+  rmSync,
   statSync,
   writeFileSync,
   writeSync,
@@ -19,7 +21,7 @@ import { LockObtainFailedError } from '../../src/core/errors.js';
 import { crc32, tableCrc32 } from '../../src/rows/crc32.js';
 import { encodeFrame, FILE_HEADER_BYTES } from '../../src/rows/record-codec.js';
 import { RowStorage } from '../../src/rows/row-storage.js';
-import { exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
+import { eventually, exitOf, fixture, orphanProof, tempDir, waitForLine } from '../helpers.js';
 import { runWithFileSizeLimit } from './run-with-file-size-limit.js';
 
 const enc = (s: string) => Buffer.from(s);
@@ -492,6 +494,46 @@ test('a failed write poisons the storage (RLIMIT_FSIZE in a child: EFBIG)', asyn
     recovered.log.map((r) => Number(Buffer.from(r).toString().split(':')[1])),
   );
   for (const n of acked) assert.ok(present.has(n), `acknowledged ${n} lost`);
+});
+
+test('a write.lock deleted, replaced, or its directory moved away under the storage: every later write fails with IO_ERROR', async () => {
+  const attacks: [string, (dir: string) => void][] = [
+    ['directory removed', (dir) => rmSync(dir, { recursive: true, force: true })],
+    ['directory moved away', (dir) => renameSync(dir, `${dir}.moved`)],
+    ['write.lock deleted', (dir) => rmSync(join(dir, 'write.lock'))],
+    [
+      'write.lock replaced',
+      (dir) => {
+        rmSync(join(dir, 'write.lock'));
+        writeFileSync(join(dir, 'write.lock'), '');
+      },
+    ],
+  ];
+  for (const [what, attack] of attacks) {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'storage');
+    const { storage } = await RowStorage.open(dir);
+    try {
+      await storage.append(enc('before'));
+      attack(dir);
+      // The lock is watched (events, and a poll every second): the refusal comes soon after.
+      const refused = await eventually(
+        () =>
+          storage.append(enc('after')).then(
+            () => undefined,
+            (err: unknown) => err,
+          ),
+        10_000,
+        `a refused append after: ${what}`,
+        50,
+      );
+      assert.equal((refused as { code?: string }).code, 'IO_ERROR', what);
+      assert.match((refused as Error).message, /refuses writes/, what);
+      await assert.rejects(storage.append(enc('later')), { code: 'IO_ERROR' }, what);
+    } finally {
+      await storage.close().catch(() => undefined);
+    }
+  }
 });
 
 test('close is idempotent; afterwards append and checkpoint reject with ALREADY_CLOSED', async () => {

@@ -6,7 +6,7 @@
  * next WELCOME (the client gives it back). With `--sessions memory` none of it survives.
  */
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -197,6 +197,53 @@ describe('durable sessions on one server', () => {
           await got.close();
         }
       }
+    } finally {
+      clearInterval(alive);
+      await proc.kill9().catch(() => undefined);
+    }
+  });
+
+  it('the session journal deleted under a running server: grants fail once its lock file is seen gone, and after a restart its sessions are lost, not resumed', async () => {
+    using dir = tempDir('locksmith-durable-deleted-');
+    const port = await freePort();
+    const flags = ['--port', String(port)];
+    let proc = await startServeProcess(dir.path, flags);
+    const url = `locksmith://127.0.0.1:${port}`;
+    const alive = setInterval(() => undefined, 1000);
+    try {
+      await using holder = await connect(url, { sessionLeaseMs: 30_000 });
+      const seen = watch(holder);
+      await holder.createTable('t', ['f']);
+      const lock = await holder.table('t').lockRow('held');
+      rmSync(join(dir.path, 'sessions'), { recursive: true, force: true });
+      // The journal's lock file is watched: soon every grant fails, with the reason.
+      const refused = await eventually(
+        () =>
+          holder
+            .table('t')
+            .lockRow('other')
+            .then(
+              async (l) => {
+                await l.close().catch(() => undefined);
+                return undefined;
+              },
+              (err: unknown) => err,
+            ),
+        10_000,
+        'a grant refused',
+        50,
+      );
+      assert.equal((refused as { code?: string }).code, 'IO_ERROR');
+      assert.match((refused as Error).message, /refuses writes/);
+      await assert.rejects(holder.table('t').lockRow('another'), { code: 'IO_ERROR' });
+
+      proc = await killAndRestart(proc, dir.path, flags, seen);
+      await eventually(() => lock.signal.aborted, 20_000, 'the lock to be lost');
+      assert.equal((lock.signal.reason as LockLostError).code, 'SESSION_EXPIRED');
+      await using other = await connect(url);
+      const next = await other.table('t').lockRow('held', { waitMs: 10_000 });
+      assert.ok(next.token > lock.token, 'the next grant has a larger token');
+      await next.close();
     } finally {
       clearInterval(alive);
       await proc.kill9().catch(() => undefined);
