@@ -74,12 +74,12 @@ const CHECKPOINT_MIN_BYTES = 4 << 20;
  * the journal keeps in memory only what stands: a small object per session, and the locks
  * until the server has put them back, after which it reads them from the server's sessions
  * ({@link followLocks}). A checkpoint writes what stands as one record each before the log
- * behind it is dropped. A session
- * is recorded when it opens, a grant once its session's record is durable and before the grant
- * is answered, a release before it is answered. Records of different locks need no order among
- * themselves: where a release was not recorded before the row's next grant was, the next
- * grant's larger token tells which holds ({@link recover}), and a lock whose session is gone is
- * dropped. Renewals are not recorded: whoever opens the journal starts every lease afresh.
+ * behind it is dropped. A session is recorded when it opens, a grant once its session's record
+ * is durable and before the grant is answered, a release before it is answered. Records of
+ * different locks need no order among themselves: where a release was not recorded before the
+ * row's next grant was, the next grant's larger token tells which holds ({@link recover}), and
+ * a lock whose session is gone is dropped. Renewals are not recorded: whoever opens the
+ * journal starts every lease afresh.
  *
  * Why not a region (as the first version was): a lock's row in a memstore cost about 3 KB of
  * heap and a put plus a delete through the MVCC write path per lock cycle; a record here is
