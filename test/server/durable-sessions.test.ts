@@ -34,6 +34,12 @@ function watch(client: LocksmithClient) {
   return seen;
 }
 
+/** Flags for a `serve` process on a port of its own, and its URL. */
+async function serveFlags(extra: string[] = []): Promise<{ flags: string[]; url: string }> {
+  const port = await freePort();
+  return { flags: ['--port', String(port), ...extra], url: `locksmith://127.0.0.1:${port}` };
+}
+
 /** kill -9 of `proc`, a new server on its data, and a wait until the client reconnected. */
 async function killAndRestart(
   proc: ServeProcess,
@@ -148,10 +154,8 @@ describe('durable sessions on one server', () => {
 
   it('kill -9 after the journal was checkpointed under lock churn: the held locks come back with their tokens, the released ones do not', async () => {
     using dir = tempDir('locksmith-durable-checkpoint-');
-    const port = await freePort();
-    const flags = ['--port', String(port)];
+    const { flags, url } = await serveFlags();
     let proc = await startServeProcess(dir.path, flags);
-    const url = `locksmith://127.0.0.1:${port}`;
     const alive = setInterval(() => undefined, 1000);
     try {
       await using holder = await connect(url, { sessionLeaseMs: 30_000 });
@@ -205,10 +209,8 @@ describe('durable sessions on one server', () => {
 
   it('the session journal deleted under a running server: grants fail once its lock file is seen gone, and after a restart its sessions are lost, not resumed', async () => {
     using dir = tempDir('locksmith-durable-deleted-');
-    const port = await freePort();
-    const flags = ['--port', String(port)];
+    const { flags, url } = await serveFlags();
     let proc = await startServeProcess(dir.path, flags);
-    const url = `locksmith://127.0.0.1:${port}`;
     const alive = setInterval(() => undefined, 1000);
     try {
       await using holder = await connect(url, { sessionLeaseMs: 30_000 });
