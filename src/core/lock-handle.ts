@@ -44,8 +44,21 @@ export interface LockHandle extends AsyncDisposable {
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
+// A handle's phase. Its helpers are plain (TypeScript-private) methods, not `#` ones: a class
+// with `#` methods gives every instance a brand field (8 B a handle).
+const OPEN = 0;
+const OBSERVED = 1;
+const CLOSED = 2;
+
 interface HandleEvents {
   lost: [LockLostError];
+}
+
+// `resource` is declared here, not as a field of the class: a subclass may then define it as a
+// getter (see the constructor).
+export interface LockHandleBase {
+  /** What is locked, as messages and status pages name it. */
+  readonly resource: string;
 }
 
 /**
@@ -53,8 +66,8 @@ interface HandleEvents {
  * called, the abort signal, and the `lost` event. Subclasses implement `closeOnce()` and
  * `checkValid()`; they report loss with `markLost()`.
  */
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: see the interface above
 export abstract class LockHandleBase extends EventEmitter<HandleEvents> implements LockHandle {
-  readonly resource: string;
   readonly token: number;
   // Created on first use of `signal`: most handles are never asked for it, and building the
   // abort reason (an Error with a stack) on every release would dominate a fast lock's cost.
@@ -64,8 +77,8 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
   // error than the LockLostError (Lucene's AlreadyClosedError for an invalidated lock).
   #thrownOnLoss: Error | undefined;
   #closing: Promise<void> | undefined;
-  #closed = false;
-  #observed = false;
+  /** OPEN, OBSERVED or CLOSED: one field where two flags cost a field each on every handle. */
+  #phase = OPEN;
 
   static {
     // Adding a `lost` listener, by any of EventEmitter's methods, means someone is observing.
@@ -84,21 +97,26 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
         writable: true,
         value: function (this: LockHandleBase, event: string | symbol, listener: never) {
           add.call(this, event, listener);
-          if (event === 'lost') this.#observe();
+          if (event === 'lost') this.observe();
           return this;
         },
       });
     }
   }
 
-  constructor(resource: string, token: number) {
+  /**
+   * `resource` undefined: the subclass defines a `resource` getter instead (a server holding
+   * many row locks makes a row lock's when asked, rather than keep a string and a field for
+   * each).
+   */
+  constructor(resource: string | undefined, token: number) {
     super();
     // EventEmitter makes an empty listener table per instance, an object in dictionary mode
     // (about 190 B of heap); most handles never get a listener. Node's EventEmitter makes the
     // table at the first listener when `_events` is undefined (as for an emitter whose
     // constructor never ran), and every method of it reads an undefined table as empty.
     (this as unknown as { _events: undefined })._events = undefined;
-    this.resource = resource;
+    if (resource !== undefined) (this as { resource: string }).resource = resource;
     this.token = token;
   }
 
@@ -106,14 +124,14 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
       if (this.#lostReason !== undefined) this.#controller.abort(this.#lostReason);
-      else if (this.#closed) this.#controller.abort(this.#releasedReason());
-      else this.#observe();
+      else if (this.#phase === CLOSED) this.#controller.abort(this.releasedReason());
+      else this.observe();
     }
     return this.#controller.signal as LockSignal;
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#phase === CLOSED;
   }
 
   get lostReason(): LockLostError | undefined {
@@ -122,7 +140,7 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
 
   /** Throws when the lock is no longer held; a detected loss also fires `lost`. */
   ensureValid(): void {
-    if (this.#closed) {
+    if (this.#phase === CLOSED) {
       throw new AlreadyClosedError(`Lock instance already released: ${this.resource}`);
     }
     if (this.#lostReason !== undefined) throw this.#thrownOnLoss ?? this.#lostReason;
@@ -134,8 +152,8 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
    * error, after which the handle is closed anyway) further calls resolve at once.
    */
   close(): Promise<void> {
-    if (this.#closed) return RESOLVED;
-    this.#closing ??= this.#doClose();
+    if (this.#phase === CLOSED) return RESOLVED;
+    this.#closing ??= this.doClose();
     return this.#closing;
   }
 
@@ -154,7 +172,7 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
    * `abort` listener is.
    */
   protected markLost(reason: LockLostError, thrownByEnsureValid?: Error): void {
-    if (this.#lostReason !== undefined || this.#closed) return;
+    if (this.#lostReason !== undefined || this.#phase === CLOSED) return;
     this.#lostReason = reason;
     this.#thrownOnLoss = thrownByEnsureValid;
     this.#controller?.abort(reason);
@@ -183,18 +201,18 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
 
   /** Marks the handle closed without running `closeOnce` (for handles closed by a wrapper). */
   protected markClosed(): void {
-    this.#closed = true;
+    this.#phase = CLOSED;
     if (this.#controller !== undefined && !this.#controller.signal.aborted) {
-      this.#controller.abort(this.#releasedReason());
+      this.#controller.abort(this.releasedReason());
     }
   }
 
-  #releasedReason(): AlreadyClosedError {
+  private releasedReason(): AlreadyClosedError {
     return new AlreadyClosedError(`Lock released: ${this.resource}`);
   }
 
   /** Runs `closeOnce`; a synchronous one costs no extra promise (it matters for fast locks). */
-  #doClose(): Promise<void> {
+  private doClose(): Promise<void> {
     let pending: Promise<void> | void;
     try {
       pending = this.closeOnce();
@@ -209,16 +227,11 @@ export abstract class LockHandleBase extends EventEmitter<HandleEvents> implemen
     return pending.finally(() => this.markClosed());
   }
 
-  #observe(): void {
-    if (
-      this.#observed ||
-      this.#closed ||
-      this.#closing !== undefined ||
-      this.#lostReason !== undefined
-    ) {
+  private observe(): void {
+    if (this.#phase !== OPEN || this.#closing !== undefined || this.#lostReason !== undefined) {
       return;
     }
-    this.#observed = true;
+    this.#phase = OBSERVED;
     this.observed();
   }
 

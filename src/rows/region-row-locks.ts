@@ -49,7 +49,8 @@ export interface RowLockRegion {
 
 /**
  * A region's row locks: a {@link RowLockManager} whose explicit grants are handed out as
- * {@link RowLock} handles and recorded for fencing ({@link RowFencing}).
+ * {@link RowLock} handles and fenced by ({@link RowFencing}): by the holder's token while held,
+ * by the remembered token once ended.
  *
  * Contract: every explicit grant gets exactly one handle, and its token becomes the row's
  * newest for {@link checkToken}; a handle learns of its end through its signal: released
@@ -88,10 +89,14 @@ export class RegionRowLocks {
       },
       leaseRemaining: (lockId) => manager.leaseRemaining(lockId),
       releaseIfHeld: (lock) => {
-        if (!region.closing() && manager.isHeldId(lock.lockId)) manager.unlockRow(lock.lockId);
+        if (!region.closing() && manager.isHeldId(lock.lockId)) {
+          const grant = manager.unlockRow(lock.lockId);
+          this.#fencing.released(grant.row, grant.token);
+        }
       },
     };
     manager.on('expired', (grant) => {
+      this.#fencing.released(grant.row, grant.token);
       const lock = grant.handle as RowLock;
       const reason = new LockLostError(
         `Row lock lease expired: ${lock.resource} (lock ${lock.lockId}, not used or renewed for ${leasePeriodMs} ms)`,
@@ -125,6 +130,7 @@ export class RegionRowLocks {
 
   unlockRow(lock: RowLockRef): void {
     const grant = this.#manager.unlockRow(rowLockIdOf(lock));
+    this.#fencing.released(grant.row, grant.token);
     (grant.handle as RowLock | undefined)?.[markRowLockReleased]();
   }
 
@@ -139,7 +145,7 @@ export class RegionRowLocks {
 
   /** Refuses a mutation of `row` carrying a token older than the row's newest explicit grant. */
   checkToken(row: string, token: number | undefined): void {
-    this.#fencing.check(row, token);
+    this.#fencing.check(row, token, this.#manager.explicitToken(row));
   }
 
   /** Waits and deadlocks now, for status pages (see `RowLockManager.activity`). */
@@ -202,7 +208,6 @@ export class RegionRowLocks {
       owner,
       renew,
     );
-    this.#fencing.granted(grant.row, grant.token);
     lock[moveRowLock](this.#control);
     grant.handle = lock;
   }
@@ -238,7 +243,6 @@ export class RegionRowLocks {
   }
 
   #handle(grant: RowLockGrant): RowLock {
-    this.#fencing.granted(grant.row, grant.token);
     const lock = new RowLock(grant.row, grant.lockId as string, grant.token, this.#control);
     grant.handle = lock;
     return lock;

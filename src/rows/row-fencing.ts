@@ -2,27 +2,26 @@ import { checkFence } from '../core/fencing.js';
 import { checkToken } from '../core/options.js';
 import { toStringBinary } from './bytes.js';
 
-/** Rows whose newest explicit grant is remembered exactly (default); older ones share the floor. */
+/** Rows whose newest explicit grant is remembered exactly once released (default); older ones share the floor. */
 const GRANT_MEMORY = 100_000;
 
 /**
- * The region's fencing: one core {@link FencingGate} per row, fed by the region's own explicit
- * grants ({@link granted}, which the region witnesses, so writes need not teach it) and asked
- * by every mutation carrying a token ({@link check}, which records nothing: a write's token
- * never fences out the row's current holder).
+ * The region's fencing: the newest explicit grant of each row, asked by every mutation
+ * carrying a token ({@link check}, which records nothing: a write's token never fences out the
+ * row's current holder).
  *
  * Contract: a token older than the row's newest explicit grant is refused with
- * `StaleTokenError`; a valid explicit lock's own token (that newest grant) passes. Memory is
- * bounded: past `memory` rows (`GRANT_MEMORY` by default) the least recently granted is forgotten and its token
- * raises a shared floor gate. Tokens rise across all rows, so the floor can only refuse too
- * much (a stale-looking token on a forgotten row), never admit a token older than a row's real
- * newest grant.
+ * `StaleTokenError`; a valid explicit lock's own token (that newest grant) passes, however
+ * long it is held and however many rows are locked meanwhile. A held row's newest grant is its
+ * holder's, which the caller passes to {@link check}; this class remembers rows only once
+ * their explicit lock ended ({@link released}), so a held lock costs nothing here. Memory is
+ * bounded: past `memory` rows (`GRANT_MEMORY` by default) the least recently released is
+ * forgotten and its token raises a shared floor. Tokens rise across all rows, so the floor can
+ * only refuse too much (a stale-looking token on a forgotten free row), never admit a token
+ * older than a row's real newest grant; it never applies to a held row.
  */
 export class RowFencing {
-  /**
-   * Newest explicit grant per row, least recently granted first: a plain number per row, not a
-   * gate object (32 B of heap a held lock on a server).
-   */
+  /** Newest explicit grant per free row, least recently released first: a plain number each. */
   readonly #rows = new Map<string, number>();
   /** What a forgotten (or never granted) row is held to. */
   #floor = Number.NEGATIVE_INFINITY;
@@ -32,8 +31,12 @@ export class RowFencing {
     this.#memory = memory;
   }
 
-  /** Records an explicit grant of `row` with `token` as the row's newest. */
-  granted(row: string, token: number): void {
+  /**
+   * Records the explicit lock of `row` with `token`, which just ended (unlocked, expired), as
+   * the row's newest grant. Every end of an explicit lock must be told here before a mutation
+   * of the row is checked again: a row neither held nor remembered is held to the floor.
+   */
+  released(row: string, token: number): void {
     checkToken(token, 'Fencing token');
     const newest = this.#rows.get(row);
     if (newest !== undefined) this.#rows.delete(row);
@@ -45,9 +48,13 @@ export class RowFencing {
     }
   }
 
-  /** Refuses a mutation of `row` carrying `token` older than the row's newest grant. */
-  check(row: string, token: number | undefined): void {
+  /**
+   * Refuses a mutation of `row` carrying `token` older than the row's newest grant: `held`,
+   * the token of the row's explicit lock when one holds it now, else what {@link released}
+   * recorded, else the floor.
+   */
+  check(row: string, token: number | undefined, held: number | undefined): void {
     if (token === undefined) return;
-    checkFence(this.#rows.get(row) ?? this.#floor, token, `row ${toStringBinary(row)}`);
+    checkFence(held ?? this.#rows.get(row) ?? this.#floor, token, `row ${toStringBinary(row)}`);
   }
 }

@@ -658,6 +658,12 @@ export class RowLockManager extends EventEmitter<RowLockManagerEvents> {
     return this.#rows.get(row)?.token;
   }
 
+  /** The token of the explicit lock holding `row` now, or `undefined` (free, or held implicitly). */
+  explicitToken(row: string): number | undefined {
+    const hold = this.#rows.get(row);
+    return hold?.lockId === undefined ? undefined : hold.token;
+  }
+
   /** Whether the explicit lock `lockId` is held (its lease may be overdue but not yet expired). */
   isHeldId(lockId: string): boolean {
     return this.#ids.has(lockId);

@@ -62,12 +62,18 @@ export class RowLock extends LockHandleBase {
 
   /** @internal Made by the region; user code gets these from `lockRow`/`tryLockRow`. */
   constructor(key: string, lockId: string, token: number, control: RowLockControl) {
-    // The resource names the row as toStringBinary would; a plain row (the common case) is
-    // its own rendering, so the escaping loop runs only for binary rows.
-    super(`row=${toStringBinary(key)}`, token);
+    super(undefined, token);
     this.lockId = lockId;
     this.#key = key;
     this.#control = control;
+  }
+
+  /**
+   * `row=` and the row as `toStringBinary` renders it, made on each read: a string kept per
+   * lock cost a field and a 32 B string on every lock a server holds, for messages alone.
+   */
+  override get resource(): string {
+    return `row=${toStringBinary(this.#key)}`;
   }
 
   /**

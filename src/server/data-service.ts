@@ -279,13 +279,14 @@ async function restore(
     const session = byKey.get(l.session);
     try {
       if (session === undefined) throw new Error('no session');
-      const lock = catalog.regions(l.table).restoreRowLock(Buffer.from(l.row, 'latin1'), {
+      const table = catalog.resolve(l.table);
+      const lock = table.regions.restoreRowLock(Buffer.from(l.row, 'latin1'), {
         lockId: l.lockId,
         token: l.token,
         owner: session,
         renew: l.renew,
       });
-      dispatcher.adopt(session, l.table, lock);
+      dispatcher.adopt(session, table.name, lock);
     } catch {
       dropped.push(durable.released(l.lockId));
     }

@@ -247,7 +247,7 @@ export class Dispatcher {
     if (scope === undefined) {
       const owned = (table: string, lockId: unknown) => this.#owned(table, lockId, session);
       scope = {
-        table: (name) => ({ name: name as string, regions: this.#catalog.regions(name) }),
+        table: (name) => this.#catalog.resolve(name),
         owned,
         locks: (table) => (lockId) => ({ lockId: owned(table, lockId) }),
       };

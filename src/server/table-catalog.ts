@@ -241,19 +241,29 @@ export class TableCatalog {
 
   /** The regions of a table, or `TABLE_NOT_FOUND`. */
   regions(name: unknown): TableRegions {
-    const entry = typeof name === 'string' ? this.#tables.get(name) : undefined;
-    if (entry === undefined) {
-      throw new TableError('TABLE_NOT_FOUND', `No table named ${describeValue(name)}`);
-    }
-    return entry.regions;
+    return this.#entry(name).regions;
+  }
+
+  /**
+   * A table's regions and its name as the catalog keeps it: one string per table, where the
+   * caller's is a fresh copy decoded from each frame (kept with every lock a session holds).
+   * `TABLE_NOT_FOUND` for an unknown table.
+   */
+  resolve(name: unknown): { readonly name: string; readonly regions: TableRegions } {
+    const entry = this.#entry(name);
+    return { name: entry.descriptor.name, regions: entry.regions };
   }
 
   describe(name: unknown): TableDescriptor {
+    return this.#entry(name).descriptor;
+  }
+
+  #entry(name: unknown): TableEntry {
     const entry = typeof name === 'string' ? this.#tables.get(name) : undefined;
     if (entry === undefined) {
       throw new TableError('TABLE_NOT_FOUND', `No table named ${describeValue(name)}`);
     }
-    return entry.descriptor;
+    return entry;
   }
 
   /**
