@@ -83,6 +83,8 @@ export class RegionRowLocks {
           }),
     });
     this.#manager = manager;
+    // Tokens of earlier owners (before a restart or failover) are unknown per row here.
+    if (tokens !== undefined) this.#fencing.refuseBelow(tokens.firstToken);
     this.#control = {
       check: (lockId) => {
         manager.checkLock(lockId);
@@ -217,9 +219,13 @@ export class RegionRowLocks {
     this.#manager.transferRowLock(lock.lockId, owner, renew);
   }
 
-  /** See `RowLockManager.raiseTokens`. */
+  /**
+   * See `RowLockManager.raiseTokens`; tokens up to `floor` (the old region's) are refused on
+   * every row not held here, as their newest grants were made there.
+   */
   raiseTokens(floor: number): void {
     this.#manager.raiseTokens(floor);
+    this.#fencing.refuseBelow(floor + 1);
   }
 
   /** See `RowLockManager.tokenCeiling`. */

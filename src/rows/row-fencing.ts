@@ -49,6 +49,17 @@ export class RowFencing {
   }
 
   /**
+   * Every token below `token` was handed out before this fencing began to learn grants: by an
+   * earlier owner of the region (before a restart, a failover) or by the region a split took
+   * the rows from. Their newest grants per row are unknown here, so such a token is refused on
+   * every row not held now: refusing too much, never admitting a stale one.
+   */
+  refuseBelow(token: number): void {
+    checkToken(token, 'Fencing floor');
+    if (token > this.#floor) this.#floor = token;
+  }
+
+  /**
    * Refuses a mutation of `row` carrying `token` older than the row's newest grant: `held`,
    * the token of the row's explicit lock when one holds it now, else what {@link released}
    * recorded, else the floor.

@@ -4,6 +4,7 @@ import { FakeClock } from '../../src/core/clock.js';
 import { Put } from '../../src/rows/mutation.js';
 import { Region } from '../../src/rows/region.js';
 import { RowFencing } from '../../src/rows/row-fencing.js';
+import { tempDir } from '../helpers.js';
 
 test('row fencing refuses a token older than the row newest grant, and only that', () => {
   const fencing = new RowFencing();
@@ -93,4 +94,60 @@ test('every end of an explicit lock is remembered: unlockRow, close(), and lease
     );
     await region.put(new Put(row, { token: second.token }).add('f', 'q', 'fresh'));
   }
+});
+
+test('after a reopen, a token from before it is refused on every row not held; a restored lock keeps its own', async () => {
+  // Before: the reopened region knew no grant, so any old token passed on a free row.
+  using dir = tempDir('locksmith-fencing-');
+  let region = await Region.open({ families: ['f'], dir: dir.path });
+  const first = await region.lockRow('free');
+  await region.unlockRow(first);
+  const newest = await region.lockRow('free');
+  await region.unlockRow(newest);
+  const kept = await region.lockRow('kept', { renew: false });
+  await region.close();
+
+  region = await Region.open({ families: ['f'], dir: dir.path });
+  try {
+    const restored = region.restoreRowLock('kept', {
+      lockId: kept.lockId,
+      token: kept.token,
+      renew: false,
+    });
+    await assert.rejects(region.put(new Put('free', { token: first.token }).add('f', 'q', 'x')), {
+      code: 'STALE_TOKEN',
+    });
+    // The floor refuses too much rather than too little: even the free row's newest grant.
+    await assert.rejects(region.put(new Put('free', { token: newest.token }).add('f', 'q', 'x')), {
+      code: 'STALE_TOKEN',
+    });
+    await region.put(
+      new Put('kept', { rowLock: restored, token: kept.token }).add('f', 'q', 'held'),
+    );
+    const next = await region.lockRow('free');
+    assert.ok(next.token > newest.token);
+    await region.put(new Put('free', { rowLock: next, token: next.token }).add('f', 'q', 'ok'));
+    await region.unlockRow(next);
+    await region.unlockRow(restored);
+  } finally {
+    await region.close();
+  }
+});
+
+test('raiseTokens (a split): tokens up to the floor are refused on rows not held here', async () => {
+  await using region = await Region.open({ families: ['f'] });
+  const held = await region.lockRow('held');
+  const floor = held.token + 1000;
+  region.raiseTokens(floor);
+  await assert.rejects(region.put(new Put('held', { token: held.token - 1 }).add('f', 'q', 'x')), {
+    code: 'STALE_TOKEN',
+  });
+  await assert.rejects(region.put(new Put('free', { token: floor }).add('f', 'q', 'x')), {
+    code: 'STALE_TOKEN',
+  });
+  await region.put(new Put('held', { rowLock: held, token: held.token }).add('f', 'q', 'x'));
+  const next = await region.lockRow('free');
+  assert.ok(next.token > floor);
+  await region.unlockRow(next);
+  await region.put(new Put('free', { token: next.token }).add('f', 'q', 'x'));
 });

@@ -207,6 +207,46 @@ describe('durable sessions on one server', () => {
     }
   });
 
+  it('fencing across kill -9: a token from before the restart is refused on a free row, the resumed holder writes with its own', async () => {
+    // Before: the restarted server knew no grant of a free row, so any old token passed.
+    using dir = tempDir('locksmith-durable-fencing-');
+    const { flags, url } = await serveFlags();
+    let proc = await startServeProcess(dir.path, flags);
+    const alive = setInterval(() => undefined, 1000);
+    try {
+      await using holder = await connect(url, { sessionLeaseMs: 30_000 });
+      const seen = watch(holder);
+      await holder.createTable('t', ['f']);
+      const table = holder.table('t');
+      const first = await table.lockRow('free');
+      await first.close();
+      const newest = await table.lockRow('free');
+      await newest.close();
+      await assert.rejects(table.put(new Put('free', { token: first.token }).add('f', 'q', 'x')), {
+        code: 'STALE_TOKEN',
+      });
+      const held = await table.lockRow('held');
+
+      proc = await killAndRestart(proc, dir.path, flags, seen);
+      assert.deepEqual(seen.lost, []);
+      for (const token of [first.token, newest.token]) {
+        await assert.rejects(table.put(new Put('free', { token }).add('f', 'q', 'stale')), {
+          code: 'STALE_TOKEN',
+        });
+      }
+      await table.put(new Put('held', { rowLock: held, token: held.token }).add('f', 'q', 'own'));
+      const next = await table.lockRow('free');
+      assert.ok(next.token > newest.token);
+      await table.put(new Put('free', { rowLock: next, token: next.token }).add('f', 'q', 'new'));
+      assert.equal((await table.get(new Get('free'))).cells.length, 1, 'no stale write landed');
+      await next.close();
+      await held.close();
+    } finally {
+      clearInterval(alive);
+      await proc.kill9().catch(() => undefined);
+    }
+  });
+
   it('the session journal deleted under a running server: grants fail once its lock file is seen gone, and after a restart its sessions are lost, not resumed', async () => {
     using dir = tempDir('locksmith-durable-deleted-');
     const { flags, url } = await serveFlags();
