@@ -584,6 +584,15 @@ export class RemoteTable implements Table {
         }
       }
     }
+    if (lock?.moving === true && router !== undefined) {
+      // Its region closed at this server (a `lockMoved`) and may be served here again: the
+      // lock is adopted where the region is now before a call carries it, which that server
+      // would refuse as unknown until then.
+      await router.relocate(lock, locks, false);
+      if (locks.get(lockId) === undefined && router.handleOf(lockId) !== undefined) {
+        throw new NotServingRegionError(`Row lock ${lockId} moved with its region: routed again`);
+      }
+    }
     if (lock === undefined && locks.isGone(lockId)) {
       throw new UnknownRowLockError(
         `Unknown row lock ${lockId}: never granted, already released, or its lease expired`,
@@ -591,7 +600,21 @@ export class RemoteTable implements Table {
     }
     lock?.ensureValid();
     const sentAt = c.now();
-    const value = await call();
+    let value: T;
+    try {
+      value = await call();
+    } catch (err) {
+      // Refused as unknown because its region closed there while the call was on its way (the
+      // `lockMoved` came first on the connection): nothing was applied; it is routed again and
+      // waits for the lock's adoption.
+      if (lock?.moving === true && (err as { code?: unknown }).code === 'UNKNOWN_ROW_LOCK') {
+        throw new NotServingRegionError(
+          `Row lock ${lockId} is moving with its region: routed again`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
     lock?.renewedAt(sentAt);
     return value;
   }
