@@ -2,7 +2,7 @@ import { checkFence } from '../core/fencing.js';
 import { checkToken } from '../core/options.js';
 import { toStringBinary } from './bytes.js';
 
-/** Rows whose newest explicit grant is remembered exactly once released (default); older ones share the floor. */
+/** Released rows whose newest explicit grant is remembered exactly; older ones share the floor. */
 const GRANT_MEMORY = 100_000;
 
 /**
