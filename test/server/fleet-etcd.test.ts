@@ -106,7 +106,7 @@ describe('a fleet whose leases are in etcd', { timeout: 900_000 }, () => {
     }
   });
 
-  it('every claim deleted by hand in etcd: each region is claimed again with a larger epoch, the server that served it lets it go, a held lock is held on or lost (never held twice), no acknowledged write is lost', async (t) => {
+  it('every claim deleted by hand in etcd: each region is claimed again with a larger epoch, the server that served it lets it go, an old token is refused, a held lock is held on or lost (never held twice), no acknowledged write is lost', async (t) => {
     if (missing !== undefined) return t.skip(missing);
     const fleet = etcdFleet();
     try {
@@ -114,6 +114,8 @@ describe('a fleet whose leases are in etcd', { timeout: 900_000 }, () => {
       const table = client.table('t');
       const other = await fleet.client(fleet.members[1] as ServeProcess);
       const locks = await Promise.all(ROW_PREFIXES.map((p) => table.lockRow(`${p}-lock`)));
+      const old = await table.lockRow('b-fence');
+      await table.unlockRow(old);
       const load = writers(fleet, client, 4, 'd');
       await sleep(500);
       const etcd = (cluster as EtcdCluster).client();
@@ -140,6 +142,11 @@ describe('a fleet whose leases are in etcd', { timeout: 900_000 }, () => {
         etcd.close();
       }
       await fleet.balanced(fleet.members[0] as ServeProcess, fleet.members, 30_000);
+      // Its region was opened again: a token from before is refused on a row nobody holds.
+      await assert.rejects(
+        table.put(new Put('b-fence', { token: old.token }).add('f', 'q', 'stale')),
+        { code: 'STALE_TOKEN' },
+      );
       for (const lock of locks) {
         try {
           await table.put(new Put(lock.row, { rowLock: lock }).add('f', 'locked', 'after'));
